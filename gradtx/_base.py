@@ -353,8 +353,21 @@ def with_extra_args_support(tx: Any) -> GradientTransformation:
     optax one whose `update` has no `**extra_args`) is wrapped so that a chain can feed
     extra arguments to its other members.
 
+    Args:
+      tx: a transform (gradtx, optax or anything with `init` and `update`).
+
+    Returns:
+      A `GradientTransformation` whose `update` takes `**extra_args`.
+
     Raises:
       TypeError: if `tx` has no `init` and `update`.
+
+    Example:
+        >>> import jax.numpy as jnp, optax, gradtx
+        >>> tx = gradtx.with_extra_args_support(optax.sgd(0.1))
+        >>> u, _ = tx.update(jnp.ones(2), tx.init(jnp.zeros(2)), global_step=3)  # dropped for optax
+        >>> u
+        Array([-0.1, -0.1], dtype=float32)
     """
     check_transform("with_extra_args_support", "tx", tx)
     if isinstance(tx, GradientTransformation) or _accepts_extra_args(tx.update):

@@ -74,6 +74,15 @@ def load_npz(path: str | os.PathLike, target: Any) -> Any:
     Raises:
       ValueError: if the file's key paths, shapes or dtypes differ from `target`'s (the
         message names the first differences).
+
+    Example:
+        >>> import tempfile, os, jax, jax.numpy as jnp, gradtx
+        >>> tx = gradtx.momentum(0.1, 0.9)
+        >>> path = os.path.join(tempfile.mkdtemp(), "state.npz")
+        >>> gradtx.checkpoint.save_npz(path, tx.init({"w": jnp.ones(2)}))
+        >>> target = jax.eval_shape(tx.init, {"w": jnp.ones(2)})  # shapes alone will do
+        >>> gradtx.get_slot(gradtx.checkpoint.load_npz(path, target), "momentum", "w")
+        Array([0., 0.], dtype=float32)
     """
     with np.load(path) as data:
         stored = {k: data[k] for k in data.files}

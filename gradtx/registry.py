@@ -23,8 +23,8 @@ import jax
 from gradtx import _base, _tree, combinators, optimizers, parallel, transforms
 
 KINDS = ("optimizer", "transform", "wrapper")
+"""The kinds of entries: full optimizers, transforms from plain arguments, wrappers of a transform."""
 
-# TF argument name -> gradtx argument name; applied when the factory takes the gradtx name.
 TF_ARG_NAMES: Mapping[str, str] = {
     "beta1": "b1",
     "beta2": "b2",
@@ -39,11 +39,14 @@ TF_ARG_NAMES: Mapping[str, str] = {
     "opt": "tx",
     "optimizer": "tx",
 }
-# TF constructor arguments with no meaning for a pure transform (variable names, locking);
-# accepted and dropped.
+"""TF argument name -> gradtx argument name; applied when the factory takes the gradtx name."""
+
 TF_IGNORED_ARGS = ("use_locking", "name", "accum_name", "linear_name", "num_worker", "is_chief",
                    "ea_custom_getter", "ma_custom_getter", "custom_getter", "synchronous")
+"""TF constructor arguments with no meaning for a pure transform (variable names, locking): accepted and dropped."""
+
 SPARSE_RULES = ("rows", "all_rows", "dense", "custom")
+"""What a row-sparse gradient does to an entry's transform (see `Entry.sparse`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,8 +100,26 @@ _LOOKUP: dict[str, str] = {}
 def register(entry: Entry) -> Entry:
     """Add an entry; its name and aliases must not collide with a registered one.
 
+    A factory registered this way is found by `gradtx.get` and `from_config` under each
+    of its names, and joins the contract tests (tests/test_contract.py).
+
+    Args:
+      entry: the `Entry` to add (re-registering the same name replaces it).
+
+    Returns:
+      `entry`.
+
     Raises:
       ValueError: on a name collision or an unknown kind.
+
+    Example:
+        >>> import gradtx
+        >>> from gradtx import registry
+        >>> e = registry.register(registry.Entry("my_sgd", gradtx.sgd, "optimizer", aliases=("MySGD",),
+        ...                                      example={"learning_rate": 0.1}))
+        >>> registry.entry("MySGD").name
+        'my_sgd'
+        >>> _ = registry.unregister("my_sgd")  # and gone again
     """
     _base.check_one_of("register", "kind", entry.kind, KINDS)
     _base.check_one_of("register", "sparse", entry.sparse, SPARSE_RULES)
@@ -112,8 +133,46 @@ def register(entry: Entry) -> Entry:
     return entry
 
 
+def unregister(name: str) -> Entry:
+    """Remove an entry and its aliases (e.g. one a test or notebook registered).
+
+    Args:
+      name: any name of the entry.
+
+    Returns:
+      The removed `Entry`.
+
+    Raises:
+      UnknownNameError: for an unknown name.
+
+    Example:
+        >>> import gradtx
+        >>> from gradtx import registry
+        >>> _ = registry.register(registry.Entry("tmp_sgd", gradtx.sgd, "optimizer"))
+        >>> registry.unregister("tmp_sgd").name, "tmp_sgd" in registry.names()
+        ('tmp_sgd', False)
+    """
+    e = entry(name)
+    del _ENTRIES[e.name]
+    for n in (e.name, *e.aliases):
+        _LOOKUP.pop(_key(n), None)
+    return e
+
+
 def entries(kind: str | None = None) -> tuple[Entry, ...]:
-    """All registered entries (of one `kind` if given), sorted by name."""
+    """All registered entries (of one `kind` if given), sorted by name.
+
+    Args:
+      kind: "optimizer", "transform", "wrapper", or None for all.
+
+    Returns:
+      A tuple of `Entry`.
+
+    Example:
+        >>> from gradtx import registry
+        >>> [e.name for e in registry.entries("optimizer")][:3]
+        ['adadelta', 'adagrad', 'adagrad_da']
+    """
     if kind is not None:
         _base.check_one_of("entries", "kind", kind, KINDS)
     return tuple(e for _, e in sorted(_ENTRIES.items()) if kind is None or e.kind == kind)
@@ -122,9 +181,21 @@ def entries(kind: str | None = None) -> tuple[Entry, ...]:
 def entry(name: str) -> Entry:
     """The entry for a gradtx name, TF class name or alias.
 
+    Args:
+      name: e.g. "adam", "AdamOptimizer", "Adam" (case and underscores do not matter).
+
+    Returns:
+      The registered `Entry`.
+
     Raises:
       UnknownNameError: (a KeyError and a ValueError) for an unknown name, listing the
         closest registered names.
+
+    Example:
+        >>> from gradtx import registry
+        >>> e = registry.entry("MomentumOptimizer")
+        >>> e.name, e.reference
+        ('momentum', 'tf.compat.v1.train.MomentumOptimizer')
     """
     found = _LOOKUP.get(_key(name)) if isinstance(name, str) else None
     if found is None:
@@ -140,15 +211,39 @@ def entry(name: str) -> Entry:
 
 
 def names(kind: str | None = None) -> tuple[str, ...]:
-    """The gradtx names of all entries (of one `kind` if given), sorted."""
+    """The gradtx names of all entries (of one `kind` if given), sorted.
+
+    Args:
+      kind: "optimizer", "transform", "wrapper", or None for all.
+
+    Returns:
+      A tuple of names.
+
+    Example:
+        >>> from gradtx import registry
+        >>> "lazy_adam" in registry.names("optimizer"), "chain" in registry.names("optimizer")
+        (True, False)
+    """
     return tuple(e.name for e in entries(kind))
 
 
 def translate_kwargs(name: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """Rename TF argument names to gradtx's for the factory `name`, dropping `use_locking`/`name`.
 
+    Args:
+      name: any name of a registered factory.
+      kwargs: the arguments as TF (or gradtx) spells them.
+
+    Returns:
+      The arguments under the factory's own names.
+
     Raises:
       TypeError: for an argument the factory does not take, or one given under both names.
+
+    Example:
+        >>> from gradtx import registry
+        >>> registry.translate_kwargs("AdamOptimizer", {"beta1": 0.8, "epsilon": 1e-7, "use_locking": False})
+        {'b1': 0.8, 'eps': 1e-07}
     """
     e = entry(name)
     params = inspect.signature(e.factory).parameters
@@ -427,3 +522,7 @@ register(Entry("sharded_state", parallel.sharded_state, "wrapper", aliases=("ZeR
 
 OPTIMIZER_NAMES: tuple[str, ...] = names("optimizer")
 """The gradtx names of the built-in optimizers, sorted (`names("optimizer")` includes later registrations)."""
+
+
+__all__ = ["Entry", "KINDS", "OPTIMIZER_NAMES", "SPARSE_RULES", "TF_ARG_NAMES", "TF_IGNORED_ARGS", "entries",
+           "entry", "from_config", "get", "names", "register", "translate_kwargs", "unregister"]

@@ -64,6 +64,12 @@ def _merge(name: str, found: list[tuple[str, Any]]) -> Any:
 def slot_names(state: Any) -> list[str]:
     """The names of the slots in `state`, sorted (TF's `Optimizer.get_slot_names()`).
 
+    Args:
+      state: an optimizer state (of a chain, wrapper or alias, packed or not).
+
+    Returns:
+      The slot names, each once, sorted.
+
     Example:
         >>> import jax.numpy as jnp, gradtx
         >>> gradtx.slot_names(gradtx.rmsprop(0.1, centered=True).init({"w": jnp.zeros(2)}))
@@ -114,6 +120,12 @@ def get_slot(state: Any, name: str, path: Any = None) -> Any:
 
 def slots(state: Any) -> dict[str, Any]:
     """Every slot of `state` by name: `{name: tree}`.
+
+    Args:
+      state: an optimizer state (of a chain, wrapper or alias, packed or not).
+
+    Returns:
+      A dict from slot name to its tree (unpacked: shaped like the params).
 
     Example:
         >>> import jax.numpy as jnp, gradtx

@@ -74,6 +74,7 @@ class RowSparse:
 
     # pytree protocol: leaves are indices and values; the shape and the flag are static.
     def tree_flatten_with_keys(self):
+        """The pytree children `indices` and `values` with their key paths; the shape and flag are static."""
         keys = (jax.tree_util.GetAttrKey("indices"), jax.tree_util.GetAttrKey("values"))
         return tuple(zip(keys, (self.indices, self.values))), (self.dense_shape, self.unique)
 
@@ -185,8 +186,23 @@ def apply_rows(
     `(update_rows, *new_slot_rows)`, and the new rows are scattered back. Untouched rows of
     the slots do not change. Costs O(touched rows).
 
+    Args:
+      rule: the dense rule, element-wise over rows.
+      grad: the row-sparse gradient.
+      *slots: the slot tables (shaped like the parameter).
+      param: the parameter table, for rules that read it.
+
     Returns:
       `(update, *new_slots)` where `update` is a `RowSparse` (zero in padding rows).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from gradtx.sparse import RowSparse, apply_rows
+        >>> accum = jnp.ones((3, 1))
+        >>> g = RowSparse(jnp.array([2, 2]), jnp.array([[1.0], [2.0]]), (3, 1))  # row 2, twice
+        >>> update, accum = apply_rows(lambda g, a: (-g / a, a + g * g), g, accum)
+        >>> update.todense()[:, 0], accum[:, 0]
+        (Array([ 0.,  0., -3.], dtype=float32), Array([ 1.,  1., 10.], dtype=float32))
     """
     g = grad.deduplicated()
     args = [g.values, *(g.gather(s) for s in slots)]
@@ -203,6 +219,23 @@ def lift(rule: Callable[..., tuple[jax.Array, ...]], *, with_param: bool = False
 
     `rule(grad, *slots[, param]) -> (update, *new_slots)`; the returned function takes the
     same positional arguments (the param last when `with_param`).
+
+    Args:
+      rule: the dense rule, element-wise.
+      with_param: `rule` takes the parameter as its last argument.
+
+    Returns:
+      `leaf(grad, *slots[, param]) -> (update, *new_slots)` for dense or `RowSparse` grads.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from gradtx.sparse import RowSparse, lift
+        >>> leaf = lift(lambda g, a: (g / a, a + 1))
+        >>> leaf(jnp.array([2.0, 4.0]), jnp.array([1.0, 2.0]))  # dense: the rule everywhere
+        (Array([2., 2.], dtype=float32), Array([2., 3.], dtype=float32))
+        >>> u, a = leaf(RowSparse(jnp.array([1]), jnp.array([4.0]), (2,)), jnp.array([1.0, 2.0]))
+        >>> u.todense(), a  # row-sparse: row 1 only
+        (Array([0., 2.], dtype=float32), Array([1., 3.], dtype=float32))
     """
 
     def leaf(grad, *rest):
@@ -305,12 +338,42 @@ def value_and_grad(
 
 
 def densify(tree: Any) -> Any:
-    """Every `RowSparse` leaf of `tree` as a dense array (for rules with no sparse form)."""
+    """Every `RowSparse` leaf of `tree` as a dense array (for rules with no sparse form).
+
+    Args:
+      tree: a pytree whose leaves may be `RowSparse`.
+
+    Returns:
+      The same tree with each `RowSparse` replaced by its `todense()`.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from gradtx.sparse import RowSparse, densify
+        >>> densify({"emb": RowSparse(jnp.array([0, 0]), jnp.ones((2, 1)), (2, 1)), "b": jnp.ones(1)})["emb"][:, 0]
+        Array([2., 0.], dtype=float32)
+    """
     return jax.tree.map(lambda x: x.todense() if _tree.is_row_sparse(x) else x, tree, is_leaf=_tree.is_row_sparse)
 
 
 def random_row_sparse(key: jax.Array, dense_shape: Sequence[int], k: int, dtype: Any = jnp.float32) -> RowSparse:
-    """A random `RowSparse` with `k` (possibly repeated) rows: for tests, examples and benchmarks."""
+    """A random `RowSparse` with `k` (possibly repeated) rows: for tests, examples and benchmarks.
+
+    Args:
+      key: a JAX PRNG key.
+      dense_shape: the shape of the table.
+      k: the number of entries (row indices uniform in `[0, dense_shape[0])`).
+      dtype: the dtype of the values (standard normal).
+
+    Returns:
+      A `RowSparse` with `k` entries.
+
+    Example:
+        >>> import jax
+        >>> from gradtx.sparse import random_row_sparse
+        >>> g = random_row_sparse(jax.random.key(0), (1000, 4), 8)
+        >>> g.indices.shape, g.values.shape, g.dense_shape
+        ((8,), (8, 4), (1000, 4))
+    """
     k_idx, k_val = jax.random.split(key)
     idx = jax.random.randint(k_idx, (k,), 0, dense_shape[0])
     return RowSparse(idx, jax.random.normal(k_val, (k, *dense_shape[1:]), dtype), tuple(dense_shape))

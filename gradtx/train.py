@@ -17,7 +17,9 @@ import jax.numpy as jnp
 from gradtx import _base, _tree, combinators, registry
 
 OPTIMIZER_SUMMARIES = ("learning_rate", "loss", "gradients", "gradient_norm", "global_gradient_norm")
+"""The summaries `optimize_loss` can return (TF's `OPTIMIZER_SUMMARIES`)."""
 DEFAULT_SUMMARIES = ("loss", "learning_rate", "global_gradient_norm")
+"""The summaries returned when `summaries` is None (TF's default list)."""
 
 
 class TrainState(NamedTuple):
@@ -343,6 +345,16 @@ def apply_gradients(
     A `None` gradient leaves its parameter and its slots unchanged (TF skips variables
     without a gradient). Extra keyword arguments go to `tx.update` (e.g. `global_step`).
 
+    Args:
+      tx: the optimizer.
+      grads: gradients with the structure of `params` (`None` where a variable has none).
+      opt_state: the state of `tx`.
+      params: the current parameters.
+      **extra_args: passed to `tx.update`.
+
+    Returns:
+      `(new_params, new_opt_state)`.
+
     Raises:
       ValueError: if no parameter has a gradient (as TF).
 
@@ -367,6 +379,15 @@ def minimize(
     """TF's `Optimizer.minimize` as a jittable step: `step(params, opt_state, *batch) -> (params, opt_state, loss)`.
 
     `compute_gradients` then `apply_gradients`; with `has_aux` the last output is `(loss, aux)`.
+
+    Args:
+      loss_fn: `loss_fn(params, *batch)` -> scalar loss (or `(loss, aux)` with `has_aux`).
+      tx: the optimizer.
+      var_list: which params train (as in `compute_gradients`); all if None.
+      has_aux: `loss_fn` also returns auxiliary data.
+
+    Returns:
+      A pure function `step(params, opt_state, *batch) -> (params, opt_state, loss)`.
 
     Example:
         >>> import jax, jax.numpy as jnp, gradtx

@@ -115,6 +115,18 @@ def _repack(old: Any, new: Any, layout: _packing.Layout) -> Any:
 def unfused(tx: Any) -> _base.GradientTransformation:
     """The per-leaf transform inside a `fused` one (an alias's chain without packing); other transforms as they are.
 
+    Use it for a state laid out leaf by leaf (e.g. to mix with code that walks optax-style
+    states), or to compare the two paths; the numbers are the same.
+
+    Args:
+      tx: any transform.
+
+    Returns:
+      The transform `fused` was given, or `tx` itself when it is not fused.
+
+    Raises:
+      TypeError: if `tx` is not a transform.
+
     Example:
         >>> import jax.numpy as jnp, gradtx
         >>> type(gradtx.adam(1e-3).init({"w": jnp.zeros(2)})).__name__

@@ -112,8 +112,22 @@ def _is_state(x: Any) -> bool:
 def averaged_params(state: Any) -> Any:
     """The moving averages kept by a `moving_average` somewhere in `state` (a chain, wrapper, ...).
 
+    Args:
+      state: a state holding a `MovingAverageState`.
+
+    Returns:
+      The averages, shaped like the params (TF's `ExponentialMovingAverage.average`).
+
     Raises:
       ValueError: if `state` holds no `MovingAverageState`.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.moving_average(gradtx.sgd(1.0), average_decay=0.5)
+        >>> params = jnp.zeros(1)
+        >>> u, state = tx.update(jnp.array([-2.0]), tx.init(params), params)
+        >>> gradtx.averaged_params(state)  # (0 + 2) / 2 after the first step
+        Array([1.], dtype=float32)
     """
     found = _find(state)
     if found is None:
@@ -138,6 +152,13 @@ def swap_averaged(params: Any, state: Any) -> tuple[Any, Any]:
 
     TF's swapping saver: evaluate or checkpoint with the averaged values, then swap back
     (calling it again restores the training parameters and the averages).
+
+    Args:
+      params: the current parameters.
+      state: a state holding a `MovingAverageState` for them.
+
+    Returns:
+      `(averages, state)` where the returned state keeps `params` in place of the averages.
 
     Raises:
       ValueError: if `state` holds no `MovingAverageState`.

@@ -211,6 +211,18 @@ def per_replica(tree: Any, axis_name: _axes.AxisName) -> Any:
 
     Raises:
       ValueError: at trace time, when `axis_name` is not bound.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, gradtx
+        >>> from jax.sharding import PartitionSpec as P
+        >>> mesh = jax.make_mesh((jax.device_count(),), ("data",))
+        >>> def grads(w, x):  # each replica's own gradient, not their sum
+        ...     w = gradtx.parallel.per_replica(w, "data")
+        ...     return jax.grad(lambda w: jnp.sum(x * w))(w)[None]
+        >>> x = jax.device_put(jnp.arange(float(jax.device_count())), jax.NamedSharding(mesh, P("data")))
+        >>> g = jax.jit(jax.shard_map(grads, mesh=mesh, in_specs=(P(), P("data")), out_specs=P("data")))(1.0, x)
+        >>> bool((g == x).all())
+        True
     """
     fn = "per_replica"
     axes = _axes.check_axis_name(fn, axis_name)

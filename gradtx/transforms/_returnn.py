@@ -143,6 +143,10 @@ def scale_by_grad_variance(
         >>> tx = gradtx.scale_by_grad_variance(b1=0.5, b2=0.5, eps=0.0)
         >>> tx.update(jnp.array([2.0]), tx.init(jnp.zeros(1)))[0]  # m = 1, s = 1, v = 0.5
         Array([1.], dtype=float32)
+
+    References:
+      RETURNN, `returnn/tf/updater.py`: `GradVarianceScaledOptimizer` (the spec's
+      RETURNN section pins its arithmetic).
     """
     fn = "scale_by_grad_variance"
     _base.check_in_range(fn, "b1", b1, 0.0, 1.0)
@@ -200,6 +204,9 @@ def scale_by_l2_normalization(eps: _base.ScalarOrSchedule = 1e-12) -> _base.Grad
         >>> import jax.numpy as jnp, gradtx
         >>> gradtx.scale_by_l2_normalization().update(jnp.array([3.0, 4.0]), ())[0]
         Array([0.6, 0.8], dtype=float32)
+
+    References:
+      RETURNN, `returnn/tf/updater.py`: `NormalizedSGD`; TensorFlow, `tf.nn.l2_normalize`.
     """
     fn = "scale_by_l2_normalization"
     _base.check_nonnegative(fn, "eps", eps)
