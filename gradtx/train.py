@@ -8,6 +8,7 @@ noise (`gradient_noise_scale`), then multipliers (`gradient_multipliers`), then 
 
 from __future__ import annotations
 
+import inspect
 import numbers
 from typing import Any, Callable, NamedTuple, Sequence
 
@@ -69,6 +70,17 @@ def _optimizer_builder(optimizer: Any, learning_rate: Any) -> Callable[[Any], _b
             factory = registry.entry(optimizer).factory
         except _base.UnknownNameError as err:
             raise _error(f"`optimizer` {optimizer!r} is unknown: {err}") from None
+        needed = [
+            p.name for p in inspect.signature(factory).parameters.values()
+            if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "learning_rate"
+        ]
+        if needed:
+            args = ", ".join(f"{n}=..." for n in needed)
+            raise _error(
+                f"`optimizer` {optimizer!r} (`gradtx.{factory.__name__}`) needs {', '.join(f'`{n}`' for n in needed)}, "
+                f"which a name cannot give; pass a function of the learning rate instead, e.g. "
+                f"`optimizer=lambda lr: gradtx.{factory.__name__}(lr, {args})`."
+            )
         return lambda lr: factory(learning_rate=lr)
     if callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None)):
         return lambda lr: optimizer  # an instance: the rate only shows in the metrics, as in TF

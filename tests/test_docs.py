@@ -116,3 +116,11 @@ _NAMED = [e for e in registry.entries("optimizer") if e.reference]
 def test_optimizers_name_the_system_they_reproduce(entry):
     reproduced = entry.reference.split()[-1].rsplit(".", 1)[-1]  # "tf.compat.v1.train.AdamOptimizer" -> "AdamOptimizer"
     assert reproduced in _own_doc(entry.factory), f"{entry.name}: its docstring should name {reproduced}"
+
+
+_FACTORIES = [e for e in registry.entries() if inspect.signature(e.factory).parameters]
+
+
+@pytest.mark.parametrize("entry", _FACTORIES, ids=[e.name for e in _FACTORIES])
+def test_factories_document_the_errors_their_arguments_raise(entry):
+    assert "Raises:" in _own_doc(entry.factory), f"{entry.name}: checks its arguments but has no Raises section"

@@ -129,6 +129,8 @@ def test_summaries_gradients_and_aux():
         ({"optimizer": "Adam", "learning_rate": "0.1"}, r"`learning_rate` must be a float, a 0-d array or a schedule"),
         ({"optimizer": "Adam"}, r"`learning_rate` is None, but it must be given when `optimizer` is a name"),
         ({"optimizer": "Adamm", "learning_rate": 0.1}, r"`optimizer` 'Adamm' is unknown: .*Did you mean 'adam'"),
+        ({"optimizer": "Momentum", "learning_rate": 0.1},
+         r"`optimizer` 'Momentum' \(`gradtx.momentum`\) needs `momentum`.*lambda lr: gradtx.momentum\(lr, momentum=...\)"),
         ({"optimizer": 3, "learning_rate": 0.1}, r"`optimizer` must be a registry name, a transform"),
         ({"optimizer": lambda lr: "sgd", "learning_rate": 0.1}, r"`optimizer` must return a gradient transformation"),
         ({"optimizer": "SGD", "learning_rate": 0.1, "clip_gradients": "1"}, r"`clip_gradients` must be a float or a callable"),

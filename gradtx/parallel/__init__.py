@@ -12,6 +12,11 @@ devices of one host and across hosts (`jax.distributed`).
 - `model_average`, `elastic_average`, `agn`: local steps, periodic communication.
 - `sharded_state`: ZeRO-1, each replica keeps 1/N of the optimizer state.
 
+Under `check_vma=True`, the state `init` makes has the type of the params it is given:
+replicated params give a replicated state (synchronous training), per-replica params a
+state that varies over the same axes (local steps), so the state is a valid `lax.scan`
+carry either way.
+
 A minimal data-parallel train step: the batch is split over the mesh axis "data", the
 parameters and the optimizer state are replicated, and `cross_shard` averages the
 gradients (under `check_vma=True` autodiff has already summed the gradients of the

@@ -91,14 +91,7 @@ def vma_checked(axes: tuple[Hashable, ...]) -> bool:
     return any(a in varying(jax.lax.axis_index(a)) for a in axes)
 
 
-def varying(x: Any) -> frozenset:
-    """The mesh axes over which the value `x` varies (its type's `vma`; empty when untyped)."""
-    aval = jax.typeof(x)
-    vma = getattr(aval, "vma", None)
-    if vma is None:
-        mat = getattr(aval, "mat", None)
-        vma = getattr(mat, "varying", frozenset())
-    return frozenset(vma)
+varying = _base.varying
 
 
 def varying_axes(x: Any, axes: tuple[Hashable, ...], checked: bool) -> tuple[Hashable, ...]:
@@ -146,13 +139,8 @@ def require_per_replica(
 def match_type(x: Any, like: Any) -> Any:
     """`x` cast to vary over every axis `like` varies over (equal types for `lax.cond` branches)."""
 
-    def cast(a, b):
-        if a is None:
-            return None
-        missing = tuple(sorted(varying(b) - varying(a), key=str))
-        return jax.lax.pcast(a, missing, to="varying") if missing else a
-
-    return jax.tree.map(cast, x, like, is_leaf=lambda v: v is None)
+    return jax.tree.map(lambda a, b: None if a is None else _base.typed_like(a, b), x, like,
+                        is_leaf=lambda v: v is None)
 
 
 def psum(x: jax.Array, axes: tuple[Hashable, ...], *, hierarchical: bool = False) -> jax.Array:

@@ -80,7 +80,7 @@ def sync_replicas(
         >>> mesh = jax.make_mesh((n,), ("data",))
         >>> tx = gradtx.parallel.sync_replicas(gradtx.sgd(1.0), "data", replicas_to_aggregate=1)
         >>> def step(g):  # replica r's gradient is r + 1; a NaN one would count as not ok
-        ...     u, state = tx.update(g, tx.init(g))
+        ...     u, state = tx.update(g, tx.init(jnp.zeros(g.shape)))  # replicated params, replicated state
         ...     return u, state.dropped
         >>> g = jax.device_put(jnp.arange(1.0, n + 1), jax.NamedSharding(mesh, P("data")))
         >>> u, dropped = jax.jit(jax.shard_map(step, mesh=mesh, in_specs=P("data"), out_specs=P()))(g)

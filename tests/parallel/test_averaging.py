@@ -10,6 +10,8 @@ import pytest
 import gradtx
 from gradtx.parallel import agn, elastic_average, model_average
 from gradtx.sparse import RowSparse
+from jax.sharding import PartitionSpec as P
+
 from tests.parallel import _util
 
 N, T = _util.N, 7
@@ -225,6 +227,40 @@ def test_local_step_wrappers_refuse_gradients_summed_by_autodiff(make):
             mode="vma",
             grad_fn=lambda p, d: jax.grad(lambda p: jnp.sum(p * d))(p),
         )
+
+
+_LOCAL = {
+    **{e.name: (lambda e=e: e.build(), e.extra) for e in gradtx.registry.entries("optimizer")},
+    "chain(clip, momentum)": (lambda: gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.momentum(0.1, 0.9)), None),
+    "model_average(adam)": (lambda: model_average(gradtx.adam(0.1), _util.AXIS, 2), None),
+    "elastic_average": (lambda: elastic_average(gradtx.sgd(0.1), _util.AXIS, 2), None),
+    "agn(rmsprop)": (lambda: agn(gradtx.rmsprop(0.1), _util.AXIS, 2), None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_LOCAL))
+def test_state_of_per_replica_params_keeps_its_type_under_check_vma(name):
+    """Local steps under check_vma=True: `init` types the state as varying like the params, so the
+    state carried through `lax.scan` has the same type before and after `update`."""
+    make, extra = _LOCAL[name]
+    tx = make()
+    m = _util.mesh()
+
+    def body(p):  # this replica's parameters: varying over the axis
+        p = {"w": p[0], "b": p[0, :2]}
+
+        def step(carry, t):
+            params, state = carry
+            grads = jax.tree.map(lambda x: jnp.sin(x) + 0.5, params)
+            updates, state = tx.update(grads, state, params, **(extra(0) if extra else {}))
+            return (gradtx.apply_updates(params, updates), state), None
+
+        (p, _), _ = jax.lax.scan(step, (p, tx.init(p)), jnp.arange(3))
+        return p["w"][None]
+
+    p0 = _util.put(np.tile(np.linspace(0.5, 1.5, 6, dtype=np.float32), (N, 1)), m, P(_util.AXIS))
+    out = jax.jit(jax.shard_map(body, mesh=m, in_specs=P(_util.AXIS), out_specs=P(_util.AXIS)))(p0)
+    assert np.all(np.isfinite(np.asarray(jax.block_until_ready(out))))
 
 
 @pytest.mark.parametrize(
