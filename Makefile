@@ -22,9 +22,9 @@ $(VENV)/.installed-demo: pyproject.toml | $(PY)
 
 install: $(VENV)/.installed-test
 
-## make test: the whole test suite (TensorFlow parity tests and doctests included).
+## make test: the whole test suite (TensorFlow parity tests, doctests and the notebooks included).
 test: $(VENV)/.installed-test
-	GRADTX_REQUIRE_TF=1 $(PY) -m pytest $(PYTEST_ARGS)
+	GRADTX_REQUIRE_TF=1 $(PY) -m pytest $(PYTEST_ARGS) --nbmake --nbmake-timeout=120
 
 ## make demo: train an MLP on the digits dataset with several gradtx optimizers.
 demo: $(VENV)/.installed-demo
