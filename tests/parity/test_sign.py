@@ -23,7 +23,6 @@ import tensorflow as tf
 
 import gradtx
 from gradtx.schedules import cosine_sign_decay, linear_sign_decay, restart_sign_decay
-from gradtx.transforms import scale_by_addsign, scale_by_powersign
 from tests import helpers
 
 # --------------------------------------------------------------------------- contrib's sign_decay.py, in TF ops
@@ -107,14 +106,6 @@ def test_contribs_restart_zero_after_needs_an_integer_num_periods():
 # --------------------------------------------------------------------------- the kernels
 
 
-def addsign(learning_rate, h, beta, sign_decay):
-    return gradtx.chain(scale_by_addsign(h, beta, sign_decay), gradtx.scale_by_learning_rate(learning_rate))
-
-
-def powersign(learning_rate, h, beta, sign_decay):
-    return gradtx.chain(scale_by_powersign(h, beta, sign_decay), gradtx.scale_by_learning_rate(learning_rate))
-
-
 def _f32(x):
     return tf.constant(x, tf.float32)
 
@@ -191,7 +182,10 @@ def test_trajectory_matches_tensorflow(name, kind, lr, h, beta, decay, sparse):
     ours, theirs = _decays(decay)
     params, grads = helpers.problem(5, sparse=sparse)
     expected, tf_m = tf_trajectory(kind, params, grads, lr, h, beta, theirs)
-    tx = (addsign if kind == "addsign" else powersign)(lr, h, beta, ours)
+    if kind == "addsign":
+        tx = gradtx.addsign(lr, alpha=h, beta=beta, sign_decay=ours)
+    else:
+        tx = gradtx.powersign(lr, base=h, beta=beta, sign_decay=ours)
     actual, state = helpers.run(tx, params, helpers.to_gradtx(grads))
     for t, (a, e) in enumerate(zip(actual, expected)):
         helpers.assert_trees_close(a, e, rtol=1e-5, atol=1e-6, msg=f"{name}: params after step {t + 1}")
@@ -202,7 +196,7 @@ def test_addsign_eager_equals_the_kernel_bit_for_bit():
     """Without jit (no FMA fusion), AddSign's multipliers 0, 1, 2 make both orders of the products exact."""
     params, grads = helpers.problem(6)
     expected, tf_m = tf_trajectory("addsign", params, grads, 0.1, 1.0, 0.9, None)
-    actual, state = helpers.run(addsign(0.1, 1.0, 0.9, None), params, grads, jit=False)
+    actual, state = helpers.run(gradtx.addsign(0.1, 1.0, 0.9, None), params, grads, jit=False)
     for a, e in zip(actual, expected):
         helpers.assert_trees_close(a, e, rtol=0, atol=0)
     helpers.assert_trees_close(gradtx.get_slot(state, "m"), tf_m, rtol=0, atol=0)

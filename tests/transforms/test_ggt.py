@@ -8,17 +8,10 @@ import numpy as np
 import pytest
 
 import gradtx
-from gradtx import _base
 from gradtx.transforms import ScaleByGGTState, scale_by_ggt
 from tests import helpers
 
 SHAPES = [(4, 3), (5,), (2, 2, 3)]
-
-
-@_base.api
-def ggt(learning_rate=0.001, b1=0.9, window=10, eps=1e-4, svd_eps=1e-6, sigma_eps=1e-2):
-    """The alias proposed for gradtx/optimizers.py (contrib's GGTOptimizer)."""
-    return gradtx.chain(scale_by_ggt(b1, window, eps, svd_eps, sigma_eps), gradtx.scale_by_learning_rate(learning_rate))
 
 
 # --------------------------------------------------------------------------- the float64 reference
@@ -73,7 +66,7 @@ def test_float64_matches_the_reference_tightly(name):
     eps = kwargs.get("eps", 1e-4)
     assert np.all((s_mins > eps) == tail_branch)  # the case exercises the branch it names ...
     assert np.all(np.abs(np.log(s_mins / eps)) > 0.5)  # ... far from the threshold
-    actual, state = _run64(ggt(0.1, **kwargs), params, grads)
+    actual, state = _run64(gradtx.ggt(0.1, **kwargs), params, grads)
     for t, (a, e) in enumerate(zip(actual, expected)):
         helpers.assert_trees_close(a, e, rtol=1e-10, atol=1e-10, msg=f"{name}: params after step {t + 1}")
     np.testing.assert_allclose(state[0].moment1, m1, rtol=1e-12, atol=1e-14)
@@ -91,7 +84,7 @@ def test_float32_matches_the_reference(name):
     kwargs, _ = CASES[name]
     params, grads = helpers.problem(0, shapes=SHAPES)
     expected, _, _ = reference(params, grads, 0.1, **kwargs)
-    actual, state = helpers.run(ggt(0.1, **kwargs), params, grads)
+    actual, state = helpers.run(gradtx.ggt(0.1, **kwargs), params, grads)
     assert state[0].moment1.dtype == jnp.float32
     for t, (a, e) in enumerate(zip(actual, expected)):
         helpers.assert_trees_close(a, e, rtol=1e-5, atol=1e-5, msg=f"{name}: params after step {t + 1}")
@@ -100,8 +93,8 @@ def test_float32_matches_the_reference(name):
 def test_leaf_order_does_not_matter():
     params, grads = helpers.problem(1, shapes=SHAPES)
     reverse = lambda xs: list(reversed(xs))
-    a, _ = _run64(ggt(0.1), params, grads)
-    b, _ = _run64(ggt(0.1), reverse(params), [reverse(g) for g in grads])
+    a, _ = _run64(gradtx.ggt(0.1), params, grads)
+    b, _ = _run64(gradtx.ggt(0.1), reverse(params), [reverse(g) for g in grads])
     for x, y in zip(a, b):
         helpers.assert_trees_close(x, reverse(y), rtol=1e-12, atol=1e-13)
 
@@ -114,8 +107,8 @@ def test_schedules_equal_constants_and_see_count():
         seen.append(count)
         return jnp.asarray(0.9, jnp.float32)
 
-    plain = helpers.run(ggt(0.1), params, grads[:3], jit=False)[0]
-    scheduled = helpers.run(ggt(0.1, b1=b1, eps=lambda c: 1e-4, svd_eps=lambda c: 1e-6, sigma_eps=lambda c: 1e-2),
+    plain = helpers.run(gradtx.ggt(0.1), params, grads[:3], jit=False)[0]
+    scheduled = helpers.run(gradtx.ggt(0.1, b1=b1, eps=lambda c: 1e-4, svd_eps=lambda c: 1e-6, sigma_eps=lambda c: 1e-2),
                             params, grads[:3], jit=False)[0]
     helpers.assert_trees_close(scheduled, plain, rtol=1e-6, atol=1e-7)
     assert [int(c) for c in seen] == [0, 1, 2]
@@ -150,9 +143,9 @@ def test_bad_arguments_raise(kwargs, error, match):
 
 def test_alias_errors_name_the_alias():
     with pytest.raises(ValueError, match=r"`ggt`: `b1` must be in"):
-        ggt(b1=2.0)
+        gradtx.ggt(b1=2.0)
     with pytest.raises(ValueError, match=r"`learning_rate` must be >= 0"):
-        ggt(learning_rate=-1.0)
+        gradtx.ggt(learning_rate=-1.0)
 
 
 def test_state_for_other_params_raises():
