@@ -254,10 +254,11 @@ def translate_kwargs(name: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
             continue
         target = TF_ARG_NAMES.get(k, k) if k not in params else k
         if target not in params and not takes_var_kw:
-            raise TypeError(
-                f"`gradtx.get({name!r})`: unknown argument `{k}`; `{e.name}` takes "
-                f"{', '.join(p for p in params if params[p].kind is not inspect.Parameter.VAR_POSITIONAL)}."
-            )
+            own = [p for p in params if params[p].kind is not inspect.Parameter.VAR_POSITIONAL]
+            spellings = own + [tf for tf, ours in TF_ARG_NAMES.items() if ours in params]
+            close = difflib.get_close_matches(k, spellings, n=2, cutoff=0.6)
+            hint = f" Did you mean {' or '.join(f'`{c}`' for c in close)}?" if close else ""
+            raise TypeError(f"`gradtx.get({name!r})`: unknown argument `{k}`; `{e.name}` takes {', '.join(own)}.{hint}")
         if target in out:
             raise TypeError(f"`gradtx.get({name!r})`: `{target}` is given twice (as `{k}` and as `{target}`).")
         out[target] = v

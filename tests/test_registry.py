@@ -42,6 +42,8 @@ def test_unknown_name_suggests_close_names():
 def test_unknown_and_duplicated_arguments_are_errors():
     with pytest.raises(TypeError, match=r"`gradtx.get\('momentum'\)`: unknown argument `beta1`; `momentum` takes"):
         gradtx.get("momentum", learning_rate=0.1, momentum=0.9, beta1=0.9)
+    with pytest.raises(TypeError, match=r"unknown argument `beta_1`; `adam` takes .*\. Did you mean `beta1` or `beta2`\?"):
+        gradtx.get("AdamOptimizer", beta_1=0.9)  # Keras' spelling: the message points to TF's
     with pytest.raises(TypeError, match=r"`nesterov` is given twice"):
         gradtx.get("momentum", learning_rate=0.1, momentum=0.9, nesterov=True, use_nesterov=True)
 
