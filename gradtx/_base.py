@@ -21,6 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradtx import _vma
+
 # --------------------------------------------------------------------------- types
 
 Params = Any
@@ -160,7 +162,8 @@ def api(factory: Callable[..., Any]) -> Callable[..., Any]:
 
     `momentum(learning_rate=0.1, momentum=-1.0)` builds `trace(...)` inside; with this
     decorator the error says "`momentum`: `momentum` must be ..." rather than naming the
-    internal building block.
+    internal building block. The `init` of a transform it returns types the state like
+    the params under `shard_map(check_vma=True)` (`_vma.typed_like_params`).
     """
     name = factory.__name__
 
@@ -171,60 +174,11 @@ def api(factory: Callable[..., Any]) -> Callable[..., Any]:
             result = factory(*args, **kwargs)
         finally:
             _API_NAME.reset(token)
-        if isinstance(result, GradientTransformation) and not hasattr(result.init, "_typed_like_params"):
-            result = result._replace(init=_typed_like_params(result.init))
+        if isinstance(result, GradientTransformation) and not _vma.is_typed(result.init):
+            result = result._replace(init=_vma.typed_like_params(result.init))
         return result
 
     return wrapper
-
-
-def varying(x: Any) -> frozenset:
-    """The mesh axes over which the value `x` varies (its type's `vma`; empty when untyped)."""
-    if not isinstance(x, (jax.Array, np.ndarray, np.generic, numbers.Number)):
-        return frozenset()
-    aval = jax.typeof(x)
-    vma = getattr(aval, "vma", None)
-    if vma is None:
-        mat = getattr(aval, "mat", None)
-        vma = getattr(mat, "varying", frozenset())
-    return frozenset(vma)
-
-
-def typed_like(new: Any, old: Any) -> Any:
-    """`new` typed to vary over every mesh axis `old` varies over (a type cast; see `_typed_like_params`).
-
-    For a state leaf that `update` recomputes from invariant inputs only (not from its own
-    previous value), so that it keeps the type `init` gave it.
-    """
-    return _vary_over(new, varying(old))
-
-
-def _vary_over(x: jax.Array, axes: frozenset) -> jax.Array:
-    """`x` typed as varying over `axes` (those it already varies over are left alone)."""
-    missing = tuple(sorted(axes - varying(x), key=str))
-    return jax.lax.pcast(x, missing, to="varying") if missing else x
-
-
-def _typed_like_params(init: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """`init` whose state varies over every mesh axis the params vary over.
-
-    Under `jax.shard_map(..., check_vma=True)`, per-replica params (local SGD, model
-    averaging) give per-replica updates, so `update` returns a state that varies over the
-    replica axis. Typing the initial state the same way keeps `init`'s and `update`'s
-    state types equal, as `lax.scan` / `while_loop` carries need. A type cast, no data
-    moves; outside `shard_map` this is `init` itself.
-    """
-
-    @functools.wraps(init)
-    def typed_init(params):
-        state = init(params)
-        axes = frozenset().union(*map(varying, jax.tree.leaves(params)))
-        if not axes:
-            return state
-        return jax.tree.map(lambda x: _vary_over(x, axes) if isinstance(x, jax.Array) else x, state)
-
-    typed_init._typed_like_params = True
-    return typed_init
 
 
 def api_name(fn: str) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree
+from gradtx import _base, _tree, _vma
 
 AxisName = Any
 """A mapped-axis name (hashable) or a tuple of names."""
@@ -91,7 +91,7 @@ def vma_checked(axes: tuple[Hashable, ...]) -> bool:
     return any(a in varying(jax.lax.axis_index(a)) for a in axes)
 
 
-varying = _base.varying
+varying = _vma.varying
 
 
 def varying_axes(x: Any, axes: tuple[Hashable, ...], checked: bool) -> tuple[Hashable, ...]:
@@ -139,7 +139,7 @@ def require_per_replica(
 def match_type(x: Any, like: Any) -> Any:
     """`x` cast to vary over every axis `like` varies over (equal types for `lax.cond` branches)."""
 
-    return jax.tree.map(lambda a, b: None if a is None else _base.typed_like(a, b), x, like,
+    return jax.tree.map(lambda a, b: None if a is None else _vma.typed_like(a, b), x, like,
                         is_leaf=lambda v: v is None)
 
 

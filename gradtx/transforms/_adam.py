@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree, sparse
+from gradtx import _base, _tree, _vma, sparse
 
 
 class ScaleByAdamState(NamedTuple):
@@ -167,8 +167,8 @@ def scale_by_adam(
                                     names=("updates", "state.m", "state.v"))
         return out, ScaleByAdamState(
             count=_tree.increment(state.count), m=m, v=v,
-            beta1_power=_base.typed_like((b1p * b1_).astype(state.beta1_power.dtype), state.beta1_power),
-            beta2_power=_base.typed_like((b2p * b2_).astype(state.beta2_power.dtype), state.beta2_power),
+            beta1_power=_vma.typed_like((b1p * b1_).astype(state.beta1_power.dtype), state.beta1_power),
+            beta2_power=_vma.typed_like((b2p * b2_).astype(state.beta2_power.dtype), state.beta2_power),
         )
 
     return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=False)
