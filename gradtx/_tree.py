@@ -80,6 +80,16 @@ def squared_norm(x: Any, axis: Any = None, keepdims: bool = False) -> jax.Array:
     return jnp.sum(v * v, axis=axis, keepdims=keepdims)
 
 
+def clip_to_norm(x: jax.Array, c: jax.Array, axis: Any = None) -> jax.Array:
+    """`tf.clip_by_norm(x, c, axes)`: `x * c / max(||x||, c)`, the L2 norm taken over `axis`.
+
+    The square root is taken only where the sum is positive (a finite gradient at 0).
+    """
+    l2sum = squared_norm(x, axis=axis, keepdims=True).astype(x.dtype)
+    norm = jnp.where(l2sum > 0, jnp.sqrt(jnp.where(l2sum > 0, l2sum, 1)), l2sum)
+    return (x * c) / jnp.maximum(norm, c)
+
+
 def global_norm(tree: Any) -> jax.Array:
     """TF's `tf.linalg.global_norm`: `sqrt(2 * sum(l2_loss(t)))`, `l2_loss(t) = sum(t**2) / 2`.
 

@@ -104,10 +104,7 @@ def clip_by_norm(max_norm: _base.ScalarOrSchedule) -> _base.GradientTransformati
     def apply(updates, bound):
         def leaf(g):
             v = _tree.values_of(g)
-            c = _tree.like(bound, v)
-            l2sum = _tree.squared_norm(v).astype(v.dtype)
-            norm = jnp.where(l2sum > 0, jnp.sqrt(jnp.where(l2sum > 0, l2sum, 1)), l2sum)
-            return _with_values(g, (v * c) / jnp.maximum(norm, c))
+            return _with_values(g, _tree.clip_to_norm(v, _tree.like(bound, v)))
 
         return _tree.map_updates("clip_by_norm", leaf, updates)
 

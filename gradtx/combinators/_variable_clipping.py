@@ -16,13 +16,6 @@ class ClipVariablesState(NamedTuple):
     count: jax.Array  # int32: completed updates
 
 
-def _clip_norm(x: jax.Array, c: jax.Array, axes: tuple[int, ...]) -> jax.Array:
-    """`tf.clip_by_norm(x, c, axes)`: rescale slices whose L2 norm over `axes` exceeds `c`."""
-    l2sum = _tree.squared_norm(x, axis=axes, keepdims=True).astype(x.dtype)
-    norm = jnp.where(l2sum > 0, jnp.sqrt(jnp.where(l2sum > 0, l2sum, 1)), l2sum)
-    return (x * c) / jnp.maximum(norm, c)
-
-
 @_base.api
 def clip_variables(max_norm: _base.ScalarOrSchedule, dims: Mapping[str, Sequence[int]]) -> _base.GradientTransformation:
     r"""After the step, clip the L2 norm of chosen parameters along chosen axes (a projection of the params).
@@ -105,10 +98,10 @@ def clip_variables(max_norm: _base.ScalarOrSchedule, dims: Mapping[str, Sequence
                 u = u.deduplicated()
                 rows = u.gather(p)
                 moved = rows + u.values.astype(p.dtype)
-                return u.with_values(u.zero_padding(_clip_norm(moved, c, axes) - rows))
+                return u.with_values(u.zero_padding(_tree.clip_to_norm(moved, c, axes) - rows))
             dense = u.todense() if _tree.is_row_sparse(u) else u
             moved = p + dense.astype(p.dtype)
-            return (_clip_norm(moved, c, axes) - p).astype(dense.dtype)
+            return (_tree.clip_to_norm(moved, c, axes) - p).astype(dense.dtype)
 
         out = treedef.unflatten([project(u, p, a) for u, p, a in zip(leaves, flat_p, axes_of(params))])
         return out, (ClipVariablesState(_tree.increment(state.count)) if scheduled else state)
