@@ -21,6 +21,7 @@ class Contender:
       name: the row label ("gradtx", "optax", "jnp", ...).
       init: `params -> state`.
       step: `(params, state, grads) -> (params, state)`, pure; jitted with params and state donated.
+      params: this contender's parameters, when not the workload's (e.g. packed ones).
       grads: this contender's gradients, when not the workload's (e.g. a dense copy of a sparse one).
       bytes: the bytes its math must touch, when not the workload's (e.g. a bfloat16 slot).
       note: what it is, for the table.
@@ -31,6 +32,7 @@ class Contender:
     name: str
     init: Callable[[Any], Any]
     step: Callable[[Any, Any, Any], tuple[Any, Any]]
+    params: Any = None
     grads: Any = None
     bytes: int | None = None
     note: str = ""
@@ -48,7 +50,7 @@ class Runner:
     def __init__(self, contender: Contender, params: Any, grads: Any):
         self.contender = contender
         self.grads = contender.grads if contender.grads is not None else grads
-        self.params = jax.tree.map(jnp.copy, params)
+        self.params = jax.tree.map(jnp.copy, contender.params if contender.params is not None else params)
         self.state = contender.init(self.params)
         jax.block_until_ready((self.params, self.state))
         self.live_bytes = nbytes(self.params) + nbytes(self.grads) + nbytes(self.state)

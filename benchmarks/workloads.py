@@ -11,6 +11,7 @@ import numpy as np
 import optax
 
 import gradtx
+from gradtx import packing
 from gradtx.sparse import RowSparse
 
 from benchmarks._timing import Contender
@@ -239,13 +240,15 @@ def transformer_clip_adamw(s: Sizes) -> Workload:
 
 def many_small_adam(s: Sizes) -> Workload:
     params = {f"p{i:04d}": jnp.full((s.small_size,), 0.01, jnp.float32) for i in range(s.small_leaves)}
+    grads = _random_like(params, 3, 1e-3)
     count = f"{s.small_leaves:,} leaves of {s.small_size:,}"
 
     return Workload(
-        "many_small", f"adam, {count} float32", params, _random_like(params, 3, 1e-3),
-        [gradtx_contender("gradtx", gradtx.adam(LR, eps=EPS), note="the alias: small leaves packed (gradtx.fused)"),
+        "many_small", f"adam, {count} float32", params, grads,
+        [gradtx_contender("gradtx", gradtx.adam(LR, eps=EPS), note="the alias, leaf by leaf"),
          optax_contender("optax", optax.adam(LR, eps=EPS)),
-         gradtx_contender("gradtx unfused", gradtx.unfused(gradtx.adam(LR, eps=EPS)), note="gradtx.unfused: per-leaf path"),
+         gradtx_contender("gradtx packed", gradtx.adam(LR, eps=EPS), params=packing.pack(params),
+                          grads=packing.pack(grads), note="packed parameters (gradtx.packing)"),
          jnp_adam("jnp"), jnp_sgd("jnp sgd")],
         adam_bytes(s.small_leaves * s.small_size),
         [_ratio_target(f"{count}, adam: step, gradtx / optax", "step_ratio", 0.25),

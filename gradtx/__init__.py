@@ -4,15 +4,17 @@ Every optimizer is a pure `(init, update)` pair over pytrees (`GradientTransform
 structurally identical to optax's). Building blocks live in `gradtx.transforms`,
 combinators in `gradtx.combinators`, the TF-named optimizers in `gradtx.optimizers`,
 learning-rate schedules in `gradtx.schedules`, row-sparse gradients in `gradtx.sparse`,
-and the name registry in `gradtx.registry`; the public names of the first three are
+packed parameters in `gradtx.packing`, and the name registry in `gradtx.registry`; the public names of the first three are
 re-exported here.
 """
 
 # ruff: noqa: F401  (this module re-exports)
-from gradtx import checkpoint, combinators, optimizers, parallel, registry, schedules, sparse, train, transforms
+from gradtx import checkpoint, combinators, optimizers, packing, parallel, registry, schedules, sparse, train, transforms
 from gradtx._base import (
+    ElementWise,
     EmptyState,
     GradientTransformation,
+    LeafWise,
     MissingExtraArgError,
     OptState,
     Params,
@@ -44,8 +46,10 @@ __version__ = "0.1.0"
 
 __all__ = sorted(
     [
+        "ElementWise",
         "EmptyState",
         "GradientTransformation",
+        "LeafWise",
         "MissingExtraArgError",
         "OPTIMIZER_NAMES",
         "OPTIMIZER_SUMMARIES",
@@ -73,6 +77,7 @@ __all__ = sorted(
         "combinators",
         "get",
         "optimizers",
+        "packing",
         "parallel",
         "registry",
         "schedules",

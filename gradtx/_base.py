@@ -1,9 +1,10 @@
-"""The protocol: `GradientTransformation`, `EmptyState`, `apply_updates`, types, errors.
+"""Above the protocol: the `api` decorator of factories, the argument checks, interop, `apply_updates`.
 
-Everything else in gradtx is built from the names here. The protocol is structurally
-identical to optax's, so transforms move freely between the two libraries.
+The protocol's names (`GradientTransformation`, `ElementWise`, `LeafWise`, the types and
+errors) live in `gradtx._protocol` and are re-exported here, where the rest of the package
+takes them from.
 
-This module also holds the construction-time argument checks. They all raise with one
+The construction-time argument checks They all raise with one
 message form (see STYLE.md): which function, which argument, what was given, what is
 allowed -- "`ftrl`: `learning_rate_power` must be <= 0, got 0.5."
 """
@@ -15,142 +16,33 @@ import functools
 import inspect
 import math
 import numbers
-from typing import Any, Callable, NamedTuple, Protocol, Union
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx import _vma
-
-# --------------------------------------------------------------------------- types
-
-Params = Any
-"""A pytree of arrays: the variables being trained."""
-Updates = Any
-"""A pytree with the structure of `Params`: gradients on the way in, updates on the way out."""
-OptState = Any
-"""A pytree of arrays: the state of a transform (NamedTuples, tuples, dicts)."""
-SlotDict = dict
-"""`{slot name: Updates}`: named per-parameter slots held in one field (e.g. `per_leaf`'s)."""
-Schedule = Callable[[jax.Array], Any]
-"""A function of the int32 step `count` returning a scalar (TF's callable hyperparameter)."""
-ScalarOrSchedule = Union[float, int, jax.Array, Schedule]
-"""A hyperparameter: a Python number, a jax scalar, or a `Schedule`."""
-
-
-class TransformInitFn(Protocol):
-    def __call__(self, params: Params) -> OptState: ...
-
-
-class TransformUpdateFn(Protocol):
-    def __call__(
-        self, updates: Updates, state: OptState, params: Params | None = None, **extra_args: Any
-    ) -> tuple[Updates, OptState]: ...
-
-
-class GradientTransformation(NamedTuple):
-    """A pure optimizer: `init(params) -> state`, `update(updates, state, params, **extra_args)`.
-
-    `update` returns `(new_updates, new_state)`; the new updates are *added* to the params
-    with `apply_updates`. Every gradtx `update` accepts and ignores unknown keyword
-    arguments, so one call can feed extra arguments (`global_step`, `replica_ok`, ...) to
-    whichever transform of a chain needs them.
-
-    The class is structurally identical to `optax.GradientTransformation`: a gradtx
-    transform can be used wherever optax expects one, and `gradtx.chain` accepts optax's.
-
-    Example:
-        >>> import jax.numpy as jnp, gradtx
-        >>> tx = gradtx.sgd(learning_rate=0.1)
-        >>> params = {"w": jnp.array([1.0, 2.0])}
-        >>> state = tx.init(params)
-        >>> updates, state = tx.update({"w": jnp.array([1.0, 1.0])}, state, params)
-        >>> gradtx.apply_updates(params, updates)["w"]
-        Array([0.9, 1.9], dtype=float32)
-    """
-
-    init: TransformInitFn
-    update: TransformUpdateFn
-
-
-class EmptyState(NamedTuple):
-    """The state of a transform that keeps none."""
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class MissingExtraArgError(TypeError):
-    """An `update` needs an extra keyword argument the caller did not pass."""
-
-
-class TreeMismatchError(ValueError):
-    """Two pytrees that must have the same structure do not."""
-
-
-class UnknownNameError(KeyError, ValueError):
-    """A name that the registry does not know (catchable as KeyError or ValueError)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-def missing_extra_arg(fn: str, arg: str, example: str) -> MissingExtraArgError:
-    """The error for a transform whose `update` was called without a needed extra argument."""
-    return MissingExtraArgError(
-        f"`{fn}`: `update` needs the extra argument `{arg}`; call it as "
-        f"`tx.update(grads, state, params, {arg}={example})`."
-    )
-
-
-def missing_params(fn: str) -> ValueError:
-    """The error for a transform whose rule needs the current params, called with `params=None`."""
-    return ValueError(
-        f"`{fn}`: `update` needs the current parameters (its rule reads them); call it as "
-        f"`tx.update(grads, state, params)`."
-    )
-
-
-def _describe_tree(tree: Any, limit: int = 12) -> str:
-    paths = [jax.tree_util.keystr(p) or "<root>" for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
-    if not paths:
-        return "no leaves"
-    shown = ", ".join(paths[:limit])
-    more = f", ... ({len(paths) - limit} more)" if len(paths) > limit else ""
-    return f"leaves at {shown}{more}"
-
-
-def tree_mismatch_error(fn: str, name_a: str, a: Any, name_b: str, b: Any) -> TreeMismatchError:
-    """The one error for two pytrees whose structures differ: key paths of both, and the first difference.
-
-    Args:
-      fn: the public name of the function that found the mismatch.
-      name_a: what `a` is (e.g. ``"updates"``).
-      a: the first tree.
-      name_b: what `b` is (e.g. ``"state.m"``).
-      b: the second tree.
-
-    Returns:
-      A `TreeMismatchError` to raise.
-    """
-    pa = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(a)[0]}
-    pb = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(b)[0]}
-    only_a, only_b = sorted(pa - pb), sorted(pb - pa)
-    detail = []
-    if only_a:
-        detail.append(f"only in {name_a}: {', '.join(k or '<root>' for k in only_a[:8])}")
-    if only_b:
-        detail.append(f"only in {name_b}: {', '.join(k or '<root>' for k in only_b[:8])}")
-    if not detail:
-        detail.append(
-            f"same key paths, different node types: {jax.tree.structure(a)} vs {jax.tree.structure(b)}"
-        )
-    return TreeMismatchError(
-        f"`{fn}`: {name_a} and {name_b} must have the same tree structure; "
-        f"{'; '.join(detail)}.\n  {name_a}: {_describe_tree(a)}\n  {name_b}: {_describe_tree(b)}"
-    )
-
+from gradtx import _vma, packing
+from gradtx._protocol import (  # noqa: F401  (re-exported for the package)
+    ElementWise,
+    EmptyState,
+    GradientTransformation,
+    LeafWise,
+    MissingExtraArgError,
+    OptState,
+    Params,
+    ScalarOrSchedule,
+    Schedule,
+    SlotDict,
+    TransformInitFn,
+    TransformUpdateFn,
+    TreeMismatchError,
+    UnknownNameError,
+    Updates,
+    missing_extra_arg,
+    missing_params,
+    tree_mismatch_error,
+)
 
 # --------------------------------------------------------------------------- argument checks
 
@@ -162,8 +54,10 @@ def api(factory: Callable[..., Any]) -> Callable[..., Any]:
 
     `momentum(learning_rate=0.1, momentum=-1.0)` builds `trace(...)` inside; with this
     decorator the error says "`momentum`: `momentum` must be ..." rather than naming the
-    internal building block. The `init` of a transform it returns types the state like
-    the params under `shard_map(check_vma=True)` (`_vma.typed_like_params`).
+    internal building block. A transform it returns accepts packed trees: unless it is
+    `ElementWise` or `LeafWise` already, it is made leaf-wise (`packing.leaf_wise`). Its
+    `init` types the state like the params under `shard_map(check_vma=True)`
+    (`_vma.typed_like_params`).
     """
     name = factory.__name__
 
@@ -174,8 +68,10 @@ def api(factory: Callable[..., Any]) -> Callable[..., Any]:
             result = factory(*args, **kwargs)
         finally:
             _API_NAME.reset(token)
-        if isinstance(result, GradientTransformation) and not _vma.is_typed(result.init):
-            result = result._replace(init=_vma.typed_like_params(result.init))
+        if isinstance(result, GradientTransformation):
+            result = packing.leaf_wise(result)
+            if not _vma.is_typed(result.init):
+                result = result._replace(init=_vma.typed_like_params(result.init))
         return result
 
     return wrapper
@@ -352,18 +248,30 @@ def _accepts_extra_args(update: Callable[..., Any]) -> bool:
     return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
 
 
-def with_extra_args_support(tx: Any) -> GradientTransformation:
-    """`tx` as a gradtx transform whose `update` accepts (and, if it cannot take them, drops) extra args.
+def _dropping_extra_args(update: Callable[..., Any]) -> Callable[..., Any]:
+    def update_fn(updates, state, params=None, **extra_args):
+        del extra_args
+        return update(updates, state, params)
 
-    gradtx's own transforms pass through unchanged; a foreign transform (e.g. a plain
-    optax one whose `update` has no `**extra_args`) is wrapped so that a chain can feed
-    extra arguments to its other members.
+    return update_fn
+
+
+def with_extra_args_support(tx: Any) -> GradientTransformation:
+    """`tx` as a gradtx transform: its `update` accepts (and, if `tx` cannot take them, drops) extra args,
+    and it accepts packed trees.
+
+    gradtx's own transforms pass through unchanged. A foreign transform (e.g. an optax one
+    whose `update` has no `**extra_args`), or one built by hand as a plain
+    `GradientTransformation`, is wrapped so that a chain can feed extra arguments to its
+    other members, and made leaf-wise (`gradtx.packing.leaf_wise`): on packed parameters it
+    sees per-leaf views, as a transform of unknown kind must. Wrap it in `gradtx.ElementWise`
+    first to declare that it treats elements alike.
 
     Args:
       tx: a transform (gradtx, optax or anything with `init` and `update`).
 
     Returns:
-      A `GradientTransformation` whose `update` takes `**extra_args`.
+      An `ElementWise` or `LeafWise` transform whose `update` takes `**extra_args`.
 
     Raises:
       TypeError: if `tx` has no `init` and `update`.
@@ -376,37 +284,21 @@ def with_extra_args_support(tx: Any) -> GradientTransformation:
         Array([-0.1, -0.1], dtype=float32)
     """
     check_transform("with_extra_args_support", "tx", tx)
-    if isinstance(tx, GradientTransformation) or _accepts_extra_args(tx.update):
-        return GradientTransformation(tx.init, tx.update)
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del extra_args
-        return tx.update(updates, state, params)
-
-    return GradientTransformation(tx.init, update_fn)
+    update = tx.update if _accepts_extra_args(tx.update) else _dropping_extra_args(tx.update)
+    if isinstance(tx, (ElementWise, LeafWise)):
+        return tx if update is tx.update else type(tx)(tx.init, update)
+    return packing.leaf_wise(GradientTransformation(tx.init, update))
 
 
-# --------------------------------------------------------------------------- traits (for gradtx.fused)
+def composite(init_fn: Callable[..., Any], update_fn: Callable[..., Any], *members: Any) -> GradientTransformation:
+    """A transform that runs `members` on the trees it is given (a chain, a wrapper), of their kind.
 
-
-def packable(tx: GradientTransformation, *, reads_params: bool) -> GradientTransformation:
-    """Mark `tx` as safe to run on packed leaves (`gradtx.fused`): it treats every element
-    alike, element by element or through reductions over all of them (a global norm), and
-    never by leaf shape, key path or leaf identity. `reads_params` says whether its rule
-    reads the parameters. Returns `tx` (its `update` function carries the marks)."""
-    tx.update._gradtx_packable = True
-    tx.update._gradtx_reads_params = reads_params
-    return tx
-
-
-def is_packable(tx: Any) -> bool:
-    """Whether `tx` was marked with `packable` (foreign transforms are not)."""
-    return bool(getattr(getattr(tx, "update", None), "_gradtx_packable", False))
-
-
-def reads_params(tx: Any) -> bool:
-    """Whether a packable `tx` reads the params (True when unknown)."""
-    return bool(getattr(getattr(tx, "update", None), "_gradtx_reads_params", True))
+    `ElementWise` when every member is (its own rule must then treat elements alike too:
+    routing, sums, element-wise arithmetic); `LeafWise` otherwise -- it passes packed trees
+    on, and its leaf-wise members unpack them (`with_extra_args_support` made them so).
+    """
+    kind = ElementWise if all(isinstance(m, ElementWise) for m in members) else LeafWise
+    return kind(init_fn, update_fn)
 
 
 # --------------------------------------------------------------------------- applying updates

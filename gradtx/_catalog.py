@@ -179,9 +179,6 @@ _wrapper("accumulate_gradients", combinators.accumulate_gradients,
          {"tx": optimizers.momentum(0.05, 0.9), "every_k": 2}, sparse="dense")
 _wrapper("apply_if_finite", combinators.apply_if_finite, {"tx": optimizers.adam(0.05), "max_consecutive_errors": 3},
          sparse="all_rows")
-_wrapper("fused", combinators.fused,
-         {"tx": combinators.chain(transforms.scale_by_adam(), transforms.scale_by_learning_rate(0.05))},
-         sparse="all_rows")
 _wrapper("decoupled_weight_decay", combinators.decoupled_weight_decay,
          {"tx": optimizers.momentum(0.05, 0.9), "weight_decay": 0.01})
 _wrapper("moving_average", combinators.moving_average, {"tx": optimizers.sgd(0.1), "average_decay": 0.9,

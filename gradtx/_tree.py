@@ -234,10 +234,17 @@ def all_finite(tree: Any) -> jax.Array:
 def full_like(tree: Any, value: float, dtype: Any = None) -> Any:
     """A tree of arrays filled with `value`, shaped like `tree`'s leaves.
 
-    Works from shapes alone, so `init` accepts `jax.ShapeDtypeStruct` leaves. `dtype`
+    Works from shapes alone, so `init` accepts `jax.ShapeDtypeStruct` leaves. Each array
+    is placed like its leaf (a sharded parameter gets a slot sharded the same way). `dtype`
     overrides each leaf's dtype (e.g. `mu_dtype`).
     """
-    return jax.tree.map(lambda p: jnp.full(jnp.shape(p), value, dtype or p.dtype), tree)
+
+    def leaf(p):
+        if isinstance(p, jax.Array) and not isinstance(p, jax.core.Tracer):
+            return jnp.full_like(p, value, dtype or p.dtype)  # keeps p's sharding
+        return jnp.full(jnp.shape(p), value, dtype or p.dtype, device=getattr(p, "sharding", None))
+
+    return jax.tree.map(leaf, tree)
 
 
 def zeros_like(tree: Any, dtype: Any = None) -> Any:

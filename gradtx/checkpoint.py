@@ -3,9 +3,11 @@
 The arrays are stored under their key paths; restoring needs a *target* with the same
 structure (e.g. `tx.init(params)` or `trainer.init(params)`, or `jax.eval_shape` of it),
 so NamedTuples, `None` leaves and dtypes come back exactly and a resumed run is
-bit-identical. For sharded or very large states use orbax-checkpoint (`pip install
-gradtx[checkpoint]`): gradtx states are plain pytrees and round-trip through
-`orbax.checkpoint.StandardCheckpointer` unchanged.
+bit-identical. Packed parameters and slots (`gradtx.packing`) are stored leaf by leaf under
+the key paths of the leaves they hold, the names an unpacked state gives them, so a
+checkpoint moves between packed and unpacked runs. For sharded or very large states use
+orbax-checkpoint (`pip install gradtx[checkpoint]`): gradtx states are plain pytrees and
+round-trip through `orbax.checkpoint.StandardCheckpointer` unchanged.
 """
 
 from __future__ import annotations
@@ -19,11 +21,27 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradtx import packing
+
 _DTYPES = "__gradtx_dtypes__"
 
 
+def _nodes(tree: Any) -> list[tuple[str, Any]]:
+    """`(key path, leaf or Packed)` of `tree`, a `Packed` taken whole."""
+    flat = jax.tree_util.tree_flatten_with_path(tree, is_leaf=packing.is_packed)[0]
+    return [(jax.tree_util.keystr(path), node) for path, node in flat]
+
+
+def _leaves_of(key: str, node: Any, unpack: Any) -> list[tuple[str, Any]]:
+    """The `(key path, leaf)` entries of one node: a `Packed` gives its leaves, named as if unpacked."""
+    if not packing.is_packed(node):
+        return [(key, node)]
+    leaves = jax.tree_util.tree_flatten_with_path(unpack(node))[0]
+    return [(key + jax.tree_util.keystr(sub), leaf) for sub, leaf in leaves]
+
+
 def _entries(tree: Any) -> list[tuple[str, Any]]:
-    return [(jax.tree_util.keystr(path), leaf) for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]]
+    return [e for key, node in _nodes(tree) for e in _leaves_of(key, node, packing.unpack)]
 
 
 def save_npz(path: str | os.PathLike, tree: Any) -> None:
@@ -90,20 +108,29 @@ def load_npz(path: str | os.PathLike, target: Any) -> Any:
     for key, name in dtypes.items():
         if stored[key].dtype.name != name:  # stored as bits
             stored[key] = stored[key].view(jnp.dtype(name))
-    entries = _entries(target)
+    nodes = _nodes(target)
+    shapes = [_leaves_of(key, node, lambda p: jax.eval_shape(packing.unpack, p)) for key, node in nodes]
+    entries = [e for part in shapes for e in part]
     wanted = {k or "<root>" for k, _ in entries}
     missing, extra = sorted(wanted - set(stored)), sorted(set(stored) - wanted)
     if missing or extra:
         raise ValueError(f"`load_npz`: {path} does not match the target: missing {missing[:8]}, "
                          f"unexpected {extra[:8]}.")
     leaves = []
-    for key, like in entries:
-        value = stored[key or "<root>"]
-        if tuple(value.shape) != tuple(like.shape) or value.dtype != np.dtype(like.dtype):
-            raise ValueError(f"`load_npz`: {key} is {value.dtype}{list(value.shape)} in {path}, "
-                             f"but the target wants {np.dtype(like.dtype)}{list(like.shape)}.")
-        leaves.append(jax.numpy.asarray(value))
-    return jax.tree.unflatten(jax.tree.structure(target), leaves)
+    for (_, node), part in zip(nodes, shapes):
+        arrays = []
+        for key, like in part:
+            value = stored[key or "<root>"]
+            if tuple(value.shape) != tuple(like.shape) or value.dtype != np.dtype(like.dtype):
+                raise ValueError(f"`load_npz`: {key} is {value.dtype}{list(value.shape)} in {path}, "
+                                 f"but the target wants {np.dtype(like.dtype)}{list(like.shape)}.")
+            arrays.append(jnp.asarray(value))
+        if packing.is_packed(node):  # the leaves packed again, into the target's layout
+            tree = jax.tree.unflatten(jax.tree.structure(jax.eval_shape(packing.unpack, node)), arrays)
+            leaves.append(packing.pack(tree, layout=node.layout))
+        else:
+            leaves.append(arrays[0])
+    return jax.tree.unflatten(jax.tree.structure(target, is_leaf=packing.is_packed), leaves)
 
 
 __all__ = ["load_npz", "save_npz"]

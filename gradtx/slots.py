@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import jax
 
-from gradtx import _base, _packing, _tree
+from gradtx import _base, _tree, packing
 
 
 def _is_state(x: Any) -> bool:
@@ -31,8 +31,7 @@ def _walk(state: Any, where: str) -> Iterator[tuple[str, str, Any]]:
                 for key, tree in value.items():
                     yield key, f"{where}.{field}[{key!r}]", tree
             elif "Updates" in note or "ArrayTree" in note:  # gradtx's `Updates`, optax's (chex.ArrayTree)
-                if _packing.is_packed(value):  # a `fused` transform's slot: shown leaf by leaf
-                    value = _packing.unpack(value)
+                value = packing.unpack(value)  # a slot of packed parameters: shown leaf by leaf
                 if value is not None:
                     yield field, f"{where}.{field}", value
             else:

@@ -9,17 +9,19 @@ import numpy as np
 import pytest
 
 from benchmarks import report, run, workloads
+from gradtx import packing
 
 ROOT = pathlib.Path(__file__).parent.parent
 
 
 def _steps(contender, params, grads, n=3):
     grads = contender.grads if contender.grads is not None else grads
+    params = contender.params if contender.params is not None else params
     state = contender.init(params)
     step = jax.jit(contender.step)
     for _ in range(n):
         params, state = step(params, state, grads)
-    return params
+    return packing.unpack(params)
 
 
 def _louder(grads):

@@ -42,7 +42,7 @@ def test_train_state_round_trips_through_npz_and_resumes_bit_identically(tmp_pat
 
 
 def test_npz_errors_say_what_differs(tmp_path):
-    tx = gradtx.unfused(gradtx.adam(0.1))  # per-leaf slots: key paths name the parameters
+    tx = gradtx.adam(0.1)
     checkpoint.save_npz(tmp_path / "s.npz", tx.init({"w": jnp.zeros(3)}))
     with pytest.raises(ValueError, match=r"`load_npz`: .* does not match the target: missing \[.*'b'"):
         checkpoint.load_npz(tmp_path / "s.npz", tx.init({"w": jnp.zeros(3), "b": jnp.zeros(1)}))

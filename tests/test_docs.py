@@ -14,7 +14,7 @@ import pytest
 from gradtx import registry
 
 PUBLIC_MODULES = ["gradtx", "gradtx.transforms", "gradtx.combinators", "gradtx.optimizers", "gradtx.schedules",
-                  "gradtx.sparse", "gradtx.parallel", "gradtx.registry", "gradtx.checkpoint"]
+                  "gradtx.sparse", "gradtx.parallel", "gradtx.registry", "gradtx.checkpoint", "gradtx.packing"]
 
 
 def _public() -> list[tuple[str, object]]:
@@ -57,7 +57,7 @@ def _attribute_docstrings(module_name: str) -> dict[str, str]:
     return docs
 
 
-ATTRIBUTE_DOCS = {k: v for m in ["gradtx._base", "gradtx.train", "gradtx._packing", *PUBLIC_MODULES[1:]]
+ATTRIBUTE_DOCS = {k: v for m in ["gradtx._protocol", "gradtx.train", "gradtx.packing._layout", *PUBLIC_MODULES[1:]]
                   for k, v in _attribute_docstrings(m).items()}
 
 

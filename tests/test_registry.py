@@ -61,7 +61,6 @@ def test_every_public_factory_is_registered():
         "inject_hyperparams",  # a factory of factories: the contract suite runs it over every entry
         "optimize_loss", "minimize", "compute_gradients", "apply_gradients", "get_slot", "slot_names", "slots",
         "averaged_params", "swap_averaged",  # read a moving_average state
-        "unfused",  # unwraps a fused transform
     }
     public = [
         n for n in gradtx.__all__

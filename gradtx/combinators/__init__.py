@@ -8,7 +8,6 @@ from gradtx.combinators._accumulate import (
 )
 from gradtx.combinators._chain import chain, named_chain
 from gradtx.combinators._clip import ClipByGlobalNormState, ClipState, clip, clip_by_global_norm, clip_by_norm
-from gradtx.combinators._fused import FusedState, fused, unfused
 from gradtx.combinators._gradients import (
     AddNoiseState,
     ScaleGradientsState,
@@ -37,7 +36,6 @@ __all__ = [
     "ClipState",
     "ClipVariablesState",
     "DecoupledWeightDecayState",
-    "FusedState",
     "InjectHyperparamsState",
     "MaskedState",
     "MovingAverageState",
@@ -54,7 +52,6 @@ __all__ = [
     "clip_variables",
     "decoupled_weight_decay",
     "freeze",
-    "fused",
     "identity",
     "inject_hyperparams",
     "masked",
@@ -65,5 +62,4 @@ __all__ = [
     "stateless",
     "swap_averaged",
     "transform_gradients",
-    "unfused",
 ]

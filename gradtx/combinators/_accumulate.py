@@ -76,7 +76,7 @@ def accumulate_gradients(tx: Any, every_k: int) -> _base.GradientTransformation:
         out, acc, inner_state = lax.cond(apply, applied, waiting, acc, state.inner_state)
         return out, AccumulateGradientsState(_tree.increment(state.count), acc, inner_state)
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _base.composite(init_fn, update_fn, inner)
 
 
 class ApplyIfFiniteState(NamedTuple):
@@ -135,4 +135,4 @@ def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _base.GradientTrans
         total = (state.total_notfinite + jnp.logical_not(finite)).astype(jnp.int32)
         return out, ApplyIfFiniteState(notfinite, finite, total, inner_state)
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _base.composite(init_fn, update_fn, inner)

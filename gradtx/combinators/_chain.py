@@ -20,7 +20,9 @@ def chain(*transforms: Any) -> _base.GradientTransformation:
     """Apply transforms one after another; the state is the tuple of their states.
 
     Any object with `init` and `update` is accepted, optax transforms included; extra
-    keyword arguments of `update` are passed to every member that accepts them.
+    keyword arguments of `update` are passed to every member that accepts them. The chain
+    is `ElementWise` when all its members are; on packed parameters (`gradtx.packing`) its
+    element-wise members run on the buffers and the others on per-leaf views.
 
     Args:
       *transforms: the transforms, in the order they act on the updates.
@@ -56,10 +58,7 @@ def chain(*transforms: Any) -> _base.GradientTransformation:
             new_state.append(s)
         return updates, tuple(new_state)
 
-    tx = _base.GradientTransformation(init_fn, update_fn)
-    if all(_base.is_packable(t) for t in transforms):
-        _base.packable(tx, reads_params=any(_base.reads_params(t) for t in transforms))
-    return tx
+    return _base.composite(init_fn, update_fn, *txs)
 
 
 @_base.api
@@ -107,4 +106,4 @@ def named_chain(*named_transforms: tuple[str, Any]) -> _base.GradientTransformat
             updates, new_state[name] = tx.update(updates, state[name], params, **extra_args)
         return updates, new_state
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _base.composite(init_fn, update_fn, *txs)

@@ -70,7 +70,7 @@ def clip(max_delta: _base.ScalarOrSchedule) -> _base.GradientTransformation:
 
         return _tree.map_updates("clip", leaf, updates)
 
-    return _base.packable(_stateless("clip", max_delta, apply), reads_params=False)
+    return _base.ElementWise(*_stateless("clip", max_delta, apply))
 
 
 @_base.api
@@ -168,4 +168,4 @@ def clip_by_global_norm(max_norm: _base.ScalarOrSchedule) -> _base.GradientTrans
         out = _tree.map_updates("clip_by_global_norm", leaf, updates)
         return out, ClipByGlobalNormState(_tree.increment(state.count), norm.astype(jnp.float32))
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=False)
+    return _base.ElementWise(init_fn, update_fn)

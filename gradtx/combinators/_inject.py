@@ -118,6 +118,6 @@ def inject_hyperparams(
             new_updates, inner = build(values).update(updates, state.inner_state, params, **extra_args)
             return new_updates, InjectHyperparamsState(_tree.increment(state.count), values, inner)
 
-        return _base.GradientTransformation(init_fn, update_fn)
+        return _base.composite(init_fn, update_fn, build(values_at(_tree.zero_count())))  # the inner one's kind
 
     return wrapped

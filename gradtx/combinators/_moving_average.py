@@ -84,7 +84,7 @@ def moving_average(tx: Any, average_decay: _base.ScalarOrSchedule = 0.9999, *, n
         averages = _tree.map_updates(fn, average, state.averages, new_params, names=("state.averages", "params"))
         return out, MovingAverageState(_tree.increment(state.count), averages, inner_state)
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _base.composite(init_fn, update_fn, inner)
 
 
 def _find(state: Any) -> MovingAverageState | None:

@@ -29,7 +29,7 @@ def identity() -> _base.GradientTransformation:
         del params, extra_args
         return updates, state
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=False)
+    return _base.ElementWise(init_fn, update_fn)
 
 
 @_base.api

@@ -75,8 +75,7 @@ def add_decayed_weights(weight_decay: _base.ScalarOrSchedule, *, mask: Mask | No
         out = _tree.map_updates(fn, leaf, updates, params, m, names=("updates", "params", "mask"))
         return out, (AddDecayedWeightsState(_tree.increment(state.count)) if scheduled else state)
 
-    tx = _base.GradientTransformation(init_fn, update_fn)
-    return _base.packable(tx, reads_params=True) if mask is None else tx
+    return _base.ElementWise(init_fn, update_fn) if mask is None else _base.GradientTransformation(init_fn, update_fn)
 
 
 
@@ -170,5 +169,6 @@ def decoupled_weight_decay(
                                 names=("updates", "inner updates", "params", "mask"))
         return out, DecoupledWeightDecayState(_tree.increment(state.count), inner_state)
 
-    wrapper = _base.GradientTransformation(init_fn, update_fn)
-    return _base.packable(wrapper, reads_params=True) if mask is None and _base.is_packable(tx) else wrapper
+    if mask is not None:  # key paths: leaf-wise (the mask is resolved on unpacked params)
+        return _base.GradientTransformation(init_fn, update_fn)
+    return _base.composite(init_fn, update_fn, inner)

@@ -7,7 +7,7 @@ import math
 from typing import Any, Sequence
 
 from gradtx import _base
-from gradtx.combinators import chain, decoupled_weight_decay, fused
+from gradtx.combinators import chain, decoupled_weight_decay
 from gradtx.optimizers._tf_train import adagrad
 from gradtx.transforms import (
     scale_by_addsign,
@@ -58,8 +58,8 @@ def momentumw(
     """
     _base.check_bool("momentumw", "scale_decay_by_learning_rate", scale_decay_by_learning_rate)
     momentum_chain = chain(trace(momentum, nesterov=nesterov), scale_by_learning_rate(learning_rate))
-    return fused(decoupled_weight_decay(momentum_chain, weight_decay, mask=mask,
-                                  learning_rate=learning_rate if scale_decay_by_learning_rate else None))
+    return decoupled_weight_decay(momentum_chain, weight_decay, mask=mask,
+                                  learning_rate=learning_rate if scale_decay_by_learning_rate else None)
 
 
 @_base.api
@@ -102,8 +102,8 @@ def lars(
         >>> gradtx.apply_updates(params, u)["w"]  # trust ratio |w| / |g| = 0.5
         Array([ 3., -1.], dtype=float32)
     """
-    return fused(chain(scale_by_lars(momentum, weight_decay, eeta, eps, skip=skip, nesterov=nesterov),
-                 scale_by_learning_rate(learning_rate)))
+    return chain(scale_by_lars(momentum, weight_decay, eeta, eps, skip=skip, nesterov=nesterov),
+                 scale_by_learning_rate(learning_rate))
 
 
 @_base.api
@@ -170,7 +170,7 @@ def addsign(
         >>> [round(float(u), 6) for u in tx.update(jnp.array([2.0, -0.5]), tx.init(jnp.zeros(2)))[0]]
         [-0.4, 0.1]
     """
-    return fused(chain(scale_by_addsign(alpha, beta, sign_decay), scale_by_learning_rate(learning_rate)))
+    return chain(scale_by_addsign(alpha, beta, sign_decay), scale_by_learning_rate(learning_rate))
 
 
 @_base.api
@@ -209,7 +209,7 @@ def powersign(
         >>> [round(float(u), 5) for u in tx.update(jnp.array([2.0, -0.5]), tx.init(jnp.zeros(2)))[0]]
         [-0.54366, 0.13591]
     """
-    return fused(chain(scale_by_powersign(base, beta, sign_decay), scale_by_learning_rate(learning_rate)))
+    return chain(scale_by_powersign(base, beta, sign_decay), scale_by_learning_rate(learning_rate))
 
 
 @_base.api
@@ -255,7 +255,7 @@ def ggt(
         >>> [round(float(x), 3) for x in u["w"]]
         [-0.049, -0.049]
     """
-    return fused(chain(scale_by_ggt(b1, window, eps, svd_eps, sigma_eps), scale_by_learning_rate(learning_rate)))
+    return chain(scale_by_ggt(b1, window, eps, svd_eps, sigma_eps), scale_by_learning_rate(learning_rate))
 
 
 @_base.api
@@ -300,7 +300,7 @@ def shampoo(
 
     Returns:
       A `GradientTransformation`; the slots are `state[0].gbar`, `state[0].mat_gbar` (TF's
-      `Gbar_<i>`) and `state[0].mat_h` (TF's `H_<i>`); Shampoo is not fused (per-tensor rule).
+      `Gbar_<i>`) and `state[0].mat_h` (TF's `H_<i>`); leaf-wise (a per-tensor rule).
 
     Raises:
       TypeError: for a non-integer size or interval, or a schedule `alpha` with the iterative root.
@@ -315,7 +315,7 @@ def shampoo(
         >>> bool(jnp.allclose(u, -0.1 * jnp.eye(2)))  # -lr * G_0^(-1/4) g G_1^(-1/4), G_0 = G_1 = g g^T
         True
     """
-    return fused(chain(
+    return chain(
         scale_by_shampoo(
             max_matrix_size=max_matrix_size, gbar_decay=gbar_decay, gbar_weight=gbar_weight,
             mat_gbar_decay=mat_gbar_decay, mat_gbar_weight=mat_gbar_weight, svd_interval=svd_interval,
@@ -323,7 +323,7 @@ def shampoo(
             use_iterative_root=use_iterative_root,
         ),
         scale_by_learning_rate(learning_rate),
-    ))
+    )
 
 
 __all__ = ["addsign", "ggt", "lars", "momentumw", "powersign", "reg_adagrad", "shampoo"]

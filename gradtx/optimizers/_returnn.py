@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gradtx import _base
-from gradtx.combinators import chain, fused
+from gradtx.combinators import chain
 from gradtx.transforms import (
     scale_by_amsgrad,
     scale_by_grad_variance,
@@ -45,7 +45,7 @@ def amsgrad(
         >>> tx.update(jnp.array([2.0]), tx.init(jnp.zeros(1)))[0]
         Array([-0.1], dtype=float32)
     """
-    return fused(chain(scale_by_amsgrad(b1, b2, eps, decay=decay), scale_by_learning_rate(learning_rate)))
+    return chain(scale_by_amsgrad(b1, b2, eps, decay=decay), scale_by_learning_rate(learning_rate))
 
 
 @_base.api
@@ -77,7 +77,7 @@ def grad_variance_scaled(
         >>> tx.update(jnp.array([2.0]), tx.init(jnp.zeros(1)))[0]
         Array([-0.1], dtype=float32)
     """
-    return fused(chain(scale_by_grad_variance(b1, b2, eps), scale_by_learning_rate(learning_rate)))
+    return chain(scale_by_grad_variance(b1, b2, eps), scale_by_learning_rate(learning_rate))
 
 
 @_base.api
@@ -107,7 +107,7 @@ def neural_optimizer1(
         >>> tx.update(jnp.array([1.0, -2.0]), tx.init(jnp.zeros(2)))[0]
         Array([-0.5,  1. ], dtype=float32)
     """
-    return fused(chain(scale_by_neural_optimizer1(b1, decrease_factor), scale_by_learning_rate(learning_rate)))
+    return chain(scale_by_neural_optimizer1(b1, decrease_factor), scale_by_learning_rate(learning_rate))
 
 
 @_base.api
@@ -130,7 +130,7 @@ def normalized_sgd(learning_rate: _base.ScalarOrSchedule) -> _base.GradientTrans
         >>> gradtx.normalized_sgd(0.5).update(jnp.array([3.0, 4.0]), ((), ()))[0]
         Array([-0.3, -0.4], dtype=float32)
     """
-    return fused(chain(scale_by_l2_normalization(), scale_by_learning_rate(learning_rate)))
+    return chain(scale_by_l2_normalization(), scale_by_learning_rate(learning_rate))
 
 
 __all__ = ["amsgrad", "grad_variance_scaled", "neural_optimizer1", "normalized_sgd"]

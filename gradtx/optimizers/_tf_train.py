@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gradtx import _base
-from gradtx.combinators import chain, fused
+from gradtx.combinators import chain
 from gradtx.optimizers._common import DESCEND as _DESCEND
 from gradtx.transforms import (
     scale_by_adadelta,
@@ -46,7 +46,7 @@ def sgd(learning_rate: _base.ScalarOrSchedule) -> _base.GradientTransformation:
         >>> gradtx.apply_updates(params, updates)
         Array([ 0.5, -1.5], dtype=float32)
     """
-    return fused(scale_by_learning_rate(learning_rate))
+    return scale_by_learning_rate(learning_rate)
 
 
 gradient_descent = sgd
@@ -90,7 +90,7 @@ def momentum(
         >>> updates
         Array([-0.19, -0.19], dtype=float32)
     """
-    return fused(chain(trace(momentum, nesterov=nesterov, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate)))
+    return chain(trace(momentum, nesterov=nesterov, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate))
 
 
 @_base.api
@@ -118,7 +118,7 @@ def adagrad(learning_rate: _base.ScalarOrSchedule, initial_accumulator_value: fl
         >>> tx.update(jnp.array([1.0]), tx.init(jnp.zeros(1)))[0]
         Array([-0.5], dtype=float32)
     """
-    return fused(chain(scale_by_adagrad(initial_accumulator_value), scale_by_learning_rate(learning_rate)))
+    return chain(scale_by_adagrad(initial_accumulator_value), scale_by_learning_rate(learning_rate))
 
 
 @_base.api
@@ -155,10 +155,10 @@ def adagrad_da(
         >>> gradtx.apply_updates(params, tx.update(jnp.array([1.0]), tx.init(params), params)[0])
         Array([-0.5], dtype=float32)
     """
-    return fused(chain(
+    return chain(
         scale_by_adagrad_da(learning_rate, initial_gradient_squared_accumulator_value, l1, l2),
         scale_by_learning_rate(_DESCEND),
-    ))
+    )
 
 
 @_base.api
@@ -190,7 +190,7 @@ def adadelta(
         >>> round(float(tx.update(jnp.array([3.0]), tx.init(jnp.zeros(1)))[0][0]), 6)
         -0.948683
     """
-    return fused(chain(scale_by_adadelta(rho, eps), scale_by_learning_rate(learning_rate)))
+    return chain(scale_by_adadelta(rho, eps), scale_by_learning_rate(learning_rate))
 
 
 @_base.api
@@ -231,7 +231,7 @@ def adam(
         >>> [round(float(u), 4) for u in tx.update(jnp.array([2.0, -0.5]), tx.init(jnp.zeros(2)))[0]]
         [-0.1, 0.1]
     """
-    return fused(chain(scale_by_adam(b1, b2, eps, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate)))
+    return chain(scale_by_adam(b1, b2, eps, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate))
 
 
 @_base.api
@@ -273,10 +273,10 @@ def ftrl(
         >>> gradtx.apply_updates(params, tx.update(jnp.array([2.0, 0.25]), tx.init(params), params)[0])
         Array([-0.75,  0.  ], dtype=float32)
     """
-    return fused(chain(
+    return chain(
         scale_by_ftrl(learning_rate, learning_rate_power, initial_accumulator_value, l1, l2, l2_shrinkage, beta),
         scale_by_learning_rate(_DESCEND),
-    ))
+    )
 
 
 @_base.api
@@ -310,10 +310,10 @@ def proximal_adagrad(
         >>> gradtx.apply_updates(params, tx.update(jnp.ones(1), tx.init(params), params)[0])
         Array([0.5], dtype=float32)
     """
-    return fused(chain(
+    return chain(
         scale_by_proximal_adagrad(learning_rate, initial_accumulator_value, l1, l2),
         scale_by_learning_rate(_DESCEND),
-    ))
+    )
 
 
 @_base.api
@@ -343,7 +343,7 @@ def proximal_sgd(
         >>> gradtx.apply_updates(params, tx.update(jnp.array([1.0, 0.0]), tx.init(params), params)[0])
         Array([0.25, 0.  ], dtype=float32)
     """
-    return fused(chain(scale_by_proximal_sgd(learning_rate, l1, l2), scale_by_learning_rate(_DESCEND)))
+    return chain(scale_by_proximal_sgd(learning_rate, l1, l2), scale_by_learning_rate(_DESCEND))
 
 
 proximal_gradient_descent = proximal_sgd
@@ -386,5 +386,5 @@ def rmsprop(
         >>> round(float(tx.update(jnp.array([3.0]), tx.init(jnp.zeros(1)))[0][0]), 6)
         -0.134164
     """
-    return fused(chain(scale_by_rmsprop(learning_rate, decay, momentum, eps, centered=centered), scale_by_learning_rate(_DESCEND)))
+    return chain(scale_by_rmsprop(learning_rate, decay, momentum, eps, centered=centered), scale_by_learning_rate(_DESCEND))
 

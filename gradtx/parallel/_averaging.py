@@ -134,7 +134,7 @@ def model_average(
         u = jax.lax.cond(count % interval_steps == 0, average, lambda _: keep, None)
         return u, ModelAverageState(count=count, inner=new_inner)
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _base.composite(init_fn, update_fn, inner)
 
 
 class ElasticAverageState(NamedTuple):
@@ -266,7 +266,7 @@ def elastic_average(
         return u, ElasticAverageState(count=count, inner=new_inner, global_center=center,
                                       local_center=local_center)
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _base.composite(init_fn, update_fn, inner)
 
 
 class AGNState(NamedTuple):
@@ -366,4 +366,4 @@ def agn(tx: Any, axis_name: _axes.AxisName, communication_period: int = 10) -> _
         return u, AGNState(count=count, inner=new_inner, center_inner=center_inner, global_center=center,
                            grad_accum=accum)
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _base.composite(init_fn, update_fn, inner)

@@ -28,7 +28,7 @@ def _reducing(fn: str, tx: Any, axes: tuple, reduction: str, groups: Any, hierar
         )
         return inner.update(reduced, state, params, **extra_args)
 
-    return _base.GradientTransformation(inner.init, update_fn)
+    return _base.composite(inner.init, update_fn, inner)
 
 
 @_base.api

@@ -79,7 +79,7 @@ def sharded_state(
         >>> from jax.sharding import PartitionSpec as P
         >>> n = jax.device_count()
         >>> mesh = jax.make_mesh((n,), ("data",))
-        >>> tx = gradtx.parallel.sharded_state(gradtx.unfused(gradtx.adam(0.1)), "data")  # per-leaf slots
+        >>> tx = gradtx.parallel.sharded_state(gradtx.adam(0.1), "data")
         >>> def step(w, g):
         ...     state = tx.init(w)
         ...     updates, state = tx.update(g[0], state, w)  # g[0]: this replica's gradient
@@ -127,4 +127,6 @@ def sharded_state(
         out = _tree.map_updates(fn, gather, u_slices, grads, names=("updates", "gradients"))
         return out, ShardedState(inner=jax.tree.map(lambda x: jnp.asarray(x)[None], new_inner))
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    if isinstance(inner, _base.ElementWise):  # on packed parameters: the buffers are sliced as they are
+        return _base.ElementWise(init_fn, update_fn)
+    return _base.GradientTransformation(init_fn, update_fn)  # made leaf-wise: slices of whole leaves

@@ -149,7 +149,7 @@ def sync_replicas(
             stale=state.stale + num_stale,
         )
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _base.composite(init_fn, update_fn, inner)
 
 
 class DropStaleGradientsState(NamedTuple):
@@ -221,4 +221,4 @@ def drop_stale_gradients(tx: Any, staleness: int) -> _base.GradientTransformatio
             stale_counter=state.stale_counter + (~accept).astype(jnp.int32),
         )
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _base.composite(init_fn, update_fn, inner)

@@ -73,4 +73,4 @@ def scale_by_adadelta(rho: _base.ScalarOrSchedule = 0.95, eps: _base.ScalarOrSch
                               names=("updates", "state.accum", "state.accum_update"))
         return out[0], ScaleByAdadeltaState(_tree.increment(state.count), out[1], out[2])
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=False)
+    return _base.ElementWise(init_fn, update_fn)

@@ -76,7 +76,7 @@ def scale_by_adagrad(initial_accumulator_value: float = 0.1) -> _base.GradientTr
         )
         return new_updates, ScaleByAdagradState(count=_tree.increment(state.count), accumulator=accum)
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=False)
+    return _base.ElementWise(init_fn, update_fn)
 
 
 class ScaleByAdagradDAState(NamedTuple):
@@ -169,5 +169,5 @@ def scale_by_adagrad_da(
         )
         return out[0], ScaleByAdagradDAState(_tree.increment(state.count), out[1], out[2])
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=True)
+    return _base.ElementWise(init_fn, update_fn)
 

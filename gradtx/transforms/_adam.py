@@ -171,7 +171,7 @@ def scale_by_adam(
             beta2_power=_vma.typed_like((b2p * b2_).astype(state.beta2_power.dtype), state.beta2_power),
         )
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=False)
+    return _base.ElementWise(init_fn, update_fn)
 
 
 class ScaleByAdamaxState(NamedTuple):
@@ -257,7 +257,7 @@ def scale_by_adamax(
         return out, ScaleByAdamaxState(_tree.increment(state.count), m, v,
                                        (state.beta1_power * b1_).astype(state.beta1_power.dtype))
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=False)
+    return _base.ElementWise(init_fn, update_fn)
 
 
 class ScaleByAmsgradState(NamedTuple):
@@ -339,4 +339,4 @@ def scale_by_amsgrad(
                               names=("updates", "state.m", "state.v", "state.v_hat"))
         return out[0], ScaleByAmsgradState(_tree.increment(state.count), *out[1:])
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=False)
+    return _base.ElementWise(init_fn, update_fn)

@@ -123,4 +123,4 @@ def scale_by_ftrl(
         )
         return out, ScaleByFtrlState(count=_tree.increment(state.count), accum=accum, linear=linear)
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=True)
+    return _base.ElementWise(init_fn, update_fn)

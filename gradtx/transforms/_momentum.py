@@ -85,4 +85,4 @@ def trace(
         )
         return new_updates, TraceState(count=_tree.increment(state.count), momentum=accum)
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=False)
+    return _base.ElementWise(init_fn, update_fn)

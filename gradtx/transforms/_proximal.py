@@ -90,7 +90,7 @@ def scale_by_proximal_sgd(
                                  names=("updates", "params"))
         return out, ScaleByProximalSGDState(count=_tree.increment(state.count))
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=True)
+    return _base.ElementWise(init_fn, update_fn)
 
 
 class ScaleByProximalAdagradState(NamedTuple):
@@ -168,4 +168,4 @@ def scale_by_proximal_adagrad(
                                      params, names=("updates", "state.accumulator", "params"))
         return out, ScaleByProximalAdagradState(count=_tree.increment(state.count), accumulator=accum)
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=True)
+    return _base.ElementWise(init_fn, update_fn)

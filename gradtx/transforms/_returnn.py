@@ -102,7 +102,7 @@ def scale_by_neural_optimizer1(
         out, m = _tree.split_map(fn, leaf, 2, updates, state.m, names=("updates", "state.m"))
         return out, ScaleByNeuralOptimizer1State(_tree.increment(state.count), m)
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=False)
+    return _base.ElementWise(init_fn, update_fn)
 
 
 class ScaleByGradVarianceState(NamedTuple):
@@ -172,7 +172,7 @@ def scale_by_grad_variance(
         out, m, v = _tree.split_map(fn, leaf, 3, updates, state.m, state.v, names=("updates", "state.m", "state.v"))
         return out, ScaleByGradVarianceState(_tree.increment(state.count), m, v)
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=False)
+    return _base.ElementWise(init_fn, update_fn)
 
 
 class ScaleByL2NormalizationState(NamedTuple):

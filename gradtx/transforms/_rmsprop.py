@@ -104,4 +104,4 @@ def scale_by_rmsprop(
             count=_tree.increment(state.count), rms=out[1], momentum=out[2], mg=out[3] if centered else None
         )
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=False)
+    return _base.ElementWise(init_fn, update_fn)

@@ -37,7 +37,7 @@ def _scaled(fn: str, factor: Any, sign: float) -> _base.GradientTransformation:
             out = apply(updates, _tree.resolve(factor, state.count))
             return out, ScaleByScheduleState(count=_tree.increment(state.count))
 
-        return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=False)
+        return _base.ElementWise(init_fn, update_fn)
 
     def init_fn(params):
         del params
@@ -47,7 +47,7 @@ def _scaled(fn: str, factor: Any, sign: float) -> _base.GradientTransformation:
         del params, extra_args
         return apply(updates, factor), state
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=False)
+    return _base.ElementWise(init_fn, update_fn)
 
 
 @_base.api

@@ -69,7 +69,7 @@ def _sign_transform(fn, state_cls, beta, sign_decay, resolve_extra, multiplier):
         out, m = _tree.split_map(fn, leaf, 2, updates, state.m, names=("updates", "state.m"))
         return out, state_cls(count=_tree.increment(state.count), m=m)
 
-    return _base.packable(_base.GradientTransformation(init_fn, update_fn), reads_params=False)
+    return _base.ElementWise(init_fn, update_fn)
 
 
 @_base.api

@@ -18,7 +18,7 @@ def test_accumulating_k_small_batches_equals_one_step_on_their_mean():
     helpers.assert_trees_close(acc[1], params, rtol=0, atol=0)  # nothing applied before the 3rd
     helpers.assert_trees_close(acc[2], big[0], rtol=1e-6, atol=1e-7)
     helpers.assert_trees_close(acc[5], big[1], rtol=1e-6, atol=1e-7)
-    assert int(state.inner_state.inner[0].count) == 2  # the inner optimizer advanced once per applied update
+    assert int(state.inner_state[0].count) == 2  # the inner optimizer advanced once per applied update
     np.testing.assert_array_equal(state.accumulator["w"], 0.0)
 
 

@@ -82,7 +82,7 @@ def test_per_device_state_is_one_nth_and_round_trips_through_shard_map():
     rng = np.random.default_rng(3)
     shapes = {**SHAPES, "big": (64, 32)}
     params = {k: jnp.asarray(rng.standard_normal(s), jnp.float32) for k, s in shapes.items()}
-    tx = sharded_state(gradtx.unfused(gradtx.adam(0.1)), _util.AXIS)  # per-leaf slots, to inspect them
+    tx = sharded_state(gradtx.adam(0.1), _util.AXIS)
     init = jax.jit(jax.shard_map(tx.init, mesh=m, in_specs=P(), out_specs=P(_util.AXIS)))
     state = init(params)
     adam_state = state.inner[0]
@@ -95,7 +95,7 @@ def test_per_device_state_is_one_nth_and_round_trips_through_shard_map():
     assert adam_state.count.shape == (N,)
     full = sum(int(np.prod(s)) for s in shapes.values())
     per_device = sum(x.addressable_shards[0].data.size for x in jax.tree.leaves(state))
-    unsharded = sum(x.size for x in jax.tree.leaves(gradtx.unfused(gradtx.adam(0.1)).init(params)))
+    unsharded = sum(x.size for x in jax.tree.leaves(gradtx.adam(0.1).init(params)))
     assert unsharded > 2 * full and per_device <= unsharded / N + 3 * len(shapes) + 4
     # continue training from the host loop and compare with the replicated optimizer
     step = _train_step(tx, m)
@@ -147,7 +147,7 @@ def test_bfloat16_is_kept():
     params = jax.tree.map(lambda x: jnp.asarray(x, jnp.bfloat16), params)
     grads = jax.tree.map(lambda x: np.asarray(jnp.asarray(x, jnp.bfloat16)), grads)
     got, dtypes = _util.run(
-        sharded_state(gradtx.unfused(gradtx.adam(0.1)), _util.AXIS),
+        sharded_state(gradtx.adam(0.1), _util.AXIS),
         params,
         grads,
         mode="vma",

@@ -1,0 +1,185 @@
+"""The protocol: `GradientTransformation` and its two kinds, `EmptyState`, the types, the errors.
+
+The bottom layer of gradtx: it imports nothing from the package. The protocol is
+structurally identical to optax's, so transforms move freely between the two libraries.
+
+A transform is one of two kinds, and the kind is its type:
+
+- `ElementWise`: it treats every element alike -- element by element, or through a
+  reduction over all elements (a global norm) -- and never looks at a leaf's shape, key
+  path or identity. It runs unchanged on packed parameters (`gradtx.packing`): a few
+  contiguous buffers instead of many leaves, with the same numbers.
+- `LeafWise`: it needs whole leaves (a per-tensor norm, a key-path mask, a preconditioner
+  of a matrix) and is given per-leaf views of packed trees (`gradtx.packing.leaf_wise`).
+
+A plain `GradientTransformation` (foreign, or written by hand) is of unknown kind and is
+treated as leaf-wise: every gradtx factory and combinator makes it one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Protocol, Union
+
+import jax
+
+# --------------------------------------------------------------------------- types
+
+Params = Any
+"""A pytree of arrays: the variables being trained."""
+Updates = Any
+"""A pytree with the structure of `Params`: gradients on the way in, updates on the way out."""
+OptState = Any
+"""A pytree of arrays: the state of a transform (NamedTuples, tuples, dicts)."""
+SlotDict = dict
+"""`{slot name: Updates}`: named per-parameter slots held in one field (e.g. `per_leaf`'s)."""
+Schedule = Callable[[jax.Array], Any]
+"""A function of the int32 step `count` returning a scalar (TF's callable hyperparameter)."""
+ScalarOrSchedule = Union[float, int, jax.Array, Schedule]
+"""A hyperparameter: a Python number, a jax scalar, or a `Schedule`."""
+
+
+class TransformInitFn(Protocol):
+    def __call__(self, params: Params) -> OptState: ...
+
+
+class TransformUpdateFn(Protocol):
+    def __call__(
+        self, updates: Updates, state: OptState, params: Params | None = None, **extra_args: Any
+    ) -> tuple[Updates, OptState]: ...
+
+
+class GradientTransformation(NamedTuple):
+    """A pure optimizer: `init(params) -> state`, `update(updates, state, params, **extra_args)`.
+
+    `update` returns `(new_updates, new_state)`; the new updates are *added* to the params
+    with `apply_updates`. Every gradtx `update` accepts and ignores unknown keyword
+    arguments, so one call can feed extra arguments (`global_step`, `replica_ok`, ...) to
+    whichever transform of a chain needs them.
+
+    The class is structurally identical to `optax.GradientTransformation`: a gradtx
+    transform can be used wherever optax expects one, and `gradtx.chain` accepts optax's.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.sgd(learning_rate=0.1)
+        >>> params = {"w": jnp.array([1.0, 2.0])}
+        >>> state = tx.init(params)
+        >>> updates, state = tx.update({"w": jnp.array([1.0, 1.0])}, state, params)
+        >>> gradtx.apply_updates(params, updates)["w"]
+        Array([0.9, 1.9], dtype=float32)
+    """
+
+    init: TransformInitFn
+    update: TransformUpdateFn
+
+
+class ElementWise(GradientTransformation):
+    """A `GradientTransformation` that treats every element alike.
+
+    Element by element (Adam, momentum, a learning rate), or through reductions over all
+    elements together (a global norm), and never by a leaf's shape, key path or identity.
+    Such a transform gives the same numbers on any grouping of the elements into arrays,
+    so it runs on packed parameters (`gradtx.packing`) as they are. `chain` and the other
+    combinators are element-wise when everything they wrap is.
+
+    Declare a foreign transform element-wise by wrapping it: `gradtx.ElementWise(*optax.adam(1e-3))`.
+
+    Example:
+        >>> import gradtx
+        >>> adam, lars = gradtx.adam(1e-3), gradtx.lars(0.1)
+        >>> isinstance(adam, gradtx.ElementWise), isinstance(lars, gradtx.ElementWise)
+        (True, False)
+    """
+
+    __slots__ = ()
+
+
+class LeafWise(GradientTransformation):
+    """A `GradientTransformation` that needs whole leaves, and accepts packed trees all the same.
+
+    Per-tensor rules (LARS, Shampoo, GGT, `clip_by_norm`), key-path masks and foreign
+    transforms are leaf-wise: given packed parameters (`gradtx.packing`), they see per-leaf
+    views of them and their updates are packed again (`gradtx.packing.leaf_wise` does it).
+    A chain with a leaf-wise member is leaf-wise; its element-wise members still run on the
+    packed buffers.
+    """
+
+    __slots__ = ()
+
+
+class EmptyState(NamedTuple):
+    """The state of a transform that keeps none."""
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class MissingExtraArgError(TypeError):
+    """An `update` needs an extra keyword argument the caller did not pass."""
+
+
+class TreeMismatchError(ValueError):
+    """Two pytrees that must have the same structure do not."""
+
+
+class UnknownNameError(KeyError, ValueError):
+    """A name that the registry does not know (catchable as KeyError or ValueError)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def missing_extra_arg(fn: str, arg: str, example: str) -> MissingExtraArgError:
+    """The error for a transform whose `update` was called without a needed extra argument."""
+    return MissingExtraArgError(
+        f"`{fn}`: `update` needs the extra argument `{arg}`; call it as "
+        f"`tx.update(grads, state, params, {arg}={example})`."
+    )
+
+
+def missing_params(fn: str) -> ValueError:
+    """The error for a transform whose rule needs the current params, called with `params=None`."""
+    return ValueError(
+        f"`{fn}`: `update` needs the current parameters (its rule reads them); call it as "
+        f"`tx.update(grads, state, params)`."
+    )
+
+
+def _describe_tree(tree: Any, limit: int = 12) -> str:
+    paths = [jax.tree_util.keystr(p) or "<root>" for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+    if not paths:
+        return "no leaves"
+    shown = ", ".join(paths[:limit])
+    more = f", ... ({len(paths) - limit} more)" if len(paths) > limit else ""
+    return f"leaves at {shown}{more}"
+
+
+def tree_mismatch_error(fn: str, name_a: str, a: Any, name_b: str, b: Any) -> TreeMismatchError:
+    """The one error for two pytrees whose structures differ: key paths of both, and the first difference.
+
+    Args:
+      fn: the public name of the function that found the mismatch.
+      name_a: what `a` is (e.g. ``"updates"``).
+      a: the first tree.
+      name_b: what `b` is (e.g. ``"state.m"``).
+      b: the second tree.
+
+    Returns:
+      A `TreeMismatchError` to raise.
+    """
+    pa = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(a)[0]}
+    pb = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(b)[0]}
+    only_a, only_b = sorted(pa - pb), sorted(pb - pa)
+    detail = []
+    if only_a:
+        detail.append(f"only in {name_a}: {', '.join(k or '<root>' for k in only_a[:8])}")
+    if only_b:
+        detail.append(f"only in {name_b}: {', '.join(k or '<root>' for k in only_b[:8])}")
+    if not detail:
+        detail.append(
+            f"same key paths, different node types: {jax.tree.structure(a)} vs {jax.tree.structure(b)}"
+        )
+    return TreeMismatchError(
+        f"`{fn}`: {name_a} and {name_b} must have the same tree structure; "
+        f"{'; '.join(detail)}.\n  {name_a}: {_describe_tree(a)}\n  {name_b}: {_describe_tree(b)}"
+    )
