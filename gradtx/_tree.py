@@ -247,6 +247,16 @@ def full_like(tree: Any, value: float, dtype: Any = None) -> Any:
     return jax.tree.map(leaf, tree)
 
 
+def stacked_zeros(p: Any, n: int, dtype: Any) -> jax.Array:
+    """Zeros of shape `(n, *p.shape)` (e.g. a window of slots), placed like `p` along its own dims."""
+    sharding = None if isinstance(p, jax.core.Tracer) else getattr(p, "sharding", None)
+    if isinstance(sharding, jax.sharding.NamedSharding):
+        sharding = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec(None, *sharding.spec))
+    elif sharding is not None and not sharding.is_fully_replicated:
+        sharding = None
+    return jnp.zeros((n, *jnp.shape(p)), dtype, device=sharding)
+
+
 def zeros_like(tree: Any, dtype: Any = None) -> Any:
     """A tree of zeros shaped like `tree` (see `full_like`)."""
     return full_like(tree, 0, dtype)
@@ -298,6 +308,12 @@ def merge(fn_name: str, mask_tree: Any, where_true: Any, where_false: Any) -> An
 
 
 # --------------------------------------------------------------------------- key paths
+
+
+def key_paths(tree: Any) -> list[str]:
+    """The key path (`jax.tree_util.keystr`) of each leaf of an update tree, in flattening order."""
+    flat = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_update_leaf)[0]
+    return [jax.tree_util.keystr(path) or "<root>" for path, _ in flat]
 
 
 def path_str(path: tuple[Any, ...]) -> str:

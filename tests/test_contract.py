@@ -120,6 +120,18 @@ def test_donated_step_writes_params_and_state_in_place(entry):
     assert memory.output_size_in_bytes - memory.alias_size_in_bytes <= 256, memory  # a few scalars at most
 
 
+@BY_ENTRY
+def test_a_donated_step_runs_on_a_fresh_state(entry):
+    """No state leaf is another leaf's buffer or a param's (donating one buffer twice fails at run time)."""
+    entry, tx, _, _ = _built(entry.name)
+    params = _params()
+    state = tx.init(params)
+    step = jax.jit(lambda p, s, g: _apply(entry, tx, p, s, g, 0), donate_argnums=(0, 1))
+    buffers = [id(x) for x in jax.tree.leaves((params, state)) if isinstance(x, jax.Array)]
+    assert len(buffers) == len(set(buffers)), "a state leaf shares its buffer with another leaf"
+    jax.block_until_ready(step(params, state, _grads(_params())))
+
+
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16], ids=["f32", "bf16"])
 @BY_ENTRY
 def test_dtypes_are_kept(entry, dtype):

@@ -120,8 +120,7 @@ def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _base.GradientTrans
     inner = _base.with_extra_args_support(tx)
 
     def init_fn(params):
-        zero = jnp.zeros([], jnp.int32)
-        return ApplyIfFiniteState(zero, jnp.array(True), zero, inner.init(params))
+        return ApplyIfFiniteState(_tree.zero_count(), jnp.array(True), _tree.zero_count(), inner.init(params))
 
     def update_fn(updates, state, params=None, **extra_args):
         finite = _tree.all_finite(updates)

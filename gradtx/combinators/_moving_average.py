@@ -65,7 +65,7 @@ def moving_average(tx: Any, average_decay: _base.ScalarOrSchedule = 0.9999, *, n
     inner = _base.with_extra_args_support(tx)
 
     def init_fn(params):
-        averages = jax.tree.map(lambda p: jnp.asarray(p), params)
+        averages = jax.tree.map(lambda p: jnp.array(p, copy=True), params)  # its own buffers (donation)
         return MovingAverageState(_tree.zero_count(), averages, inner.init(params))
 
     def update_fn(updates, state, params=None, **extra_args):

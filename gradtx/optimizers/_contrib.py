@@ -223,9 +223,9 @@ def ggt(
 ) -> _base.GradientTransformation:
     r"""GGT: `tf.contrib.opt.GGTOptimizer`, full-matrix AdaGrad over a window of first moments.
 
-    `var -= lr * u`, where `u` preconditions the first moment of the flattened
-    concatenation of all leaves with the last `window` first moments (only a
-    `window x window` matrix is decomposed). This is
+    `var -= lr * u`, where `u` preconditions the first moment of all the elements of all
+    leaves together with the last `window` first moments (only a `window x window`
+    matrix is decomposed). This is
     `chain(scale_by_ggt(b1, window, eps, svd_eps, sigma_eps), scale_by_learning_rate(learning_rate))`;
     see `scale_by_ggt` for the math. Row-sparse gradients are densified (TF raises for them).
 
@@ -238,8 +238,8 @@ def ggt(
       sigma_eps: added to the root singular values before the cube; >= 0.
 
     Returns:
-      A `GradientTransformation`; the state is `state[0].moment1` and `state[0].grad_buffer`
-      (TF's non-slot variables, flat over all leaves).
+      An `ElementWise` transform; the state is `state[0].moment1` and `state[0].grad_buffer`
+      (TF's non-slot variables, kept leaf by leaf).
 
     Raises:
       TypeError: for a non-integer `window` or a non-numeric hyperparameter.
@@ -250,8 +250,8 @@ def ggt(
         >>> tx = gradtx.ggt(learning_rate=0.1, window=3)
         >>> params = {"w": jnp.zeros(2), "b": jnp.zeros(())}
         >>> u, state = tx.update({"w": jnp.array([1.0, 1.0]), "b": jnp.array(1.0)}, tx.init(params))
-        >>> state[0].grad_buffer.shape  # [window, all elements]
-        (3, 3)
+        >>> state[0].grad_buffer["w"].shape  # [window, *shape]
+        (3, 2)
         >>> [round(float(x), 3) for x in u["w"]]
         [-0.049, -0.049]
     """

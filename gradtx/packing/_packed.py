@@ -228,18 +228,26 @@ def _packed_views(layout: Layout, group_buffers: tuple) -> list:
     return views(group_buffers)
 
 
-def _check_buffers(packed: Packed) -> None:
+def _batch_dims(packed: Packed) -> int:
+    """How many leading dims every buffer has beyond its layout's (e.g. a window of slots per leaf: 1)."""
+    extra = set()
     for i, (group, buf) in enumerate(zip(packed.layout.groups, packed.buffers)):
-        if tuple(np.shape(buf)) != group.shape:
+        shape = tuple(np.shape(buf))
+        k = len(shape) - len(group.shape)
+        if k < 0 or shape[k:] != group.shape:
             raise ValueError(
-                f"`unpack`: buffer {i} has shape {tuple(np.shape(buf))}, but its layout was made for "
-                f"{group.shape}; pack the parameters where they are unpacked (e.g. inside `shard_map` for "
-                f"per-device shards)."
+                f"`unpack`: buffer {i} has shape {shape}, but its layout was made for {group.shape}; pack the "
+                f"parameters where they are unpacked (e.g. inside `shard_map` for per-device shards)."
             )
+        extra.add(k)
+    if len(extra) > 1:
+        raise ValueError(f"`unpack`: the buffers have different leading dims ({sorted(extra)} beyond the layout's).")
+    return extra.pop() if extra else 0
 
 
 def _unpack_one(packed: Packed) -> Any:
-    _check_buffers(packed)
+    if _batch_dims(packed):  # e.g. a window of slots stacked on each buffer: unpacked for each entry
+        return jax.vmap(lambda buffers: _unpack_one(Packed(buffers, packed.layout)))(packed.buffers)
     layout = packed.layout
     n = len(layout.groups)
     views = _packed_views(layout, tuple(packed.buffers[:n])) if n else [None] * len(layout.entries)
@@ -267,6 +275,9 @@ def unpack(tree: Any) -> Any:
 
     Returns:
       The tree with every `Packed` replaced by its unpacked leaves.
+
+    Buffers with leading dims beyond their layout's (every buffer the same number: a
+    window of slots stacked per buffer, as GGT keeps) give leaves with those leading dims.
 
     Raises:
       ValueError: if a buffer's shape differs from its layout's (e.g. a globally packed

@@ -100,9 +100,9 @@ def sync_replicas(
     r = replicas_to_aggregate
 
     def init_fn(params):
-        zero = _tree.zero_count()
-        return SyncReplicasState(count=zero, inner=inner.init(params), grad_accum=_tree.zeros_like(params),
-                                 num_accumulated=zero, dropped=zero, stale=zero)
+        zero = _tree.zero_count  # a buffer each: a donated state holds no buffer twice
+        return SyncReplicasState(count=zero(), inner=inner.init(params), grad_accum=_tree.zeros_like(params),
+                                 num_accumulated=zero(), dropped=zero(), stale=zero())
 
     def update_fn(updates, state, params=None, *, replica_ok=None, grad_step=None, **extra_args):
         n = _axes.bound_size(fn, axes)
@@ -201,8 +201,8 @@ def drop_stale_gradients(tx: Any, staleness: int) -> _base.GradientTransformatio
     inner = _base.with_extra_args_support(tx)
 
     def init_fn(params):
-        zero = _tree.zero_count()
-        return DropStaleGradientsState(count=zero, inner=inner.init(params), stale_counter=zero)
+        return DropStaleGradientsState(count=_tree.zero_count(), inner=inner.init(params),
+                                       stale_counter=_tree.zero_count())
 
     def zero_like(u):
         if _tree.is_row_sparse(u):

@@ -319,8 +319,7 @@ def scale_by_amsgrad(
     _base.check_bool(fn, "decay", decay)
 
     def init_fn(params):
-        zeros = _tree.zeros_like(params)
-        return ScaleByAmsgradState(_tree.zero_count(), zeros, zeros, zeros)
+        return ScaleByAmsgradState(_tree.zero_count(), *(_tree.zeros_like(params) for _ in range(3)))
 
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args

@@ -7,7 +7,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from gradtx import _base, _tree, sparse
 
@@ -15,19 +14,25 @@ from gradtx import _base, _tree, sparse
 class ScaleByGGTState(NamedTuple):
     """State of `scale_by_ggt`.
 
-    TF keeps these as non-slot variables of the optimizer; the names are TF's. Both hold
-    the flattened concatenation of all leaves (pytree leaf order), in float32 (float64
-    when a leaf is float64), whatever the leaves' dtypes.
+    TF keeps these as non-slot variables holding the flattened concatenation of all
+    variables; gradtx keeps them leaf by leaf (a leaf's part of TF's vector, shaped like
+    the leaf), so they are sharded like the params. In float32 (float64 when a leaf is
+    float64), whatever the leaves' dtypes.
     """
 
     count: jax.Array  # int32: completed updates (TF's own float "global_step" = count)
-    moment1: jax.Array  # TF non-slot "moment1": first moment of the flat gradient, [d]
-    grad_buffer: jax.Array  # TF non-slot "grad_buffer": the last `window` first moments, [window, d]
+    moment1: _base.Updates  # TF non-slot "moment1": first moment of the gradient, shaped like the params
+    grad_buffer: _base.Updates  # TF non-slot "grad_buffer": the last `window` first moments, [window, *shape] per leaf
 
 
 def _mm(a, b):
     """A matrix product in full precision (TPUs and TF32 GPUs would round float32 inputs otherwise)."""
     return jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
+
+
+def _dot(a, b, axes):
+    """`tensordot` in full precision."""
+    return jnp.tensordot(a, b, axes=axes, precision=jax.lax.Precision.HIGHEST)
 
 
 def _dtype_of(x: Any) -> Any:
@@ -40,22 +45,31 @@ def _compute_dtype(leaves: list[Any]) -> Any:
     return jax.dtypes.canonicalize_dtype(dt)
 
 
-def _ggt_step(m1, buf, k, t, eps, svd_eps, sigma_eps):
-    """The GGT direction from the new first moment `m1` [d] (row `k` of `buf` [W, d]) at step `t`."""
-    window = buf.shape[0]
-    c = jnp.sqrt(jnp.minimum(t, jnp.asarray(window, buf.dtype)))
-    mt = buf / c  # M^T: [W, d]
-    gram = _mm(mt, mt.T) + svd_eps * jnp.eye(window, dtype=buf.dtype)  # M^T M + svd_eps I
+def _inner(a: jax.Array, b: jax.Array) -> jax.Array:
+    """`a[i] . b[j]` over every element of a leaf: `a` [W, *shape] with `b` [W, *shape] or [*shape]."""
+    rest = tuple(range(1, a.ndim))
+    return _dot(a, b, (rest, rest if b.ndim == a.ndim else tuple(range(b.ndim))))
+
+
+def _ggt_coefficients(mts, m1s, k, t, eps, svd_eps, sigma_eps, window):
+    """The GGT direction as weights on the rows of `M^T`: `(head, tail)` with `u = M (head + tail / s_min)`.
+
+    `mts` are the leaves' parts of :math:`M^T` ([W, *shape] each), `m1s` of :math:`m_t`; the
+    W x W Gram matrix and :math:`M^T m_t` are sums over the leaves (one reduction each).
+    """
+    dt = mts[0].dtype
+    gram = sum(_inner(a, a) for a in mts) + svd_eps * jnp.eye(window, dtype=dt)  # M^T M + svd_eps I
     u, sigma, _ = jnp.linalg.svd(gram)
     s = jnp.sqrt(sigma)
     s_min = jnp.min(s)
-    proj = _mm(u.T, _mm(mt, m1))  # U^T M^T m1
-    head = _mm(mt.T, _mm(u, (1 / (s + sigma_eps) ** 3) * proj))
+    proj = _mm(u.T, sum(_inner(a, m) for a, m in zip(mts, m1s)))  # U^T M^T m1
+    head = _mm(u, (1 / (s + sigma_eps) ** 3) * proj)
     # TF's tail m1 - M U diag(1/sigma) U^T M^T m1 cancels to ~svd_eps/sigma of m1 and is then divided by
     # s_min (1e-3 while the buffer fills): ~1e-4 lost in float32. As m1 = c M e_k (row k of the buffer),
     # it equals svd_eps c M (M^T M + svd_eps I)^-1 e_k = svd_eps c M U diag(1/sigma) U^T e_k: no cancellation.
-    tail = (svd_eps * c) * _mm(mt.T, _mm(u, (1 / sigma) * u[k]))
-    return jnp.where(s_min > eps, head + tail / s_min, head)
+    c = jnp.sqrt(jnp.minimum(t, jnp.asarray(window, dt)))
+    tail = (svd_eps * c) * _mm(u, (1 / sigma) * u[k])
+    return head, jnp.where(s_min > eps, tail / s_min, jnp.zeros_like(tail))
 
 
 @_base.api
@@ -66,7 +80,7 @@ def scale_by_ggt(
     svd_eps: _base.ScalarOrSchedule = 1e-6,
     sigma_eps: _base.ScalarOrSchedule = 1e-2,
 ) -> _base.GradientTransformation:
-    r"""GGT's preconditioned first moment, over the flattened concatenation of all leaves.
+    r"""GGT's preconditioned first moment, over all the elements of all leaves together.
 
     Full-matrix AdaGrad restricted to the span of the last `window` first moments, as
     contrib's `GGTOptimizer` computes it. With :math:`m_t` the first moment of the flat
@@ -81,9 +95,12 @@ def scale_by_ggt(
 
         u_t = h + r / s_{min} \text{ if } s_{min} = \min\sqrt\sigma > \epsilon \text{, else } h
 
-    Only the small :math:`W \times W` Gram matrix is decomposed. The order in which leaves
-    are concatenated does not change the result (TF sorts by variable name; gradtx uses the
-    pytree leaf order). The learning rate is separable: follow with
+    Only the small :math:`W \times W` Gram matrix is decomposed. TF concatenates every
+    variable into one vector; gradtx keeps the moments leaf by leaf and sums the Gram
+    matrix and :math:`M^T m_t` over the leaves (under sharding, one reduction each), which
+    is the same quantity: the order of the leaves does not change the result. Element-wise
+    in the sense of `gradtx.ElementWise` (every element is treated alike), so it runs on
+    packed parameters as they are. The learning rate is separable: follow with
     `scale_by_learning_rate(lr)` for `var -= lr * u`.
 
     The arithmetic runs in float32 (float64 if a leaf is float64) and each leaf's update is
@@ -104,7 +121,7 @@ def scale_by_ggt(
       sigma_eps: added to the root singular values before the cube; >= 0.
 
     Returns:
-      A `GradientTransformation` with state `ScaleByGGTState(count, moment1, grad_buffer)`.
+      An `ElementWise` transform with state `ScaleByGGTState(count, moment1, grad_buffer)`.
 
     Raises:
       TypeError: for a non-integer `window` or a non-numeric hyperparameter.
@@ -116,8 +133,8 @@ def scale_by_ggt(
         >>> tx = scale_by_ggt(window=3)
         >>> params = {"w": jnp.zeros((2, 2)), "b": jnp.zeros(3)}
         >>> state = tx.init(params)
-        >>> state.grad_buffer.shape
-        (3, 7)
+        >>> state.grad_buffer["w"].shape  # the last 3 first moments of "w"
+        (3, 2, 2)
         >>> u, state = tx.update({"w": jnp.ones((2, 2)), "b": jnp.ones(3)}, state)
         >>> u["b"].shape, int(state.count)
         ((3,), 1)
@@ -134,43 +151,42 @@ def scale_by_ggt(
     _base.check_nonnegative(fn, "sigma_eps", sigma_eps)
 
     def init_fn(params):
-        leaves = jax.tree.leaves(params)
-        d = sum(int(np.prod(jnp.shape(x))) for x in leaves)
-        dt = _compute_dtype(leaves)
+        dt = _compute_dtype(jax.tree.leaves(params))
         return ScaleByGGTState(
             count=_tree.zero_count(),
-            moment1=jnp.zeros((d,), dt),
-            grad_buffer=jnp.zeros((window, d), dt),
+            moment1=_tree.zeros_like(params, dt),
+            grad_buffer=_tree.map_leaves(lambda p: None if p is None else _tree.stacked_zeros(p, window, dt), params),
         )
 
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
-        leaves, _, treedef = _tree.flatten_updates(fn, sparse.densify(updates))
-        present = [x for x in leaves if x is not None]
-        d = sum(int(np.prod(jnp.shape(x))) for x in present)
-        if state.moment1.shape != (d,):
-            raise ValueError(
-                f"`{fn}`: the updates hold {d} elements in all, but the state was made by `init` for "
-                f"{state.moment1.shape[0]}; pass a state made from params with the structure of the updates."
-            )
-        dt = state.moment1.dtype
+        grads = sparse.densify(updates)
+        leaves, (m1s, bufs), treedef = _tree.flatten_updates(fn, grads, state.moment1, state.grad_buffer,
+                                                             names=("updates", "state.moment1", "state.grad_buffer"))
+        for path, g, m in zip(_tree.key_paths(grads), leaves, m1s):
+            if g is not None and jnp.shape(g) != jnp.shape(m):
+                raise ValueError(f"`{fn}`: the update at {path} has shape {jnp.shape(g)}, but the state was made by "
+                                 f"`init` for {jnp.shape(m)}; pass a state made from params shaped like the updates.")
+        live = [i for i, g in enumerate(leaves) if g is not None]
+        if not live:
+            return updates, state._replace(count=_tree.increment(state.count))
+        dt = m1s[live[0]].dtype
         hyper = [_tree.resolve(h, state.count) for h in (b1, eps, svd_eps, sigma_eps)]
         b1_, eps_, svd_eps_, sigma_eps_ = (jnp.asarray(h, dt) for h in hyper)
-        flat = jnp.concatenate([jnp.ravel(x).astype(dt) for x in present]) if present else jnp.zeros((0,), dt)
-        m1 = _tree.moment_blend(state.moment1, flat, b1_)
         k = jnp.mod(state.count, window)
-        buf = jax.lax.dynamic_update_index_in_dim(state.grad_buffer, m1, k, 0)
         t = (state.count + 1).astype(dt)
-        step = _ggt_step(m1, buf, k, t, eps_, svd_eps_, sigma_eps_)
-        out, start = [], 0
-        for x in leaves:
-            if x is None:
-                out.append(None)
-                continue
-            size = int(np.prod(jnp.shape(x)))
-            out.append(step[start:start + size].reshape(jnp.shape(x)).astype(x.dtype))
-            start += size
-        new_state = ScaleByGGTState(count=_tree.increment(state.count), moment1=m1, grad_buffer=buf)
+        c = jnp.sqrt(jnp.minimum(t, jnp.asarray(window, dt)))
+        new_m1, new_buf = list(m1s), list(bufs)
+        for i in live:
+            new_m1[i] = _tree.moment_blend(m1s[i], leaves[i].astype(dt), b1_)
+            new_buf[i] = jax.lax.dynamic_update_index_in_dim(bufs[i], new_m1[i], k, 0)
+        mts = [new_buf[i] / c for i in live]  # the leaves' parts of M^T
+        head, tail = _ggt_coefficients(mts, [new_m1[i] for i in live], k, t, eps_, svd_eps_, sigma_eps_, window)
+        out = [None] * len(leaves)
+        for i, mt in zip(live, mts):
+            out[i] = (_dot(head, mt, 1) + _dot(tail, mt, 1)).astype(leaves[i].dtype)
+        new_state = ScaleByGGTState(count=_tree.increment(state.count), moment1=treedef.unflatten(new_m1),
+                                    grad_buffer=treedef.unflatten(new_buf))
         return treedef.unflatten(out), new_state
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _base.ElementWise(init_fn, update_fn)

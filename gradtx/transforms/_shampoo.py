@@ -235,7 +235,7 @@ def scale_by_shampoo(
 
         return ScaleByShampooState(
             count=_tree.zero_count(),
-            gbar=jax.tree.map(lambda p: jnp.zeros(jnp.shape(p), dtype(p)), params),
+            gbar=jax.tree.map(lambda p: _tree.zeros_like(p, dtype(p)), params),
             mat_gbar=jax.tree.map(mat_gbar, params),
             mat_h=jax.tree.map(mat_h, params),
         )

@@ -1,0 +1,195 @@
+"""Sharding is tested like TF parity: under `jax.jit` with `NamedSharding` on a 2-D mesh, every optimizer's
+compiled step has no more collectives than optax's equivalent, and its slots are sharded like its params.
+
+The tree is the one a pod would shard: 6 layers of a kernel `w` sharded `P("data", "model")`,
+a bias `b` sharded `P("model")` and a norm scale `ln` replicated, on 8 CPU devices as a
+4 x 2 mesh. Each step is compiled with params and state donated, as in a training loop,
+and the collectives are counted in the compiled HLO. Optimizers optax lacks: none for an
+element-wise rule, only all-reduces (the norms) for a per-tensor rule, and Shampoo, whose
+preconditioners need whole statistics matrices, as many on packed parameters as per leaf.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import gradtx
+from gradtx import packing, registry
+
+KINDS = ("all-gather", "all-reduce", "reduce-scatter", "collective-permute", "all-to-all")
+MESH = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
+SPECS = {"w": P("data", "model"), "b": P("model"), "ln": P()}
+
+# optax's equivalent of each gradtx optimizer (its registry example), where optax has one
+OPTAX = {
+    "sgd": lambda: optax.sgd(0.1),
+    "momentum": lambda: optax.sgd(0.05, momentum=0.9),
+    "adagrad": lambda: optax.adagrad(0.5, initial_accumulator_value=0.1),
+    "adadelta": lambda: optax.adadelta(1.0, rho=0.9, eps=1e-3),
+    "adam": lambda: optax.adam(0.05),
+    "adam_gs": lambda: optax.adam(0.05),
+    "lazy_adam": lambda: optax.adam(0.05),
+    "lazy_adam_gs": lambda: optax.adam(0.05),
+    "nadam": lambda: optax.nadam(0.05),
+    "adamax": lambda: optax.adamax(0.05),
+    "adamw": lambda: optax.adamw(0.05, weight_decay=0.001),
+    "amsgrad": lambda: optax.amsgrad(0.001),
+    "rmsprop": lambda: optax.rmsprop(0.01, decay=0.9, momentum=0.5, eps=1e-10),
+    "lars": lambda: optax.lars(0.1, weight_decay=1e-4, trust_coefficient=0.01, momentum=0.9),
+}
+GATHERS = {"shampoo"}  # whole statistics matrices per tensor dimension (an SVD each): gathers are inherent
+REDUCES = {"ggt"}  # element-wise through sums over all elements (its W x W Gram matrix, M^T m): all-reduces
+OPTIMIZERS = [e.name for e in registry.entries("optimizer")]
+
+
+def _params() -> dict:
+    rng = np.random.default_rng(0)
+    shapes = {"w": (32, 64), "b": (64,), "ln": (32,)}
+    return {f"layer{i}": {k: jax.device_put(jnp.asarray(rng.standard_normal(s), jnp.float32),
+                                            NamedSharding(MESH, SPECS[k])) for k, s in shapes.items()}
+            for i in range(6)}
+
+
+def count(hlo: str) -> dict[str, int]:
+    """Collective instructions of a compiled HLO module, by kind (an async pair counts once)."""
+    return {k: len(re.findall(rf"\b{k}(?:-start)?\(", hlo)) for k in KINDS}
+
+
+def _step(tx, extra, apply):
+    def step(params, state, grads):
+        updates, state = tx.update(grads, state, params, **extra)
+        return apply(params, updates), state
+
+    return jax.jit(step, donate_argnums=(0, 1))
+
+
+def _run(tx, extra, params, apply=gradtx.apply_updates):
+    """`(collectives, initial state, state after one compiled donated step)`."""
+    grads = jax.tree.map(lambda p: p * 0.01, params)
+    state = tx.init(params)
+    step = _step(tx, extra, apply)
+    hlo = step.lower(params, state, grads).compile().as_text()
+    _, new_state = step(jax.tree.map(jnp.copy, params), tx.init(params), grads)
+    return count(hlo), state, new_state
+
+
+@functools.lru_cache(maxsize=None)
+def _optax_count(name: str) -> dict[str, int]:
+    return _run(OPTAX[name](), {}, _params(), optax.apply_updates)[0]
+
+
+def _assert_slots_sharded_like(state, params, what: str) -> None:
+    """Every slot leaf shaped like its param has its sharding; `[n, *shape]` windows have it on their own dims."""
+    checked = 0
+    param_leaves = jax.tree.leaves(packing.unpack(params))
+    for name, tree in gradtx.slots(state).items():
+        leaves = jax.tree.leaves(tree)
+        if len(leaves) != len(param_leaves):
+            continue  # per-dimension statistics (Shampoo): not shaped like the params
+        for p, s in zip(param_leaves, leaves):
+            spec = p.sharding.spec
+            if s.shape == p.shape:
+                want = NamedSharding(MESH, spec)
+            elif s.shape[1:] == p.shape:
+                want = NamedSharding(MESH, P(None, *spec))
+            else:
+                continue
+            assert s.sharding.is_equivalent_to(want, s.ndim), f"{what}: slot {name!r} is {s.sharding}, not {want}"
+            checked += 1
+    for p, s in zip(jax.tree.leaves(params), jax.tree.leaves(state)):  # packed buffers: placed like the params'
+        if packing.is_packed(params) and s.shape == p.shape and s.ndim > 1:
+            assert s.sharding.is_equivalent_to(p.sharding, s.ndim), what
+    assert checked or not gradtx.slot_names(state), f"{what}: no slot was checked"
+
+
+@pytest.mark.parametrize("layout", ["per_leaf", "packed"])
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_compiled_step_has_no_more_collectives_than_optax_and_slots_are_sharded_like_params(name, layout):
+    entry = registry.entry(name)
+    params = _params() if layout == "per_leaf" else packing.pack(_params())
+    tx = entry.build()
+    got, state, stepped = _run(tx, entry.extra(0), params)
+    if name in OPTAX:
+        limit = _optax_count(name)
+    elif isinstance(tx, gradtx.ElementWise) and name not in REDUCES:
+        limit = dict.fromkeys(KINDS, 0)
+    elif name in GATHERS:
+        limit = _run(tx, entry.extra(0), _params())[0]  # packing adds none
+    else:  # a per-tensor rule, or a global sum: reductions only, nothing gathered or moved
+        limit = {**dict.fromkeys(KINDS, 0), "all-reduce": got["all-reduce"]}
+    assert all(got[k] <= limit[k] for k in KINDS), f"{name} ({layout}): {got} > {limit}"
+    _assert_slots_sharded_like(state, params, f"{name} init")
+    _assert_slots_sharded_like(stepped, params, f"{name} after a step")
+
+
+def test_the_issue_table_adam_and_clip_adamw():
+    """gradtx's adam and chain(clip_by_global_norm, adamw) against optax's, on both layouts."""
+    clip_adamw = gradtx.chain(gradtx.clip_by_global_norm(1.0),
+                              gradtx.adamw(0.1, weight_decay=1e-4, scale_decay_by_learning_rate=True))
+    ours = {"adam": gradtx.adam(0.1), "clip+adamw": clip_adamw}
+    theirs = {"adam": optax.adam(0.1),
+              "clip+adamw": optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(0.1, weight_decay=1e-4))}
+    for label, tx in ours.items():
+        reference = _run(theirs[label], {}, _params(), optax.apply_updates)[0]
+        assert reference["all-gather"] == 0
+        for params in (_params(), packing.pack(_params())):
+            got = _run(tx, {}, params)[0]
+            assert got == reference, f"{label}: {got} vs optax {reference}"
+
+
+def test_packing_a_sharded_model_moves_no_data():
+    """`pack` groups leaves by sharding; the compiled concatenation and the views have no collective."""
+    params = _params()
+    packed = packing.pack(params)
+    # groups in the order their first leaf comes: layer0's b, ln, w
+    assert [tuple(b.sharding.spec) for b in packed.buffers] == [("model", None), (None,), ("data", "model", None)]
+    assert [b.shape for b in packed.buffers] == [(2, 6 * 32), (6 * 32,), (4, 2, 6 * 8 * 32)]
+    views = jax.jit(packing.unpack)
+    for p, v in zip(jax.tree.leaves(params), jax.tree.leaves(views(packed))):
+        np.testing.assert_array_equal(v, p)
+        assert v.sharding.is_equivalent_to(p.sharding, v.ndim)
+    assert sum(count(views.lower(packed).compile().as_text()).values()) == 0
+    pack_step = jax.jit(lambda t: packing.pack(t, layout=packed.layout).buffers)
+    assert sum(count(pack_step.lower(params).compile().as_text()).values()) == 0
+
+
+def test_a_train_step_through_views_adds_no_collective():
+    """Forward and backward through `unpack`: as many collectives as the same model on the leaves."""
+    x = jax.device_put(jnp.ones((16, 32)), NamedSharding(MESH, P("data", None)))
+
+    def loss(tree, x):
+        h = x
+        for i in range(6):
+            layer = tree[f"layer{i}"]
+            h = jnp.tanh((h * layer["ln"]) @ layer["w"] + layer["b"])[:, :32]
+        return jnp.sum(h * h)
+
+    tx = gradtx.adam(0.1)
+
+    def per_leaf(params, state, x):
+        updates, state = tx.update(jax.grad(loss)(params, x), state, params)
+        return gradtx.apply_updates(params, updates), state
+
+    def packed_step(packed, state, x):
+        grads = jax.grad(lambda p: loss(packing.unpack(p), x))(packed)
+        updates, state = tx.update(grads, state, packed)
+        return gradtx.apply_updates(packed, updates), state
+
+    params = _params()
+    packed = packing.pack(params)
+    reference = count(jax.jit(per_leaf).lower(params, tx.init(params), x).compile().as_text())
+    got = count(jax.jit(packed_step).lower(packed, tx.init(packed), x).compile().as_text())
+    assert all(got[k] <= reference[k] for k in KINDS), (got, reference)
+    new_packed, _ = jax.jit(packed_step)(packed, tx.init(packed), x)
+    new_params, _ = jax.jit(per_leaf)(params, tx.init(params), x)
+    for a, b in zip(jax.tree.leaves(packing.unpack(new_packed)), jax.tree.leaves(new_params)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
