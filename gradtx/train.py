@@ -15,7 +15,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree, combinators, registry
+from gradtx import _base, _tree, combinators, packing, registry
 
 OPTIMIZER_SUMMARIES = ("learning_rate", "loss", "gradients", "gradient_norm", "global_gradient_norm")
 """The summaries `optimize_loss` can return (TF's `OPTIMIZER_SUMMARIES`)."""
@@ -117,6 +117,10 @@ def optimize_loss(
 ) -> OptimizeLoss:
     """`tf.contrib.layers.optimize_loss` as a pure `init` / `step` pair.
 
+    Packed parameters (`gradtx.packing`) take one line: `trainer.init(gradtx.packing.pack(params))`;
+    `loss_fn` still receives the params leaf by leaf (unpacked views), the gradients and the
+    optimizer's slots stay packed, and `train_state.params` is the `Packed`.
+
     Each step: gradients of `loss_fn(params, *batch)`; `gradient_noise_scale` noise;
     `gradient_multipliers`; `clip_gradients` (a float: clip by global norm; a callable
     `fn(grads, params) -> grads`); then the optimizer with the (decayed) learning rate;
@@ -136,7 +140,8 @@ def optimize_loss(
       gradient_noise_scale: scale of the truncated-normal noise added to the gradients.
       gradient_multipliers: key path or pattern -> factor (see `scale_gradients`).
       variables: which params train (a tree of bools, a function of the params, or key-path
-        patterns); all when None.
+        patterns); all when None. Not with packed parameters (all of them train; freeze some
+        inside the optimizer with `gradtx.freeze`).
       summaries: metrics to return, from `OPTIMIZER_SUMMARIES`; default
         `("loss", "learning_rate", "global_gradient_norm")`.
       axis_name: average the gradients over this mapped axis (`gradtx.parallel.cross_shard`)
@@ -156,7 +161,8 @@ def optimize_loss(
     Raises:
       ValueError: as TF: the loss is not a scalar (when traced), an invalid learning rate,
         an optimizer of the wrong type or an unknown name, `clip_gradients` neither float
-        nor callable, an unknown summary, no gradients (no trainable parameter).
+        nor callable, an unknown summary, no gradients (no trainable parameter), `variables`
+        with packed parameters.
 
     Example:
         >>> import jax, jax.numpy as jnp, gradtx
@@ -213,6 +219,10 @@ def optimize_loss(
     def trainable(params):
         if variables is None:
             return jax.tree.map(lambda _: True, params)
+        if packing.has_packed(params):
+            raise _error("`variables` selects parameters by key path, which packed parameters do not have; "
+                         "pass `variables=None` and freeze parameters inside the optimizer (`gradtx.freeze`), "
+                         "or train them unpacked.")
         return _tree.resolve_mask("optimize_loss", variables, params, arg="variables")
 
     def init(params):
@@ -225,7 +235,7 @@ def optimize_loss(
         params, st = train_state.params, train_state.opt_state
 
         def checked_loss(p, *b):
-            out = loss_fn(p, *b)
+            out = loss_fn(packing.unpack(p), *b)  # packed parameters: the loss reads their views
             loss = out[0] if has_aux else out
             if jnp.ndim(loss) != 0:
                 raise _error(f"the loss must be a scalar, got shape {jnp.shape(loss)}.")
@@ -290,7 +300,8 @@ def _metrics(summaries, loss, lr, pre_clip, grads, clip_gradients, clip_state, a
             if clip_gradients is not None:
                 metrics["clipped_gradient_norm"] = _tree.global_norm(grads)
     if "gradients" in summaries or "gradient_norm" in summaries:
-        per_variable = _tree.map_updates("optimize_loss", lambda g: jnp.sqrt(_tree.squared_norm(g)), grads)
+        per_variable = _tree.map_updates("optimize_loss", lambda g: jnp.sqrt(_tree.squared_norm(g)),
+                                         packing.unpack(grads))
         for name in ("gradients", "gradient_norm"):
             if name in summaries:
                 metrics[name] = per_variable
@@ -311,7 +322,8 @@ def compute_gradients(
 
     Args:
       loss_fn: `loss_fn(params, *args)` -> scalar (or `(scalar, aux)` with `has_aux`).
-      params: the parameters.
+      params: the parameters (packed ones, `gradtx.packing`, included: `loss_fn` gets their
+        views and the gradients come out packed).
       *args: the rest of `loss_fn`'s arguments (the batch).
       var_list: which params get a gradient (a tree of bools, a function of the params, or
         key-path patterns); the others get `None`, which `apply_gradients` leaves alone. All
@@ -324,7 +336,7 @@ def compute_gradients(
       `(loss, grads)`, or `((loss, aux), grads)` with `has_aux`.
 
     Raises:
-      ValueError: if the loss is not a scalar.
+      ValueError: if the loss is not a scalar, or `var_list` is given with packed params.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -334,7 +346,7 @@ def compute_gradients(
         (6.0, 3.0, None)
     """
     def scalar_loss(p):
-        out = loss_fn(p, *args)
+        out = loss_fn(packing.unpack(p), *args)
         loss = out[0] if has_aux else out
         if jnp.ndim(loss) != 0:
             raise ValueError(f"`compute_gradients`: the loss must be a scalar, got shape {jnp.shape(loss)}.")
@@ -344,6 +356,9 @@ def compute_gradients(
     cotangent = jnp.ones_like(loss) if grad_loss is None else jnp.asarray(grad_loss, loss.dtype)
     (grads,) = pullback(cotangent)
     if var_list is not None:
+        if packing.has_packed(params):
+            raise ValueError("`compute_gradients`: `var_list` selects parameters by key path, which packed "
+                             "parameters do not have; pass `var_list=None` (or train them unpacked).")
         grads = _tree.select("compute_gradients", _tree.resolve_mask("compute_gradients", var_list, params,
                                                                       arg="var_list"), grads)
     return out, grads

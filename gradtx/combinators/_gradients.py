@@ -172,7 +172,7 @@ def scale_gradients(multipliers: Mapping[str, _base.ScalarOrSchedule]) -> _base.
             used.update(hits)
             out.append(hits[0] if hits else None)
         unknown = sorted(set(multipliers) - used)
-        if unknown:
+        if unknown and flat:  # (no leaves at all: a placeholder, as optax.tree.map_params passes)
             names = [_tree.path_str(p) for p, leaf in flat if leaf is not None]
             raise ValueError(f"`{_base.api_name(fn)}`: the keys {unknown} match no parameter; parameters: {names}.")
         return out

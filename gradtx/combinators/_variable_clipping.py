@@ -75,7 +75,7 @@ def clip_variables(max_norm: _base.ScalarOrSchedule, dims: Mapping[str, Sequence
                                  f"{_tree.path_str(path)!r} of shape {tuple(p.shape)}.")
             used.update(hits)
             out.append(tuple(a % len(p.shape) for a in dims[hits[0]]) if hits else None)
-        if set(dims) - used:
+        if set(dims) - used and flat:  # (no leaves at all: a placeholder, as optax.tree.map_params passes)
             raise ValueError(f"`{_base.api_name(fn)}`: the keys {sorted(set(dims) - used)} match no parameter.")
         return out
 

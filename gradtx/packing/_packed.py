@@ -52,6 +52,11 @@ class Packed:
         obj.buffers, obj.layout = tuple(children), layout
         return obj
 
+    def __contains__(self, key: Any) -> bool:
+        """Whether the packed tree is a dict with `key` at its top (as Flax's `TrainState` asks its params)."""
+        top = self.layout.treedef.unflatten([None] * self.layout.treedef.num_leaves)
+        return isinstance(top, dict) and key in top
+
     def __repr__(self) -> str:
         shapes = ", ".join(f"{getattr(b, 'dtype', '?')}{list(getattr(b, 'shape', ()))}" for b in self.buffers)
         leaves = sum(1 for e in self.layout.entries if e is not None)
