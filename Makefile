@@ -24,7 +24,7 @@ install: $(VENV)/.installed-test
 
 ## make test: the whole test suite (TensorFlow parity tests, doctests and the notebooks included).
 test: $(VENV)/.installed-test
-	GRADTX_REQUIRE_TF=1 $(PY) -m pytest $(PYTEST_ARGS) --nbmake --nbmake-timeout=120
+	GRADTX_REQUIRE_TF=1 $(PY) -m pytest $(PYTEST_ARGS) --nbmake --nbmake-timeout=180
 
 ## make demo: train an MLP on the digits dataset with several gradtx optimizers.
 demo: $(VENV)/.installed-demo

@@ -47,7 +47,7 @@ def _goal(t: dict) -> str:
 def _reason(results: dict, t: dict) -> str:
     """The explanation of a miss, derived again from the stored rows (else the one stored with the target)."""
     w = next((w for w in results["workloads"] if w["name"] == t.get("workload")), None)
-    text = reasons.explain(w, t["metric"]) if w is not None else None
+    text = reasons.explain(w, t) if w is not None else None
     return text or t.get("reason") or "no measured explanation recorded."
 
 
@@ -80,6 +80,25 @@ def workload_table(w: dict, bandwidth: float) -> list[str]:
     return lines
 
 
+def _collectives(c: dict | None) -> str:
+    if c is None:
+        return "—"
+    other = sum(v for k, v in c.items() if k not in ("all-gather", "all-reduce"))
+    return f"{c['all-gather']} / {c['all-reduce']} / {other}"
+
+
+def sharding_table(s: dict) -> list[str]:
+    """Collectives per compiled step on the 2-D mesh: gradtx per leaf, gradtx packed, optax."""
+    lines = [f"Under `jax.jit` with `NamedSharding` on a {s['mesh']} mesh, a tree of {s['tree']}; the "
+             "compiled, donated step's collective instructions as *all-gather / all-reduce / other* "
+             "(reduce-scatter, collective-permute, all-to-all). Run by `python -m benchmarks.sharding`.", "",
+             "| transform | gradtx (per leaf) | gradtx (packed parameters) | optax |", "| --- | ---: | ---: | ---: |"]
+    for name, row in s["transforms"].items():
+        lines.append(f"| {name} | {_collectives(row['gradtx'])} | {_collectives(row['gradtx packed'])} "
+                     f"| {_collectives(row['optax'])} |")
+    return lines
+
+
 def platform_section(results: dict, chart: str | None) -> list[str]:
     m, bw = results["machine"], results["bandwidth"]
     v = m["versions"]
@@ -94,13 +113,18 @@ def platform_section(results: dict, chart: str | None) -> list[str]:
              "### Targets", "", *targets_table(results), ""]
     for w in results["workloads"]:
         lines += [f"### {w['name']}", "", *workload_table(w, bw["best"]), ""]
+    if results.get("sharding"):
+        lines += ["### Collectives per step on a 2-D mesh", "", *sharding_table(results["sharding"]), ""]
     if chart:
         lines += [f"![{title} results]({chart})", ""]
     return lines
 
 
+WHO = ["gradtx", "gradtx packed", "jnp"]  # the bars of the chart: each workload's row of that name (or prefix)
+
+
 def _first(rows: dict, who: str) -> dict | None:
-    return next((r for name, r in rows.items() if name.startswith(who)), None)
+    return rows.get(who) or next((r for name, r in rows.items() if name.startswith(who)), None)
 
 
 def chart(results: dict, path: pathlib.Path) -> None:
@@ -117,31 +141,33 @@ def chart(results: dict, path: pathlib.Path) -> None:
     panels = [(axes[0], "min_ms", "step_ratio", "step time / optax's"),
               (axes[1], "compile_s", "compile_ratio", "compile time / optax's")]
     for ax, key, metric, label in panels:
-        for j, who in enumerate(["gradtx", "jnp"]):
+        for j, who in enumerate(WHO):
             vals = []
             for w in workloads:
                 row, base = _first(w["rows"], who), w["rows"][_base_row(w["rows"])]
                 vals.append(row[key] / base[key] if row else float("nan"))
-            ax.bar([i + 0.4 * j for i in range(len(names))], vals, width=0.4, label=who)
+            ax.bar([i + 0.27 * j for i in range(len(names))], vals, width=0.27, label=who)
         for i, w in enumerate(workloads):
             for t in w["targets"]:
-                if t["metric"] == metric:
-                    ax.plot([i - 0.2, i + 0.6], [t["goal"]] * 2, color="red", lw=2,
+                if t["metric"] == metric and t.get("a") in WHO:
+                    j = WHO.index(t["a"])
+                    ax.plot([i + 0.27 * j - 0.13, i + 0.27 * j + 0.13], [t["goal"]] * 2, color="red", lw=2,
                             label="target" if "target" not in ax.get_legend_handles_labels()[1] else None)
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
-        ax.set_xticks([i + 0.2 for i in range(len(names))], names, rotation=20)
+        ax.set_xticks([i + 0.27 for i in range(len(names))], names, rotation=20)
         ax.set_title(label + " (lower is better)")
         ax.legend(fontsize=8)
-    dense = [w for w in workloads if w["name"] != "sparse"]  # GB/s of a sparse step is not a bandwidth figure
-    for j, who in enumerate(["gradtx", "optax", "jnp"]):
+    # GB/s of a sparse step, or of a step that also runs a model, is not a bandwidth figure
+    dense = [w for w in workloads if w["name"] != "sparse" and w.get("optimizer_only", True)]
+    for j, who in enumerate(["gradtx", "gradtx packed", "optax", "jnp"]):
         vals = [(_first(w["rows"], who) or {"gbps": 0.0})["gbps"] for w in dense]
-        axes[2].bar([i + 0.27 * j for i in range(len(dense))], vals, width=0.27, label=who)
+        axes[2].bar([i + 0.2 * j for i in range(len(dense))], vals, width=0.2, label=who)
     bw = results["bandwidth"]["best"]
     axes[2].axhline(bw, color="k", ls="--", lw=0.8, label=f"bandwidth probe {bw:.0f} GB/s")
-    axes[2].set_xticks([i + 0.27 for i in range(len(dense))], [w["name"] for w in dense], rotation=20)
+    axes[2].set_xticks([i + 0.3 for i in range(len(dense))], [w["name"] for w in dense], rotation=20)
     axes[2].set_title("GB/s: bytes the math must touch / step time")
     axes[2].legend(fontsize=8)
     m = results["machine"]
@@ -169,9 +195,16 @@ precision shown; the tables' *vs optax* and *of bandwidth* use the minimums. *Co
 (trace, lower, compile, run once). *Peak memory* is XLA's buffer assignment for the step
 (arguments + outputs - donated aliases + temporaries), against params + gradients + state.
 
+Rows named *gradtx* run the aliases leaf by leaf, as optax does (the default); *gradtx
+packed* runs the same alias on packed parameters (`gradtx.packing`: the leaves kept in a
+few buffers, the gradients arriving packed). The `train_step` workload times a whole step
+(forward, backward and update) of a model with many small leaves; its peak memory holds the
+activations, so the memory target leaves it out. The last table counts the collectives of
+a step under `jax.jit` with shardings on a 2-D mesh of 8 CPU devices (`benchmarks/sharding.py`).
+
 Regenerate with `make bench` (CPU; rewrites `results/cpu.json`, this file and the charts).
 The code is in `benchmarks/`: `workloads.py` (trees, contenders, targets), `_timing.py`
-(how it measures), `run.py`, `report.py`.
+(how it measures), `run.py`, `sharding.py`, `report.py`.
 """
 
 

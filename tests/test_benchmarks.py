@@ -58,8 +58,10 @@ def test_smoke_run_writes_results_and_report(tmp_path):
             assert row["min_ms"] > 0 and row["median_ms"] >= row["min_ms"] and row["compile_s"] > 0
             assert row["peak_bytes"] >= row["live_bytes"]  # the step holds at least its arguments
     labels = [t["label"] for t in out["targets"]]
-    assert any("peak memory" in label for label in labels) and len(labels) == 7
+    assert any("peak memory" in label for label in labels) and len(labels) == 14
+    assert out["sharding"]["transforms"]["adam"]["gradtx"] == out["sharding"]["transforms"]["adam"]["optax"]
     text = report.main(["--results", str(tmp_path), "--out", str(tmp_path / "RESULTS.md")])
+    assert "### Collectives per step on a 2-D mesh" in text
     assert (tmp_path / "cpu.png").stat().st_size > 10_000
     for name in workloads.ALL:
         assert f"### {name}" in text
@@ -67,7 +69,8 @@ def test_smoke_run_writes_results_and_report(tmp_path):
 
 def test_only_keeps_the_other_workloads(tmp_path):
     path = tmp_path / "cpu.json"
-    args = ["--sizes", "smoke", "--rounds", "1", "--min-round-ms", "1", "--json", str(path), "--no-report"]
+    args = ["--sizes", "smoke", "--rounds", "1", "--min-round-ms", "1", "--json", str(path), "--no-report",
+            "--no-sharding"]
     run.main(args + ["--only", "big_adam", "sparse"])
     out = run.main(args + ["--only", "sparse"])
     assert [w["name"] for w in out["workloads"]] == ["big_adam", "sparse"]

@@ -1,4 +1,4 @@
-"""The notebooks: all five present, linked from the READMEs, committed without outputs.
+"""The notebooks: all six present, linked from the READMEs, committed without outputs.
 
 `make test` executes them (pytest `--nbmake`); this file checks what execution cannot.
 """
@@ -17,6 +17,7 @@ NOTEBOOKS = (
     "03_from_tf1.ipynb",
     "04_data_parallel.ipynb",
     "05_sparse_embeddings.ipynb",
+    "06_packed_parameters.ipynb",
 )
 
 

@@ -47,3 +47,15 @@ def test_readme_data_parallel_step_runs_on_8_devices():
     assert jax.device_count() == 8
     w = namespace["params"]["w"]
     assert abs(float(w[1]) + 2.0) < 5e-2 and abs(float(w[0]) - 1.0) < 5e-2
+
+
+def test_readme_packed_parameters_step_runs():
+    text = (ROOT / "README.md").read_text()
+    code = text.split("## Sharded models and many small leaves", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(compile(code, "README packed parameters", "exec"), namespace)
+    from gradtx import packing
+
+    packed, state = namespace["packed"], namespace["state"]
+    assert packing.is_packed(packed) and len(packed.buffers) == 1
+    assert int(state[0].count) == 1 and packing.unpack(packed)["layer7"]["w"].shape == (16, 16)

@@ -19,9 +19,9 @@ run on the buffers as they are, with the per-leaf numbers; a leaf-wise one (LARS
 `clip_by_norm`, a foreign transform) is given per-leaf views by `leaf_wise`, so a chain
 mixes both. Nothing else in gradtx packs, concatenates or reshapes leaves.
 
-Layout. Leaves with at most `max_leaf_size` elements and a float dtype are packed; the
-others (large leaves, integer leaves, empty ones) are kept as they are, as their own
-buffers. A buffer holds the leaves of one dtype and one placement: leaves on one device
+Layout. Leaves of a float dtype with at most `max_leaf_size` elements on a device (a
+sharded leaf counts its shard) are packed; the others (large leaves, integer leaves, empty
+ones) are kept as they are, as their own buffers. A buffer holds the leaves of one dtype and one placement: leaves on one device
 (or replicated) are flattened into a 1-D buffer; leaves sharded over mesh axes
 `(a1, ..., am)` (a `NamedSharding`) go into a buffer of shape `(k1, ..., km, length)`
 sharded `P(a1, ..., am, None)`, each device's shard of every leaf flattened into that

@@ -13,8 +13,8 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 MAX_LEAF_SIZE = 1 << 16
-"""Leaves with more elements than this are kept as they are (their own kernels already run
-at memory bandwidth, and a view of them would be a copy)."""
+"""Leaves with more elements than this on a device (a sharded leaf counts its shard) are kept
+as they are: their own kernels already run at memory bandwidth, and a view would be a copy."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +113,8 @@ def layout_of(tree: Any, *, max_leaf_size: int = MAX_LEAF_SIZE) -> Layout:
 
     Args:
       tree: a pytree of arrays or `jax.ShapeDtypeStruct`s (their shardings decide the groups).
-      max_leaf_size: leaves with more elements than this stay as they are.
+      max_leaf_size: leaves with more elements than this on a device (a sharded leaf counts
+        its shard) stay as they are.
 
     Returns:
       The `Layout`: one `Group` per buffer of packed leaves, and where each leaf lies.
@@ -134,15 +135,14 @@ def layout_of(tree: Any, *, max_leaf_size: int = MAX_LEAF_SIZE) -> Layout:
             continue
         shape, dtype = tuple(np.shape(leaf)), jnp.dtype(leaf.dtype)
         size = math.prod(shape)
-        small_float = 0 < size <= max_leaf_size and jnp.issubdtype(dtype, jnp.inexact)
-        placed = _placement(leaf, shape) if small_float else None
-        if placed is None:
+        placed = _placement(leaf, shape) if size and jnp.issubdtype(dtype, jnp.inexact) else None
+        local = 0 if placed is None else size // math.prod(_sizes_of(placed[3], placed[1]))  # per device
+        if placed is None or local > max_leaf_size:
             pending.append(("loose",))
             continue
         key, axes, dims, sharding = placed
         group = groups.setdefault((dtype.name, key),
                                   {"axes": axes, "sharding": sharding, "length": 0, "index": len(groups)})
-        local = size // math.prod(_sizes_of(sharding, axes)) if axes else size
         pending.append(("packed", group["index"], group["length"], shape, dims))
         group["length"] += local
     ordered = sorted(groups.items(), key=lambda kv: kv[1]["index"])

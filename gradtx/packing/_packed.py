@@ -95,7 +95,8 @@ def pack(tree: Any, *, layout: Layout | None = None, max_leaf_size: int = MAX_LE
     Args:
       tree: a pytree of arrays (or `jax.ShapeDtypeStruct`s, giving an abstract `Packed`).
       layout: pack into this layout (from another `Packed`'s `.layout`) instead of a new one.
-      max_leaf_size: leaves with more elements than this stay as they are.
+      max_leaf_size: leaves with more elements than this on a device (a sharded leaf counts
+        its shard) stay as they are.
 
     Returns:
       A `Packed` holding the buffers and the layout.
