@@ -217,6 +217,42 @@ def test_flax_train_state_with_packed_params():
     helpers.assert_trees_close(packing.unpack(state.params), reference.params, rtol=1e-6)
 
 
+def test_flax_serialization_stores_packed_trees_by_leaf_name():
+    import flax.serialization
+    from flax.training import train_state
+
+    params = _params()
+    make = lambda p: train_state.TrainState.create(apply_fn=None, params=p, tx=gradtx.adam(0.1))  # noqa: E731
+    state = make(packing.pack(params))
+    state = state.apply_gradients(grads=packing.pack(_grads(params, 1), layout=state.params.layout))
+    data = flax.serialization.to_bytes(state)
+    restored = flax.serialization.from_bytes(make(packing.pack(params)), data)
+    assert packing.is_packed(restored.params) and packing.is_packed(restored.opt_state[0].m)
+    for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(state)):
+        np.testing.assert_array_equal(a, b)
+    as_leaves = flax.serialization.from_bytes(make(params), data)  # the same names unpacked
+    np.testing.assert_array_equal(as_leaves.params["dense"]["kernel"], packing.unpack(state.params)["dense"]["kernel"])
+    np.testing.assert_array_equal(as_leaves.opt_state[0].m["layers"][0],
+                                  packing.unpack(state.opt_state[0].m)["layers"][0])
+
+
+def test_orbax_round_trips_a_packed_training_state(tmp_path):
+    import orbax.checkpoint as ocp
+
+    params = _params()
+    tx = gradtx.adam(0.1)
+    packed = packing.pack(params)
+    _, state = helpers.run(tx, packed, [packing.pack(_grads(params, 1), layout=packed.layout)])
+    item = {"params": packed, "opt_state": state}
+    with ocp.StandardCheckpointer() as checkpointer:
+        checkpointer.save(tmp_path / "packed", item)
+        checkpointer.wait_until_finished()
+        restored = checkpointer.restore(tmp_path / "packed", jax.eval_shape(lambda: item))
+    assert packing.is_packed(restored["params"]) and restored["params"].layout == packed.layout
+    for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(item)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_registry_optimizers_are_plain_chains_without_layouts():
     for entry in registry.entries("optimizer"):
         state = entry.build().init(_params())
