@@ -89,10 +89,11 @@ def _collectives(c: dict | None) -> str:
 
 def sharding_table(s: dict) -> list[str]:
     """Collectives per compiled step on the 2-D mesh: gradtx per leaf, gradtx packed, optax."""
-    lines = [f"Under `jax.jit` with `NamedSharding` on a {s['mesh']} mesh, a tree of {s['tree']}; the "
+    intro = (f"Under `jax.jit` with `NamedSharding` on a {s['mesh']} mesh, a tree of {s['tree']}; the "
              "compiled, donated step's collective instructions as *all-gather / all-reduce / other* "
-             "(reduce-scatter, collective-permute, all-to-all). Run by `python -m benchmarks.sharding`.", "",
-             "| transform | gradtx (per leaf) | gradtx (packed parameters) | optax |", "| --- | ---: | ---: | ---: |"]
+             "(reduce-scatter, collective-permute, all-to-all). Run by `python -m benchmarks.sharding`.")
+    lines = [intro, "", "| transform | gradtx (per leaf) | gradtx (packed parameters) | optax |",
+             "| --- | ---: | ---: | ---: |"]
     for name, row in s["transforms"].items():
         lines.append(f"| {name} | {_collectives(row['gradtx'])} | {_collectives(row['gradtx packed'])} "
                      f"| {_collectives(row['optax'])} |")

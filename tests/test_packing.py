@@ -27,7 +27,7 @@ class Pair(NamedTuple):
 
 def _mixed_tree():
     rng = np.random.default_rng(0)
-    f32 = lambda *s: jnp.asarray(rng.standard_normal(s), jnp.float32)  # noqa: E731
+    f32 = lambda *s: jnp.asarray(rng.standard_normal(s), jnp.float32)
     return {
         "dense": Pair(f32(4, 3), f32(3)),
         "half": [jnp.asarray(rng.standard_normal(5), jnp.bfloat16), jnp.asarray(rng.standard_normal((2, 2)), jnp.float16)],
@@ -208,7 +208,7 @@ def test_flax_train_state_with_packed_params():
 
     params = _params()
     packed = packing.pack(params)
-    loss = lambda p: sum(jnp.sum(x ** 2) for x in jax.tree.leaves(p))  # noqa: E731
+    loss = lambda p: sum(jnp.sum(x ** 2) for x in jax.tree.leaves(p))
     state = train_state.TrainState.create(apply_fn=None, params=packed, tx=gradtx.adam(0.1))
     grads = jax.grad(lambda p: loss(packing.unpack(p)))(state.params)
     state = state.apply_gradients(grads=grads)
@@ -222,7 +222,7 @@ def test_flax_serialization_stores_packed_trees_by_leaf_name():
     from flax.training import train_state
 
     params = _params()
-    make = lambda p: train_state.TrainState.create(apply_fn=None, params=p, tx=gradtx.adam(0.1))  # noqa: E731
+    make = lambda p: train_state.TrainState.create(apply_fn=None, params=p, tx=gradtx.adam(0.1))
     state = make(packing.pack(params))
     state = state.apply_gradients(grads=packing.pack(_grads(params, 1), layout=state.params.layout))
     data = flax.serialization.to_bytes(state)

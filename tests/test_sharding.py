@@ -12,7 +12,6 @@ preconditioners need whole statistics matrices, as many on packed parameters as 
 from __future__ import annotations
 
 import functools
-import re
 
 import jax
 import jax.numpy as jnp
@@ -23,9 +22,9 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import gradtx
+from benchmarks.sharding import KINDS, count
 from gradtx import packing, registry
 
-KINDS = ("all-gather", "all-reduce", "reduce-scatter", "collective-permute", "all-to-all")
 MESH = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
 SPECS = {"w": P("data", "model"), "b": P("model"), "ln": P()}
 
@@ -59,11 +58,6 @@ def _params() -> dict:
             for i in range(6)}
 
 
-def count(hlo: str) -> dict[str, int]:
-    """Collective instructions of a compiled HLO module, by kind (an async pair counts once)."""
-    return {k: len(re.findall(rf"\b{k}(?:-start)?\(", hlo)) for k in KINDS}
-
-
 def _step(tx, extra, apply):
     def step(params, state, grads):
         updates, state = tx.update(grads, state, params, **extra)
@@ -82,7 +76,7 @@ def _run(tx, extra, params, apply=gradtx.apply_updates):
     return count(hlo), state, new_state
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _optax_count(name: str) -> dict[str, int]:
     return _run(OPTAX[name](), {}, _params(), optax.apply_updates)[0]
 

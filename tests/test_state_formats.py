@@ -23,7 +23,7 @@ UNMAPPED = [e for e in ENTRIES if "axis_name" not in e.example]  # the parallel 
 BY_ENTRY = pytest.mark.parametrize("entry", UNMAPPED, ids=[e.name for e in UNMAPPED])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _trained_by_name(name):
     entry = registry.entry(name)
     tx = _build(entry)
@@ -45,7 +45,7 @@ def _resumes_like(entry, tx, params, restored, state):
 
 
 def _is_params_copy(tree, params) -> bool:
-    is_none = lambda x: x is None  # noqa: E731
+    is_none = lambda x: x is None
     return (jax.tree.structure(tree, is_leaf=is_none) == jax.tree.structure(params, is_leaf=is_none)
             and [jnp.shape(x) for x in jax.tree.leaves(tree)] == [jnp.shape(x) for x in jax.tree.leaves(params)])
 

@@ -23,6 +23,7 @@ from gradtx.packing._layout import (
     layout_of,
 )
 
+
 @jax.tree_util.register_pytree_with_keys_class
 class Packed:
     """A tree kept as a few buffers: `buffers` (packed groups, then loose leaves) and a static `layout`.
