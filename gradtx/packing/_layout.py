@@ -128,7 +128,7 @@ def layout_of(tree: Any, *, max_leaf_size: int = MAX_LEAF_SIZE) -> Layout:
     """
     leaves, treedef = jax.tree.flatten(tree, is_leaf=_is_leaf)
     groups: dict[tuple, dict] = {}
-    pending = []
+    pending: list[tuple | None] = []
     for leaf in leaves:
         if leaf is None:
             pending.append(None)
@@ -150,7 +150,8 @@ def layout_of(tree: Any, *, max_leaf_size: int = MAX_LEAF_SIZE) -> Layout:
         Group(dtype, g["axes"], _sizes_of(g["sharding"], g["axes"]), g["length"], g["sharding"])
         for (dtype, _), g in ordered
     )
-    entries, loose = [], len(group_specs)
+    entries: list[tuple | None] = []
+    loose = len(group_specs)
     for e in pending:
         if e is not None and e[0] == "loose":
             e, loose = ("loose", loose), loose + 1
@@ -169,7 +170,9 @@ def _to_local(x: jax.Array, sizes: tuple, dims: tuple) -> jax.Array:
     """A leaf as `(k1, ..., km, local size)`: each shard's elements in its row of the leading dims."""
     if not sizes:
         return jnp.reshape(x, (-1,))
-    split, lead_pos, local_pos = [], [None] * len(sizes), []
+    split: list[int] = []
+    lead_pos: list[int] = [0] * len(sizes)
+    local_pos: list[int] = []
     for n, ds in zip(x.shape, dims):
         k = math.prod(sizes[j] for j in ds)
         for j in ds:

@@ -204,7 +204,7 @@ def _runtime_offsets(layout: Layout, buffers: tuple) -> list:
 
 def _slices(layout: Layout, buffers: tuple) -> list:
     offsets = _runtime_offsets(layout, buffers)
-    out = []
+    out: list[jax.Array | None] = []
     for i, e in enumerate(layout.entries):
         if e is None or e[0] == "loose":
             out.append(None)
@@ -258,7 +258,7 @@ def _unpack_one(packed: Packed) -> Any:
     layout = packed.layout
     n = len(layout.groups)
     views = _packed_views(layout, tuple(packed.buffers[:n])) if n else [None] * len(layout.entries)
-    leaves = []
+    leaves: list[Any] = []
     for e, view in zip(layout.entries, views):
         if e is None:
             leaves.append(None)
@@ -314,7 +314,7 @@ def repack(tree: Any, like: Any) -> Any:
     """
     if is_packed(like):
         return pack(tree, layout=like.layout)
-    nodes, treedef = jax.tree.flatten(like, is_leaf=lambda x: x is None or is_packed(x))
+    nodes, treedef = jax.tree_util.tree_flatten(like, is_leaf=lambda x: x is None or is_packed(x))
     if not any(is_packed(x) for x in nodes):
         return tree
     parts = treedef.flatten_up_to(tree)
