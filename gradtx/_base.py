@@ -4,9 +4,9 @@ The protocol's names (`GradientTransformation`, `ElementWise`, `LeafWise`, the t
 errors) live in `gradtx._protocol` and are re-exported here, where the rest of the package
 takes them from.
 
-The construction-time argument checks They all raise with one
-message form (see STYLE.md): which function, which argument, what was given, what is
-allowed -- "`ftrl`: `learning_rate_power` must be <= 0, got 0.5."
+The construction-time argument checks all raise with one message form (see STYLE.md):
+which function, which argument, what was given, what is allowed -- "`ftrl`:
+`learning_rate_power` must be <= 0, got 0.5."
 """
 
 from __future__ import annotations
