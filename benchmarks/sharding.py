@@ -71,7 +71,7 @@ def _measure(layers: int, rows: int, cols: int) -> dict[str, Any]:
             "optax": None if theirs is None else collectives(theirs, params, grads, optax.apply_updates),
         }
     tree = f"{layers} layers of w {rows}x{cols} P('data', 'model'), b {cols} P('model'), ln {rows} replicated"
-    return {"mesh": "4 x 2 ('data', 'model'), 8 CPU devices", "tree": tree, "transforms": out}
+    return {"mesh": "4 x 2 mesh ('data', 'model') of 8 CPU devices", "tree": tree, "transforms": out}
 
 
 SIZES = {"full": (6, 256, 512), "smoke": (2, 8, 16)}
