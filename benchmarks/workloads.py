@@ -11,10 +11,9 @@ import numpy as np
 import optax
 
 import gradtx
+from benchmarks._timing import Contender
 from gradtx import packing
 from gradtx.sparse import RowSparse
-
-from benchmarks._timing import Contender
 
 LR, B1, B2, EPS, WD, CLIP = 1e-3, 0.9, 0.999, 1e-8, 1e-4, 1.0
 

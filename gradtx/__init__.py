@@ -9,8 +9,21 @@ re-exported here.
 """
 
 # ruff: noqa: F401  (this module re-exports)
-from gradtx import checkpoint, combinators, optimizers, packing, parallel, registry, schedules, sparse, train, transforms
-from gradtx._base import (
+from gradtx import (
+    checkpoint,
+    combinators,
+    optimizers,
+    packing,
+    parallel,
+    registry,
+    schedules,
+    sparse,
+    train,
+    transforms,
+)
+from gradtx._base import apply_updates, with_extra_args_support
+from gradtx._catalog import OPTIMIZER_NAMES  # registers every built-in factory
+from gradtx._protocol import (
     ElementWise,
     EmptyState,
     GradientTransformation,
@@ -23,12 +36,10 @@ from gradtx._base import (
     TreeMismatchError,
     UnknownNameError,
     Updates,
-    apply_updates,
-    with_extra_args_support,
 )
 from gradtx.combinators import *  # noqa: F401,F403  (names listed in combinators.__all__)
 from gradtx.optimizers import *  # noqa: F401,F403
-from gradtx.registry import OPTIMIZER_NAMES, from_config, get
+from gradtx.registry import from_config, get
 from gradtx.slots import get_slot, slot_names, slots  # the function `slots` shadows its module's name
 from gradtx.train import (
     OPTIMIZER_SUMMARIES,

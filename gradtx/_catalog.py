@@ -1,7 +1,7 @@
 """The built-in catalogue: every factory of gradtx registered with its TF names, example and sparse rule.
 
-Imported by `gradtx.registry` (its last import), so the registry is complete once loaded.
-Each entry's `example` builds a working instance; the contract suite runs over all of
+`gradtx.registry` is the mechanism; the package imports this module right after it, so the
+registry is complete once `gradtx` is imported. Each entry's `example` builds a working instance; the contract suite runs over all of
 them and the README's catalogue table is generated from them.
 """
 
@@ -12,7 +12,7 @@ import math
 import jax
 
 from gradtx import _tree, combinators, optimizers, parallel, transforms
-from gradtx.registry import Entry, register
+from gradtx.registry import Entry, names, register
 
 _TF1 = "tf.compat.v1.train"
 
@@ -209,3 +209,7 @@ register(Entry("drop_stale_gradients", parallel.drop_stale_gradients, "wrapper",
                reference=f"{_CONTRIB}.DropStaleGradientOptimizer"))
 register(Entry("sharded_state", parallel.sharded_state, "wrapper", aliases=("ZeRO1",),
                example={"tx": _SGD, "axis_name": "data"}, reference="ZeRO stage 1 (beyond the seeds)", sparse="dense"))
+
+
+OPTIMIZER_NAMES: tuple[str, ...] = names("optimizer")
+"""The gradtx names of the built-in optimizers, sorted (`registry.names("optimizer")` includes later registrations)."""

@@ -12,23 +12,23 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base
+from gradtx import _checks, _protocol
 
 # --------------------------------------------------------------------------- hyperparameters
 
 
-def resolve(value: _base.ScalarOrSchedule, count: jax.Array) -> Any:
+def resolve(value: _protocol.ScalarOrSchedule, count: jax.Array) -> Any:
     """The value of a hyperparameter at step `count`: schedules are called, scalars returned as is.
 
     Inside step t a schedule sees `count = t - 1`, which is TF's `global_step` before its
     increment.
     """
-    return value(count) if _base.is_schedule(value) else value
+    return value(count) if _checks.is_schedule(value) else value
 
 
 def any_schedule(*values: Any) -> bool:
     """True when any of the hyperparameters is a schedule (so its transform needs a `count`)."""
-    return any(_base.is_schedule(v) for v in values)
+    return any(_checks.is_schedule(v) for v in values)
 
 
 def scalar(value: Any) -> jax.Array:
@@ -134,7 +134,7 @@ def flatten_updates(
     """Flatten `tree` (row-sparse and `None` entries are leaves) and each of `rest` up to it.
 
     Returns `(leaves, rest_leaves, treedef)`. A structure mismatch raises the key-path
-    error of `_base.tree_mismatch_error`, naming `fn_name` and, from `names`, the trees.
+    error of `_protocol.tree_mismatch_error`, naming `fn_name` and, from `names`, the trees.
     """
     leaves, treedef = jax.tree.flatten(tree, is_leaf=_is_update_leaf)
     labels = names or ("updates",) + tuple(f"tree {i + 1}" for i in range(len(rest)))
@@ -143,7 +143,7 @@ def flatten_updates(
         try:
             flat_rest.append(treedef.flatten_up_to(other))
         except (ValueError, TypeError):
-            raise _base.tree_mismatch_error(fn_name, labels[0], tree, label, other) from None
+            raise _protocol.tree_mismatch_error(fn_name, labels[0], tree, label, other) from None
     return leaves, flat_rest, treedef
 
 
@@ -158,7 +158,7 @@ def map_updates(
 
     Row-sparse gradients are single leaves; where `tree` has `None`, the result has `None`
     and `f` is not called. A structure mismatch raises the key-path error of
-    `_base.tree_mismatch_error`, naming `fn_name`.
+    `_protocol.tree_mismatch_error`, naming `fn_name`.
 
     Args:
       fn_name: the public name reported in errors.

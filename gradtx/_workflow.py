@@ -8,12 +8,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree, packing
+from gradtx import _base, _checks, _protocol, _tree, packing
 
 
 def compute_gradients(
     loss_fn: Callable[..., Any],
-    params: _base.Params,
+    params: _protocol.Params,
     *args: Any,
     var_list: Any = None,
     grad_loss: Any = None,
@@ -66,8 +66,8 @@ def compute_gradients(
 
 
 def apply_gradients(
-    tx: _base.GradientTransformation, grads: Any, opt_state: Any, params: _base.Params, **extra_args: Any
-) -> tuple[_base.Params, Any]:
+    tx: _protocol.GradientTransformation, grads: Any, opt_state: Any, params: _protocol.Params, **extra_args: Any
+) -> tuple[_protocol.Params, Any]:
     """One optimizer step from given gradients (TF's `Optimizer.apply_gradients`): `(new_params, new_state)`.
 
     A `None` gradient leaves its parameter and its slots unchanged (TF skips variables
@@ -94,7 +94,7 @@ def apply_gradients(
         >>> float(new["a"]), float(new["b"])
         (0.5, 1.0)
     """
-    _base.check_transform("apply_gradients", "tx", tx)
+    _checks.check_transform("apply_gradients", "tx", tx)
     if not any(g is not None for g in jax.tree.leaves(grads, is_leaf=lambda x: x is None)):
         raise ValueError("`apply_gradients`: no gradients provided for any variable.")
     updates, opt_state = _base.with_extra_args_support(tx).update(grads, opt_state, params, **extra_args)
@@ -102,8 +102,8 @@ def apply_gradients(
 
 
 def minimize(
-    loss_fn: Callable[..., Any], tx: _base.GradientTransformation, *, var_list: Any = None, has_aux: bool = False
-) -> Callable[..., tuple[_base.Params, Any, Any]]:
+    loss_fn: Callable[..., Any], tx: _protocol.GradientTransformation, *, var_list: Any = None, has_aux: bool = False
+) -> Callable[..., tuple[_protocol.Params, Any, Any]]:
     """TF's `Optimizer.minimize` as a jittable step: `step(params, opt_state, *batch) -> (params, opt_state, loss)`.
 
     `compute_gradients` then `apply_gradients`; with `has_aux` the last output is `(loss, aux)`.
@@ -127,8 +127,8 @@ def minimize(
         >>> params
         Array([ 1., -1.], dtype=float32)
     """
-    _base.check_callable("minimize", "loss_fn", loss_fn)
-    _base.check_transform("minimize", "tx", tx)
+    _checks.check_callable("minimize", "loss_fn", loss_fn)
+    _checks.check_transform("minimize", "tx", tx)
 
     def step(params, opt_state, *batch):
         out, grads = compute_gradients(loss_fn, params, *batch, var_list=var_list, has_aux=has_aux)

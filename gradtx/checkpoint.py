@@ -12,10 +12,9 @@ round-trip through `orbax.checkpoint.StandardCheckpointer` unchanged.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
-
-import json
 
 import jax
 import jax.numpy as jnp

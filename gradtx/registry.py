@@ -18,7 +18,7 @@ import difflib
 import inspect
 from typing import Any, Callable, Mapping
 
-from gradtx import _base
+from gradtx import _checks, _protocol
 
 KINDS = ("optimizer", "transform", "wrapper")
 """The kinds of entries: full optimizers, transforms from plain arguments, wrappers of a transform."""
@@ -69,7 +69,7 @@ class Entry:
     """
 
     name: str
-    factory: Callable[..., _base.GradientTransformation]
+    factory: Callable[..., _protocol.GradientTransformation]
     kind: str
     aliases: tuple[str, ...] = ()
     example: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -81,7 +81,7 @@ class Entry:
         """The extra arguments of `update` at 0-based step `step` (`{}` for most entries)."""
         return {} if self.extra_args is None else self.extra_args(step)
 
-    def build(self, **overrides: Any) -> _base.GradientTransformation:
+    def build(self, **overrides: Any) -> _protocol.GradientTransformation:
         """The transform made from `example` updated with `overrides`."""
         return self.factory(**{**self.example, **overrides})
 
@@ -119,8 +119,8 @@ def register(entry: Entry) -> Entry:
         'my_sgd'
         >>> _ = registry.unregister("my_sgd")  # and gone again
     """
-    _base.check_one_of("register", "kind", entry.kind, KINDS)
-    _base.check_one_of("register", "sparse", entry.sparse, SPARSE_RULES)
+    _checks.check_one_of("register", "kind", entry.kind, KINDS)
+    _checks.check_one_of("register", "sparse", entry.sparse, SPARSE_RULES)
     for n in (entry.name, *entry.aliases):
         owner = _LOOKUP.get(_key(n))
         if owner is not None and owner != entry.name:
@@ -172,7 +172,7 @@ def entries(kind: str | None = None) -> tuple[Entry, ...]:
         ['adadelta', 'adagrad', 'adagrad_da']
     """
     if kind is not None:
-        _base.check_one_of("entries", "kind", kind, KINDS)
+        _checks.check_one_of("entries", "kind", kind, KINDS)
     return tuple(e for _, e in sorted(_ENTRIES.items()) if kind is None or e.kind == kind)
 
 
@@ -201,7 +201,7 @@ def entry(name: str) -> Entry:
         close_keys = difflib.get_close_matches(_key(str(name)), list(by_key), n=8, cutoff=0.6)
         close = list(dict.fromkeys(by_key[k] for k in close_keys))[:4]
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise _base.UnknownNameError(
+        raise _protocol.UnknownNameError(
             f"`gradtx.get`: unknown optimizer or transform {name!r}.{hint} "
             f"All names: gradtx.registry.names()."
         )
@@ -263,7 +263,7 @@ def translate_kwargs(name: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def get(name: str, /, **kwargs: Any) -> _base.GradientTransformation:
+def get(name: str, /, **kwargs: Any) -> _protocol.GradientTransformation:
     """Build a registered optimizer or transform by name, with TF's argument names accepted.
 
     Args:
@@ -291,7 +291,7 @@ def get(name: str, /, **kwargs: Any) -> _base.GradientTransformation:
     return entry(name).factory(**translate_kwargs(name, kwargs))
 
 
-def from_config(config: Mapping[str, Any]) -> _base.GradientTransformation:
+def from_config(config: Mapping[str, Any]) -> _protocol.GradientTransformation:
     """Build an optimizer from a RETURNN-style config dict: `{"class": name, **arguments}`.
 
     RETURNN's `optimizer = {"class": "adam", "epsilon": 1e-8}` moves over verbatim: the
@@ -318,11 +318,5 @@ def from_config(config: Mapping[str, Any]) -> _base.GradientTransformation:
     return get(config["class"], **kwargs)
 
 
-from gradtx import _catalog  # noqa: E402  (registers every built-in factory)
-
-OPTIMIZER_NAMES: tuple[str, ...] = names("optimizer")
-"""The gradtx names of the built-in optimizers, sorted (`names("optimizer")` includes later registrations)."""
-
-
-__all__ = ["Entry", "KINDS", "OPTIMIZER_NAMES", "SPARSE_RULES", "TF_ARG_NAMES", "TF_IGNORED_ARGS", "entries",
+__all__ = ["Entry", "KINDS", "SPARSE_RULES", "TF_ARG_NAMES", "TF_IGNORED_ARGS", "entries",
            "entry", "from_config", "get", "names", "register", "translate_kwargs", "unregister"]

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import jax
 
-from gradtx import _base, _tree, packing
+from gradtx import _protocol, _tree, packing
 
 
 def _is_state(x: Any) -> bool:
@@ -102,7 +102,7 @@ def get_slot(state: Any, name: str, path: Any = None) -> Any:
     """
     found = [(where, tree) for n, where, tree in _walk(state, "state") if n == name]
     if not found:
-        raise _base.UnknownNameError(f"`get_slot`: no slot named {name!r}; the state has {slot_names(state)}.")
+        raise _protocol.UnknownNameError(f"`get_slot`: no slot named {name!r}; the state has {slot_names(state)}.")
     tree = found[0][1] if len(found) == 1 else _merge(name, found)
     if path is None:
         return tree
@@ -111,7 +111,7 @@ def get_slot(state: Any, name: str, path: Any = None) -> Any:
     for key_path, leaf in leaves:
         if _tree.path_str(key_path) == want:
             return leaf
-    raise _base.UnknownNameError(
+    raise _protocol.UnknownNameError(
         f"`get_slot`: the slot {name!r} has no parameter {want!r}; it has "
         f"{[_tree.path_str(p) for p, _ in leaves]}."
     )

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _tree
+from gradtx import _checks, _tree
 
 
 @jax.tree_util.register_pytree_with_keys_class
@@ -284,11 +284,11 @@ def value_and_grad(
         >>> float(value), grads["emb"].values.shape, grads["emb"].dense_shape
         (12.0, (3, 4), (1000, 4))
     """
-    _base.check_callable("value_and_grad", "loss_fn", loss_fn)
+    _checks.check_callable("value_and_grad", "loss_fn", loss_fn)
     if not isinstance(lookups, Mapping) or not lookups:
         raise TypeError(f"`value_and_grad`: `lookups` must be a non-empty dict path -> argument position, got {lookups!r}.")
     for path, pos in lookups.items():
-        _base.check_int("value_and_grad", f"lookups[{path!r}]", pos, minimum=1)
+        _checks.check_int("value_and_grad", f"lookups[{path!r}]", pos, minimum=1)
 
     def wrapped(params, *args):
         leaves = {_tree.path_str(p): (p, x) for p, x in jax.tree_util.tree_flatten_with_path(params)[0]}

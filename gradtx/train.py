@@ -15,7 +15,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree, combinators, packing, registry
+from gradtx import _base, _checks, _protocol, _tree, combinators, packing, registry
 from gradtx._workflow import apply_gradients, compute_gradients, minimize  # noqa: F401  (gradtx.train's names)
 
 OPTIMIZER_SUMMARIES = ("learning_rate", "loss", "gradients", "gradient_norm", "global_gradient_norm")
@@ -27,7 +27,7 @@ DEFAULT_SUMMARIES = ("loss", "learning_rate", "global_gradient_norm")
 class TrainState(NamedTuple):
     """What `optimize_loss` trains: params, optimizer state, TF's global step, the RNG of the noise."""
 
-    params: _base.Params
+    params: _protocol.Params
     opt_state: Any  # OptimizeLossState
     global_step: jax.Array  # int32; incremented by each step unless increment_global_step=False
     rng: jax.Array  # uint32 PRNG key data; split each step for the gradient noise
@@ -44,7 +44,7 @@ class OptimizeLossState(NamedTuple):
 class OptimizeLoss(NamedTuple):
     """The result of `optimize_loss`: pure `init(params)` and `step(train_state, *batch)`."""
 
-    init: Callable[[_base.Params], TrainState]
+    init: Callable[[_protocol.Params], TrainState]
     step: Callable[..., tuple[TrainState, dict]]
 
 
@@ -53,7 +53,7 @@ def _error(message: str) -> ValueError:
 
 
 def _check_learning_rate(learning_rate: Any) -> None:
-    if learning_rate is None or _base.is_schedule(learning_rate):
+    if learning_rate is None or _checks.is_schedule(learning_rate):
         return
     if isinstance(learning_rate, bool) or not isinstance(learning_rate, (numbers.Real, jax.Array)) \
             or jnp.ndim(learning_rate) != 0:
@@ -62,14 +62,14 @@ def _check_learning_rate(learning_rate: Any) -> None:
         raise _error(f"`learning_rate` must be >= 0, got {learning_rate!r}.")
 
 
-def _optimizer_builder(optimizer: Any, learning_rate: Any) -> Callable[[Any], _base.GradientTransformation]:
+def _optimizer_builder(optimizer: Any, learning_rate: Any) -> Callable[[Any], _protocol.GradientTransformation]:
     """A function `lr -> transform` for each way TF accepts an optimizer."""
     if isinstance(optimizer, str):
         if learning_rate is None:
             raise _error(f"`learning_rate` is None, but it must be given when `optimizer` is a name ({optimizer!r}).")
         try:
             factory = registry.entry(optimizer).factory
-        except _base.UnknownNameError as err:
+        except _protocol.UnknownNameError as err:
             raise _error(f"`optimizer` {optimizer!r} is unknown: {err}") from None
         needed = [
             p.name for p in inspect.signature(factory).parameters.values()
@@ -103,7 +103,7 @@ def _optimizer_builder(optimizer: Any, learning_rate: Any) -> Callable[[Any], _b
 def optimize_loss(
     loss_fn: Callable[..., Any],
     optimizer: Any,
-    learning_rate: _base.ScalarOrSchedule | None = None,
+    learning_rate: _protocol.ScalarOrSchedule | None = None,
     *,
     learning_rate_decay_fn: Callable[[Any, jax.Array], Any] | None = None,
     clip_gradients: float | Callable[[Any, Any], Any] | None = None,
@@ -174,25 +174,25 @@ def optimize_loss(
         >>> int(state.global_step), sorted(metrics)
         (1, ['clipped_gradient_norm', 'global_gradient_norm', 'learning_rate', 'loss'])
     """
-    _base.check_callable("optimize_loss", "loss_fn", loss_fn)
+    _checks.check_callable("optimize_loss", "loss_fn", loss_fn)
     _check_learning_rate(learning_rate)
     if learning_rate_decay_fn is not None:
-        _base.check_callable("optimize_loss", "learning_rate_decay_fn", learning_rate_decay_fn)
+        _checks.check_callable("optimize_loss", "learning_rate_decay_fn", learning_rate_decay_fn)
     if clip_gradients is not None and (isinstance(clip_gradients, bool) or not (
             isinstance(clip_gradients, numbers.Real) or callable(clip_gradients))):
         raise _error(f"`clip_gradients` must be a float or a callable, got {clip_gradients!r} "
                      f"of type {type(clip_gradients).__name__}.")
     if isinstance(clip_gradients, numbers.Real):
-        _base.check_positive("optimize_loss", "clip_gradients", clip_gradients)
+        _checks.check_positive("optimize_loss", "clip_gradients", clip_gradients)
     if gradient_noise_scale is not None:
-        _base.check_nonnegative("optimize_loss", "gradient_noise_scale", gradient_noise_scale)
+        _checks.check_nonnegative("optimize_loss", "gradient_noise_scale", gradient_noise_scale)
     summaries = DEFAULT_SUMMARIES if summaries is None else tuple(summaries)
     for name in summaries:
         if name not in OPTIMIZER_SUMMARIES:
             raise _error(f"`summaries` must be from {list(OPTIMIZER_SUMMARIES)}, got {name!r}.")
     for flag in ("increment_global_step", "has_aux"):
-        _base.check_bool("optimize_loss", flag, locals()[flag])
-    _base.check_int("optimize_loss", "seed", seed)
+        _checks.check_bool("optimize_loss", flag, locals()[flag])
+    _checks.check_int("optimize_loss", "seed", seed)
 
     build_optimizer = _optimizer_builder(optimizer, learning_rate)
     initial_lr = None if learning_rate is None else _lr_at(learning_rate, learning_rate_decay_fn, jnp.int32(0))

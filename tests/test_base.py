@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gradtx
-from gradtx import _base
+from gradtx import _base, _checks, _protocol
 
 
 def test_apply_updates_adds_and_keeps_each_param_dtype():
@@ -30,7 +30,7 @@ def test_apply_updates_reports_mismatched_trees_with_key_paths():
 
 
 def test_tree_mismatch_error_lists_key_paths_of_both_trees():
-    err = _base.tree_mismatch_error("f", "updates", {"x": [1, 2]}, "state.m", {"x": [1], "y": 3})
+    err = _protocol.tree_mismatch_error("f", "updates", {"x": [1, 2]}, "state.m", {"x": [1], "y": 3})
     text = str(err)
     assert "only in updates: ['x'][1]" in text
     assert "only in state.m: ['y']" in text
@@ -39,7 +39,7 @@ def test_tree_mismatch_error_lists_key_paths_of_both_trees():
 
 
 def test_tree_mismatch_error_reports_node_type_differences():
-    text = str(_base.tree_mismatch_error("f", "a", (1, 2), "b", [1, 2]))
+    text = str(_protocol.tree_mismatch_error("f", "a", (1, 2), "b", [1, 2]))
     assert "same key paths, different node types" in text
 
 
@@ -53,11 +53,11 @@ def test_update_with_wrong_state_structure_names_the_transform():
 @pytest.mark.parametrize(
     "check, value, match",
     [
-        (_base.check_positive, 0.0, r"`f`: `x` must be > 0, got 0.0\."),
-        (_base.check_nonnegative, -1, r"`f`: `x` must be >= 0, got -1\."),
-        (_base.check_nonpositive, 0.5, r"`f`: `x` must be <= 0, got 0.5\."),
-        (_base.check_finite, float("inf"), r"`f`: `x` must be finite, got inf\."),
-        (_base.check_positive, float("nan"), r"`f`: `x` must be > 0, got nan\."),
+        (_checks.check_positive, 0.0, r"`f`: `x` must be > 0, got 0.0\."),
+        (_checks.check_nonnegative, -1, r"`f`: `x` must be >= 0, got -1\."),
+        (_checks.check_nonpositive, 0.5, r"`f`: `x` must be <= 0, got 0.5\."),
+        (_checks.check_finite, float("inf"), r"`f`: `x` must be finite, got inf\."),
+        (_checks.check_positive, float("nan"), r"`f`: `x` must be > 0, got nan\."),
     ],
 )
 def test_value_checks_raise_value_error_in_the_house_form(check, value, match):
@@ -67,40 +67,40 @@ def test_value_checks_raise_value_error_in_the_house_form(check, value, match):
 
 def test_range_check_shows_open_and_closed_ends():
     with pytest.raises(ValueError, match=r"`f`: `b1` must be in \[0.0, 1.0\), got 1.0\."):
-        _base.check_in_range("f", "b1", 1.0, 0.0, 1.0, high_open=True)
-    _base.check_in_range("f", "b1", 0.0, 0.0, 1.0, high_open=True)
+        _checks.check_in_range("f", "b1", 1.0, 0.0, 1.0, high_open=True)
+    _checks.check_in_range("f", "b1", 0.0, 0.0, 1.0, high_open=True)
 
 
 @pytest.mark.parametrize("value", [True, "0.1", None, [0.1], jnp.ones(2), jnp.array(1 + 1j)])
 def test_hyperparam_type_check_refuses_non_numbers(value):
     with pytest.raises(TypeError, match=r"`f`: `x` must be"):
-        _base.check_hyperparam("f", "x", value)
+        _checks.check_hyperparam("f", "x", value)
 
 
 @pytest.mark.parametrize("value", [0.1, 3, np.float32(0.5), jnp.asarray(0.5), lambda count: 0.1])
 def test_hyperparam_type_check_accepts_numbers_arrays_and_schedules(value):
-    _base.check_hyperparam("f", "x", value)
-    _base.check_positive("f", "x", value)
+    _checks.check_hyperparam("f", "x", value)
+    _checks.check_positive("f", "x", value)
 
 
 def test_checks_skip_schedules_and_tracers():
-    _base.check_positive("f", "x", lambda count: -1.0)  # a schedule is not evaluated at construction
-    jax.jit(lambda v: _base.check_positive("f", "x", v) or v)(-1.0)
+    _checks.check_positive("f", "x", lambda count: -1.0)  # a schedule is not evaluated at construction
+    jax.jit(lambda v: _checks.check_positive("f", "x", v) or v)(-1.0)
 
 
 def test_int_bool_and_choice_checks():
     with pytest.raises(TypeError, match=r"`f`: `n` must be an integer, got 2.0"):
-        _base.check_int("f", "n", 2.0)
+        _checks.check_int("f", "n", 2.0)
     with pytest.raises(TypeError, match=r"`f`: `n` must be an integer, got True"):
-        _base.check_int("f", "n", True)
+        _checks.check_int("f", "n", True)
     with pytest.raises(ValueError, match=r"`f`: `n` must be >= 1, got 0"):
-        _base.check_int("f", "n", 0, minimum=1)
+        _checks.check_int("f", "n", 0, minimum=1)
     with pytest.raises(TypeError, match=r"`f`: `flag` must be True or False, got 'yes'"):
-        _base.check_bool("f", "flag", "yes")
+        _checks.check_bool("f", "flag", "yes")
     with pytest.raises(ValueError, match=r"`f`: `reduction` must be one of 'mean', 'sum'; got 'max'"):
-        _base.check_one_of("f", "reduction", "max", ("mean", "sum"))
+        _checks.check_one_of("f", "reduction", "max", ("mean", "sum"))
     with pytest.raises(TypeError, match=r"`f`: `tx` must be a gradient transformation"):
-        _base.check_transform("f", "tx", object())
+        _checks.check_transform("f", "tx", object())
 
 
 def test_api_decorator_names_the_outermost_public_function():
@@ -111,7 +111,7 @@ def test_api_decorator_names_the_outermost_public_function():
 
 
 def test_missing_extra_arg_error_shows_the_call():
-    err = _base.missing_extra_arg("adam_gs", "global_step", "step")
+    err = _protocol.missing_extra_arg("adam_gs", "global_step", "step")
     assert isinstance(err, TypeError)
     assert str(err) == (
         "`adam_gs`: `update` needs the extra argument `global_step`; "

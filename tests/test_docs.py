@@ -57,7 +57,8 @@ def _attribute_docstrings(module_name: str) -> dict[str, str]:
     return docs
 
 
-ATTRIBUTE_DOCS = {k: v for m in ["gradtx._protocol", "gradtx.train", "gradtx.packing._layout", *PUBLIC_MODULES[1:]]
+ATTRIBUTE_DOCS = {k: v for m in ["gradtx._protocol", "gradtx.train", "gradtx._catalog", "gradtx.packing._layout",
+                                   *PUBLIC_MODULES[1:]]
                   for k, v in _attribute_docstrings(m).items()}
 
 

@@ -1,6 +1,7 @@
 """gradtx/sparse.py: RowSparse, deduplication, the gradient helper, O(touched rows) steps."""
 
 import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -17,7 +17,12 @@ from gradtx.combinators._gradients import (
 )
 from gradtx.combinators._inject import InjectHyperparamsState, inject_hyperparams
 from gradtx.combinators._masking import MaskedState, freeze, masked, partition
-from gradtx.combinators._moving_average import MovingAverageState, averaged_params, moving_average, swap_averaged
+from gradtx.combinators._moving_average import (
+    MovingAverageState,
+    averaged_params,
+    moving_average,
+    swap_averaged,
+)
 from gradtx.combinators._stateless import identity, stateless
 from gradtx.combinators._variable_clipping import ClipVariablesState, clip_variables
 from gradtx.combinators._weight_decay import (

@@ -8,14 +8,14 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree, sparse
 
 
 class AccumulateGradientsState(NamedTuple):
     """State of `accumulate_gradients`."""
 
     count: jax.Array  # int32: calls so far (micro-steps)
-    accumulator: _base.Updates  # sum of the gradients since the last applied update (one tree)
+    accumulator: _protocol.Updates  # sum of the gradients since the last applied update (one tree)
     inner_state: Any  # the inner transform's state; it advances once per applied update
 
 
@@ -24,7 +24,7 @@ def _zeros_like_updates(tree: Any) -> Any:
 
 
 @_base.api
-def accumulate_gradients(tx: Any, every_k: int) -> _base.GradientTransformation:
+def accumulate_gradients(tx: Any, every_k: int) -> _protocol.GradientTransformation:
     """Apply `tx` to the mean of every `every_k` gradients; zero updates in between.
 
     Gradient accumulation (a large batch from `every_k` small ones) with one accumulator
@@ -52,8 +52,8 @@ def accumulate_gradients(tx: Any, every_k: int) -> _base.GradientTransformation:
         (Array([0.], dtype=float32), Array([-2.], dtype=float32))
     """
     fn = "accumulate_gradients"
-    _base.check_transform(fn, "tx", tx)
-    _base.check_int(fn, "every_k", every_k, minimum=1)
+    _checks.check_transform(fn, "tx", tx)
+    _checks.check_int(fn, "every_k", every_k, minimum=1)
     inner = _base.with_extra_args_support(tx)
 
     def init_fn(params):
@@ -89,7 +89,7 @@ class ApplyIfFiniteState(NamedTuple):
 
 
 @_base.api
-def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _base.GradientTransformation:
+def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientTransformation:
     """Skip steps with a non-finite gradient: zero updates and the inner state kept, with a count.
 
     After more than `max_consecutive_errors` non-finite steps in a row the update is
@@ -115,8 +115,8 @@ def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _base.GradientTrans
         (Array([0., 0.], dtype=float32), 1)
     """
     fn = "apply_if_finite"
-    _base.check_transform(fn, "tx", tx)
-    _base.check_int(fn, "max_consecutive_errors", max_consecutive_errors, minimum=0)
+    _checks.check_transform(fn, "tx", tx)
+    _checks.check_int(fn, "max_consecutive_errors", max_consecutive_errors, minimum=0)
     inner = _base.with_extra_args_support(tx)
 
     def init_fn(params):

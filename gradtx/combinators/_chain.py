@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtx import _base
+from gradtx import _base, _checks, _protocol
 
 
-def _prepare(fn: str, transforms: tuple[Any, ...], label: str) -> list[_base.GradientTransformation]:
+def _prepare(fn: str, transforms: tuple[Any, ...], label: str) -> list[_protocol.GradientTransformation]:
     out = []
     for i, tx in enumerate(transforms):
-        _base.check_transform(fn, f"{label}[{i}]", tx)
+        _checks.check_transform(fn, f"{label}[{i}]", tx)
         out.append(_base.with_extra_args_support(tx))
     return out
 
 
 @_base.api
-def chain(*transforms: Any) -> _base.GradientTransformation:
+def chain(*transforms: Any) -> _protocol.GradientTransformation:
     """Apply transforms one after another; the state is the tuple of their states.
 
     Any object with `init` and `update` is accepted, optax transforms included; extra
@@ -62,7 +62,7 @@ def chain(*transforms: Any) -> _base.GradientTransformation:
 
 
 @_base.api
-def named_chain(*named_transforms: tuple[str, Any]) -> _base.GradientTransformation:
+def named_chain(*named_transforms: tuple[str, Any]) -> _protocol.GradientTransformation:
     """`chain` whose state is a dict keyed by a name per transform (readable, and stable when reordered).
 
     Args:

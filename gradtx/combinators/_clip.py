@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree
+from gradtx import _base, _checks, _protocol, _tree
 
 
 class ClipState(NamedTuple):
@@ -20,13 +20,13 @@ def _with_values(g: Any, values: jax.Array) -> Any:
     return g.with_values(values) if _tree.is_row_sparse(g) else values
 
 
-def _stateless(fn: str, bound: Any, apply) -> _base.GradientTransformation:
+def _stateless(fn: str, bound: Any, apply) -> _protocol.GradientTransformation:
     """A transform `apply(updates, bound_value)`, with `count` in its state only when `bound` is a schedule."""
     scheduled = _tree.any_schedule(bound)
 
     def init_fn(params):
         del params
-        return ClipState(_tree.zero_count()) if scheduled else _base.EmptyState()
+        return ClipState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
@@ -34,11 +34,11 @@ def _stateless(fn: str, bound: Any, apply) -> _base.GradientTransformation:
             return apply(updates, bound(state.count)), ClipState(_tree.increment(state.count))
         return apply(updates, bound), state
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _protocol.GradientTransformation(init_fn, update_fn)
 
 
 @_base.api
-def clip(max_delta: _base.ScalarOrSchedule) -> _base.GradientTransformation:
+def clip(max_delta: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Clip every element of the updates to `[-max_delta, max_delta]` (`tf.clip_by_value`).
 
     .. math:: u \leftarrow \min(\max(u, -\delta), \delta)
@@ -60,7 +60,7 @@ def clip(max_delta: _base.ScalarOrSchedule) -> _base.GradientTransformation:
         >>> tx.update(jnp.array([-3.0, 0.5, 2.0]), tx.init(None))[0]
         Array([-1. ,  0.5,  1. ], dtype=float32)
     """
-    _base.check_nonnegative("clip", "max_delta", max_delta)
+    _checks.check_nonnegative("clip", "max_delta", max_delta)
 
     def apply(updates, bound):
         def leaf(g):
@@ -70,11 +70,11 @@ def clip(max_delta: _base.ScalarOrSchedule) -> _base.GradientTransformation:
 
         return _tree.map_updates("clip", leaf, updates)
 
-    return _base.ElementWise(*_stateless("clip", max_delta, apply))
+    return _protocol.ElementWise(*_stateless("clip", max_delta, apply))
 
 
 @_base.api
-def clip_by_norm(max_norm: _base.ScalarOrSchedule) -> _base.GradientTransformation:
+def clip_by_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Rescale each tensor whose L2 norm exceeds `max_norm` to norm `max_norm` (`tf.clip_by_norm`).
 
     .. math:: u \leftarrow \frac{u\, c}{\max(\lVert u \rVert_2, c)}
@@ -99,7 +99,7 @@ def clip_by_norm(max_norm: _base.ScalarOrSchedule) -> _base.GradientTransformati
         >>> out["a"], out["b"]
         (Array([0.6, 0.8], dtype=float32), Array([0.3, 0.4], dtype=float32))
     """
-    _base.check_nonnegative("clip_by_norm", "max_norm", max_norm)
+    _checks.check_nonnegative("clip_by_norm", "max_norm", max_norm)
 
     def apply(updates, bound):
         def leaf(g):
@@ -119,7 +119,7 @@ class ClipByGlobalNormState(NamedTuple):
 
 
 @_base.api
-def clip_by_global_norm(max_norm: _base.ScalarOrSchedule) -> _base.GradientTransformation:
+def clip_by_global_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Scale all updates together so that their global L2 norm is at most `max_norm` (`tf.clip_by_global_norm`).
 
     .. math::
@@ -149,7 +149,7 @@ def clip_by_global_norm(max_norm: _base.ScalarOrSchedule) -> _base.GradientTrans
         >>> out["a"], out["b"], state.global_norm
         (Array([0.6], dtype=float32), Array([0.8], dtype=float32), Array(5., dtype=float32))
     """
-    _base.check_positive("clip_by_global_norm", "max_norm", max_norm)
+    _checks.check_positive("clip_by_global_norm", "max_norm", max_norm)
 
     def init_fn(params):
         del params
@@ -168,4 +168,4 @@ def clip_by_global_norm(max_norm: _base.ScalarOrSchedule) -> _base.GradientTrans
         out = _tree.map_updates("clip_by_global_norm", leaf, updates)
         return out, ClipByGlobalNormState(_tree.increment(state.count), norm.astype(jnp.float32))
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)

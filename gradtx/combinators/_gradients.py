@@ -8,11 +8,11 @@ from typing import Callable, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree
+from gradtx import _base, _checks, _protocol, _tree
 
 
 @_base.api
-def transform_gradients(fn: Callable[[_base.Updates, _base.Params | None], _base.Updates]) -> _base.GradientTransformation:
+def transform_gradients(fn: Callable[[_protocol.Updates, _protocol.Params | None], _protocol.Updates]) -> _protocol.GradientTransformation:
     """Any function of the gradients as a transform: optimize_loss's callable `clip_gradients`.
 
     TF's callable takes a list of `(gradient, variable)` pairs; here it takes the two
@@ -33,11 +33,11 @@ def transform_gradients(fn: Callable[[_base.Updates, _base.Params | None], _base
         >>> tx.update(jnp.array([-5.0, 0.5]), tx.init(None))[0]
         Array([-1. ,  0.5], dtype=float32)
     """
-    _base.check_callable("transform_gradients", "fn", fn)
+    _checks.check_callable("transform_gradients", "fn", fn)
 
     def init_fn(params):
         del params
-        return _base.EmptyState()
+        return _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
@@ -45,7 +45,7 @@ def transform_gradients(fn: Callable[[_base.Updates, _base.Params | None], _base
         _tree.flatten_updates("transform_gradients", updates, out, names=("grads", "fn(grads, params)"))
         return out, state
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _protocol.GradientTransformation(init_fn, update_fn)
 
 
 class AddNoiseState(NamedTuple):
@@ -57,8 +57,8 @@ class AddNoiseState(NamedTuple):
 
 @_base.api
 def add_noise(
-    scale: _base.ScalarOrSchedule, seed: int = 0, *, truncated: bool = True
-) -> _base.GradientTransformation:
+    scale: _protocol.ScalarOrSchedule, seed: int = 0, *, truncated: bool = True
+) -> _protocol.GradientTransformation:
     r"""Add zero-mean Gaussian noise times `scale` to every gradient (optimize_loss's `gradient_noise_scale`).
 
     .. math:: g \leftarrow g + s\,\xi, \qquad \xi \sim N(0, 1) \text{ truncated to } [-2, 2]
@@ -91,9 +91,9 @@ def add_noise(
         (True, True)
     """
     fn = "add_noise"
-    _base.check_nonnegative(fn, "scale", scale)
-    _base.check_int(fn, "seed", seed)
-    _base.check_bool(fn, "truncated", truncated)
+    _checks.check_nonnegative(fn, "scale", scale)
+    _checks.check_int(fn, "seed", seed)
+    _checks.check_bool(fn, "truncated", truncated)
 
     def init_fn(params):
         del params
@@ -117,11 +117,11 @@ def add_noise(
         out = jax.tree_util.tree_map_with_path(noisy, updates, is_leaf=lambda x: x is None or _tree.is_row_sparse(x))
         return out, AddNoiseState(_tree.increment(state.count), state.key)
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _protocol.GradientTransformation(init_fn, update_fn)
 
 
 @_base.api
-def scale_gradients(multipliers: Mapping[str, _base.ScalarOrSchedule]) -> _base.GradientTransformation:
+def scale_gradients(multipliers: Mapping[str, _protocol.ScalarOrSchedule]) -> _protocol.GradientTransformation:
     """Multiply the gradients of some parameters by constants (optimize_loss's `gradient_multipliers`).
 
     A key is a parameter's key path written with slashes (``"dense/kernel"``), or a glob
@@ -150,11 +150,11 @@ def scale_gradients(multipliers: Mapping[str, _base.ScalarOrSchedule]) -> _base.
     """
     fn = "scale_gradients"
     if not isinstance(multipliers, Mapping) or not multipliers:
-        raise TypeError(f"`{_base.api_name(fn)}`: `multipliers` must be a non-empty dict key -> factor, got {multipliers!r}.")
+        raise TypeError(f"`{_checks.api_name(fn)}`: `multipliers` must be a non-empty dict key -> factor, got {multipliers!r}.")
     for k, v in multipliers.items():
         if not isinstance(k, str):
-            raise TypeError(f"`{_base.api_name(fn)}`: `multipliers` keys must be key-path strings, got {k!r}.")
-        _base.check_hyperparam(fn, f"multipliers[{k!r}]", v)
+            raise TypeError(f"`{_checks.api_name(fn)}`: `multipliers` keys must be key-path strings, got {k!r}.")
+        _checks.check_hyperparam(fn, f"multipliers[{k!r}]", v)
     scheduled = _tree.any_schedule(*multipliers.values())
 
     def factors(tree):
@@ -168,18 +168,18 @@ def scale_gradients(multipliers: Mapping[str, _base.ScalarOrSchedule]) -> _base.
             name = _tree.path_str(path)
             hits = [k for k in multipliers if k == name] or [k for k in multipliers if _tree.path_matches(k, path)]
             if len(hits) > 1:
-                raise ValueError(f"`{_base.api_name(fn)}`: the parameter {name!r} is matched by several keys: {hits}.")
+                raise ValueError(f"`{_checks.api_name(fn)}`: the parameter {name!r} is matched by several keys: {hits}.")
             used.update(hits)
             out.append(hits[0] if hits else None)
         unknown = sorted(set(multipliers) - used)
         if unknown and flat:  # (no leaves at all: a placeholder, as optax.tree.map_params passes)
             names = [_tree.path_str(p) for p, leaf in flat if leaf is not None]
-            raise ValueError(f"`{_base.api_name(fn)}`: the keys {unknown} match no parameter; parameters: {names}.")
+            raise ValueError(f"`{_checks.api_name(fn)}`: the keys {unknown} match no parameter; parameters: {names}.")
         return out
 
     def init_fn(params):
         factors(params)
-        return ScaleGradientsState(_tree.zero_count()) if scheduled else _base.EmptyState()
+        return ScaleGradientsState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
@@ -187,7 +187,7 @@ def scale_gradients(multipliers: Mapping[str, _base.ScalarOrSchedule]) -> _base.
         count = state.count if scheduled else None
         leaves, treedef = jax.tree.flatten(updates, is_leaf=lambda x: x is None or _tree.is_row_sparse(x))
         if len(leaves) != len(keys):
-            raise _base.tree_mismatch_error(fn, "updates", updates, "params", params)
+            raise _protocol.tree_mismatch_error(fn, "updates", updates, "params", params)
 
         def scaled(g, key):
             if g is None or key is None:
@@ -200,7 +200,7 @@ def scale_gradients(multipliers: Mapping[str, _base.ScalarOrSchedule]) -> _base.
         out = treedef.unflatten([scaled(g, k) for g, k in zip(leaves, keys)])
         return out, (ScaleGradientsState(_tree.increment(state.count)) if scheduled else state)
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _protocol.GradientTransformation(init_fn, update_fn)
 
 
 class ScaleGradientsState(NamedTuple):

@@ -9,7 +9,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree
+from gradtx import _base, _checks, _protocol, _tree
 
 
 class InjectHyperparamsState(NamedTuple):
@@ -21,7 +21,7 @@ class InjectHyperparamsState(NamedTuple):
 
 
 def _is_injectable(value: Any, annotation: Any) -> bool:
-    if _base.is_schedule(value):
+    if _checks.is_schedule(value):
         # only where the factory takes "a number or a schedule": other callables (label
         # functions, `fn` arguments, a schedule-only argument) stay static
         return "ScalarOrSchedule" in str(annotation)
@@ -34,11 +34,11 @@ def _is_injectable(value: Any, annotation: Any) -> bool:
 
 @_base.api
 def inject_hyperparams(
-    factory: Callable[..., _base.GradientTransformation],
+    factory: Callable[..., _protocol.GradientTransformation],
     *,
     static_args: tuple[str, ...] = (),
     hyperparam_dtype: Any = None,
-) -> Callable[..., _base.GradientTransformation]:
+) -> Callable[..., _protocol.GradientTransformation]:
     """Make the numeric hyperparameters of any factory part of the state, so changing them never recompiles.
 
     `inject_hyperparams(gradtx.adam)(learning_rate=1e-3)` behaves like `gradtx.adam(1e-3)`,
@@ -70,14 +70,14 @@ def inject_hyperparams(
         >>> tx.update(jnp.ones(2), state)[0]
         Array([-0.5, -0.5], dtype=float32)
     """
-    _base.check_callable("inject_hyperparams", "factory", factory)
+    _checks.check_callable("inject_hyperparams", "factory", factory)
     try:
         signature = inspect.signature(factory)
     except (TypeError, ValueError) as err:
         raise TypeError(f"`inject_hyperparams`: cannot read the signature of {factory!r}: {err}.") from None
     name = getattr(factory, "__name__", repr(factory))
 
-    def wrapped(*args: Any, **kwargs: Any) -> _base.GradientTransformation:
+    def wrapped(*args: Any, **kwargs: Any) -> _protocol.GradientTransformation:
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as err:
@@ -99,7 +99,7 @@ def inject_hyperparams(
         static = {k: v for k, v in candidates.items() if k not in numeric}
         dtype = hyperparam_dtype or jax.dtypes.canonicalize_dtype(jnp.float64)
 
-        def build(values: dict) -> _base.GradientTransformation:
+        def build(values: dict) -> _protocol.GradientTransformation:
             call = {**static, **values}
             positional = [call.pop(p.name) for p in params.values() if p.kind is inspect.Parameter.POSITIONAL_ONLY]
             return _base.with_extra_args_support(factory(*positional, *var_args, **call))
@@ -114,7 +114,7 @@ def inject_hyperparams(
 
         def update_fn(updates, state, params=None, **extra_args):
             values = dict(state.hyperparams)
-            values.update({k: jnp.asarray(v(state.count), dtype) for k, v in numeric.items() if _base.is_schedule(v)})
+            values.update({k: jnp.asarray(v(state.count), dtype) for k, v in numeric.items() if _checks.is_schedule(v)})
             new_updates, inner = build(values).update(updates, state.inner_state, params, **extra_args)
             return new_updates, InjectHyperparamsState(_tree.increment(state.count), values, inner)
 

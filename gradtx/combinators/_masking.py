@@ -6,7 +6,7 @@ from typing import Any, Callable, Hashable, Mapping, NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _tree
+from gradtx import _base, _checks, _protocol, _tree
 
 Mask = Any
 """A tree of bools shaped like the params, a function `params -> such a tree`, or a list of key-path patterns."""
@@ -21,12 +21,12 @@ class MaskedState(NamedTuple):
 def _check_mask(fn: str, mask: Any, arg: str = "mask") -> None:
     if mask is None or isinstance(mask, (str, bytes)) or not (callable(mask) or isinstance(mask, (dict, list, tuple, bool))
                                                              or hasattr(mask, "_fields")):
-        raise TypeError(f"`{_base.api_name(fn)}`: `{arg}` must be a tree of bools, a function params -> tree of bools, or a "
+        raise TypeError(f"`{_checks.api_name(fn)}`: `{arg}` must be a tree of bools, a function params -> tree of bools, or a "
                         f"list of key-path patterns, got {mask!r}.")
 
 
 @_base.api
-def masked(inner: Any, mask: Mask) -> _base.GradientTransformation:
+def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
     """Apply `inner` to the selected parameters only; the other updates pass through unchanged.
 
     The inner transform is initialised and updated with the masked-out parameters
@@ -52,7 +52,7 @@ def masked(inner: Any, mask: Mask) -> _base.GradientTransformation:
         >>> out["kernel"], out["bias"]
         (Array([1., 1.], dtype=float32), Array([0., 0.], dtype=float32))
     """
-    _base.check_transform("masked", "inner", inner)
+    _checks.check_transform("masked", "inner", inner)
     _check_mask("masked", mask)
     inner = _base.with_extra_args_support(inner)
 
@@ -67,11 +67,11 @@ def masked(inner: Any, mask: Mask) -> _base.GradientTransformation:
                                                   sub_params, **extra_args)
         return _tree.merge("masked", m, inner_updates, updates), MaskedState(inner_state)
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _protocol.GradientTransformation(init_fn, update_fn)
 
 
 @_base.api
-def freeze(mask: Mask) -> _base.GradientTransformation:
+def freeze(mask: Mask) -> _protocol.GradientTransformation:
     """Zero the updates of the selected parameters, so they stay as they are.
 
     Args:
@@ -101,7 +101,7 @@ def freeze(mask: Mask) -> _base.GradientTransformation:
 
     def init_fn(params):
         _tree.resolve_mask("freeze", mask, params)  # fail early on a bad mask
-        return _base.EmptyState()
+        return _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
@@ -109,13 +109,13 @@ def freeze(mask: Mask) -> _base.GradientTransformation:
         return _tree.map_updates("freeze", lambda frozen, g: zero(g) if frozen else g, m, updates,
                                  names=("mask", "updates")), state
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _protocol.GradientTransformation(init_fn, update_fn)
 
 
 @_base.api
 def partition(
     transforms: Mapping[Hashable, Any], param_labels: Any | Callable[[Any], Any]
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     """Apply a different transform to each group of parameters (optax's `multi_transform`).
 
     Each transform sees only the parameters of its label (the others are `None` to it),
@@ -145,7 +145,7 @@ def partition(
     if not isinstance(transforms, Mapping) or not transforms:
         raise TypeError(f"`partition`: `transforms` must be a non-empty dict label -> transform, got {transforms!r}.")
     for label, tx in transforms.items():
-        _base.check_transform("partition", f"transforms[{label!r}]", tx)
+        _checks.check_transform("partition", f"transforms[{label!r}]", tx)
     txs = {k: _base.with_extra_args_support(v) for k, v in transforms.items()}
 
     def labels_of(params):
@@ -170,5 +170,5 @@ def partition(
             out = _tree.merge("partition", masks[k], u, out)
         return out, new_state
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _protocol.GradientTransformation(init_fn, update_fn)
 

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree
+from gradtx import _base, _checks, _protocol, _tree
 
 
 class MovingAverageState(NamedTuple):
@@ -19,8 +19,8 @@ class MovingAverageState(NamedTuple):
 
 
 @_base.api
-def moving_average(tx: Any, average_decay: _base.ScalarOrSchedule = 0.9999, *, num_updates: bool = False
-                   ) -> _base.GradientTransformation:
+def moving_average(tx: Any, average_decay: _protocol.ScalarOrSchedule = 0.9999, *, num_updates: bool = False
+                   ) -> _protocol.GradientTransformation:
     r"""Keep exponential moving averages of the parameters after each step of `tx` (contrib's MovingAverageOptimizer).
 
     After the inner step produces the new parameters :math:`w_t`:
@@ -59,9 +59,9 @@ def moving_average(tx: Any, average_decay: _base.ScalarOrSchedule = 0.9999, *, n
       Polyak, Juditsky, *Acceleration of stochastic approximation by averaging*, 1992.
     """
     fn = "moving_average"
-    _base.check_transform(fn, "tx", tx)
-    _base.check_in_range(fn, "average_decay", average_decay, 0.0, 1.0)
-    _base.check_bool(fn, "num_updates", num_updates)
+    _checks.check_transform(fn, "tx", tx)
+    _checks.check_in_range(fn, "average_decay", average_decay, 0.0, 1.0)
+    _checks.check_bool(fn, "num_updates", num_updates)
     inner = _base.with_extra_args_support(tx)
 
     def init_fn(params):
@@ -70,7 +70,7 @@ def moving_average(tx: Any, average_decay: _base.ScalarOrSchedule = 0.9999, *, n
 
     def update_fn(updates, state, params=None, **extra_args):
         if params is None:
-            raise _base.missing_params(fn)
+            raise _protocol.missing_params(fn)
         out, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
         new_params = _base.apply_updates(params, out)
         decay = _tree.scalar(_tree.resolve(average_decay, state.count))

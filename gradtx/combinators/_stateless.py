@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from gradtx import _base
+from gradtx import _base, _checks, _protocol
 
 
 @_base.api
-def identity() -> _base.GradientTransformation:
+def identity() -> _protocol.GradientTransformation:
     """Leave the updates unchanged (the neutral element of `chain`).
 
     Returns:
@@ -23,17 +23,17 @@ def identity() -> _base.GradientTransformation:
 
     def init_fn(params):
         del params
-        return _base.EmptyState()
+        return _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
         return updates, state
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)
 
 
 @_base.api
-def stateless(f: Callable[[_base.Updates, _base.Params | None], _base.Updates]) -> _base.GradientTransformation:
+def stateless(f: Callable[[_protocol.Updates, _protocol.Params | None], _protocol.Updates]) -> _protocol.GradientTransformation:
     """A transform from a function `f(updates, params) -> updates` that keeps no state.
 
     Args:
@@ -51,14 +51,14 @@ def stateless(f: Callable[[_base.Updates, _base.Params | None], _base.Updates]) 
         >>> tx.update(jnp.array([-3.0, 2.0]), tx.init(None))[0]
         Array([-1.,  1.], dtype=float32)
     """
-    _base.check_callable("stateless", "f", f)
+    _checks.check_callable("stateless", "f", f)
 
     def init_fn(params):
         del params
-        return _base.EmptyState()
+        return _protocol.EmptyState()
 
     def update_fn(updates: Any, state, params=None, **extra_args):
         del extra_args
         return f(updates, params), state
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _protocol.GradientTransformation(init_fn, update_fn)

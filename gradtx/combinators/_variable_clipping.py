@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any, Mapping, NamedTuple, Sequence
 
 import jax
-import jax.numpy as jnp
 
-from gradtx import _base, _tree
+from gradtx import _base, _checks, _protocol, _tree
 
 
 class ClipVariablesState(NamedTuple):
@@ -17,7 +16,7 @@ class ClipVariablesState(NamedTuple):
 
 
 @_base.api
-def clip_variables(max_norm: _base.ScalarOrSchedule, dims: Mapping[str, Sequence[int]]) -> _base.GradientTransformation:
+def clip_variables(max_norm: _protocol.ScalarOrSchedule, dims: Mapping[str, Sequence[int]]) -> _protocol.GradientTransformation:
     r"""After the step, clip the L2 norm of chosen parameters along chosen axes (a projection of the params).
 
     Put it last in a chain: with `w' = w + u` the new parameters before clipping,
@@ -56,11 +55,11 @@ def clip_variables(max_norm: _base.ScalarOrSchedule, dims: Mapping[str, Sequence
       TensorFlow, `tf.contrib.opt.VariableClippingOptimizer`.
     """
     fn = "clip_variables"
-    _base.check_nonnegative(fn, "max_norm", max_norm)
+    _checks.check_nonnegative(fn, "max_norm", max_norm)
     if not isinstance(dims, Mapping) or not dims or not all(
             isinstance(k, str) and isinstance(v, (list, tuple)) and all(isinstance(a, int) for a in v)
             for k, v in dims.items()):
-        raise TypeError(f"`{_base.api_name(fn)}`: `dims` must be a non-empty dict key path -> list of axes, got {dims!r}.")
+        raise TypeError(f"`{_checks.api_name(fn)}`: `dims` must be a non-empty dict key path -> list of axes, got {dims!r}.")
     scheduled = _tree.any_schedule(max_norm)
 
     def axes_of(params) -> list[Any]:
@@ -69,24 +68,24 @@ def clip_variables(max_norm: _base.ScalarOrSchedule, dims: Mapping[str, Sequence
         for path, p in flat:
             hits = [] if p is None else [k for k in dims if _tree.path_matches(k, path)]
             if len(hits) > 1:
-                raise ValueError(f"`{_base.api_name(fn)}`: the parameter {_tree.path_str(path)!r} is matched by several keys: {hits}.")
+                raise ValueError(f"`{_checks.api_name(fn)}`: the parameter {_tree.path_str(path)!r} is matched by several keys: {hits}.")
             if hits and any(not -len(p.shape) <= a < len(p.shape) for a in dims[hits[0]]):
-                raise ValueError(f"`{_base.api_name(fn)}`: axes {list(dims[hits[0]])} are out of range for "
+                raise ValueError(f"`{_checks.api_name(fn)}`: axes {list(dims[hits[0]])} are out of range for "
                                  f"{_tree.path_str(path)!r} of shape {tuple(p.shape)}.")
             used.update(hits)
             out.append(tuple(a % len(p.shape) for a in dims[hits[0]]) if hits else None)
         if set(dims) - used and flat:  # (no leaves at all: a placeholder, as optax.tree.map_params passes)
-            raise ValueError(f"`{_base.api_name(fn)}`: the keys {sorted(set(dims) - used)} match no parameter.")
+            raise ValueError(f"`{_checks.api_name(fn)}`: the keys {sorted(set(dims) - used)} match no parameter.")
         return out
 
     def init_fn(params):
         axes_of(params)
-        return ClipVariablesState(_tree.zero_count()) if scheduled else _base.EmptyState()
+        return ClipVariablesState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
         if params is None:
-            raise _base.missing_params(fn)
+            raise _protocol.missing_params(fn)
         c_ = _tree.resolve(max_norm, state.count if scheduled else None)
         leaves, (flat_p,), treedef = _tree.flatten_updates(fn, updates, params, names=("updates", "params"))
 
@@ -106,4 +105,4 @@ def clip_variables(max_norm: _base.ScalarOrSchedule, dims: Mapping[str, Sequence
         out = treedef.unflatten([project(u, p, a) for u, p, a in zip(leaves, flat_p, axes_of(params))])
         return out, (ClipVariablesState(_tree.increment(state.count)) if scheduled else state)
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _protocol.GradientTransformation(init_fn, update_fn)

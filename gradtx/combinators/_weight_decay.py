@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 
 import jax
 
-from gradtx import _base, _tree
+from gradtx import _base, _checks, _protocol, _tree
 from gradtx.combinators._masking import Mask, _check_mask
 
 
@@ -17,7 +17,7 @@ class AddDecayedWeightsState(NamedTuple):
 
 
 @_base.api
-def add_decayed_weights(weight_decay: _base.ScalarOrSchedule, *, mask: Mask | None = None) -> _base.GradientTransformation:
+def add_decayed_weights(weight_decay: _protocol.ScalarOrSchedule, *, mask: Mask | None = None) -> _protocol.GradientTransformation:
     r"""Add `weight_decay * params` to the updates (L2 regularization through the gradient).
 
     .. math:: u \leftarrow u + \lambda\, w
@@ -47,7 +47,7 @@ def add_decayed_weights(weight_decay: _base.ScalarOrSchedule, *, mask: Mask | No
         Array([ 0.1, -0.2], dtype=float32)
     """
     fn = "add_decayed_weights"
-    _base.check_nonnegative(fn, "weight_decay", weight_decay)
+    _checks.check_nonnegative(fn, "weight_decay", weight_decay)
     if mask is not None:
         _check_mask(fn, mask)
     scheduled = _tree.any_schedule(weight_decay)
@@ -55,12 +55,12 @@ def add_decayed_weights(weight_decay: _base.ScalarOrSchedule, *, mask: Mask | No
     def init_fn(params):
         if mask is not None:
             _tree.resolve_mask(fn, mask, params)
-        return AddDecayedWeightsState(_tree.zero_count()) if scheduled else _base.EmptyState()
+        return AddDecayedWeightsState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
         if params is None:
-            raise _base.missing_params(fn)
+            raise _protocol.missing_params(fn)
         wd = _tree.resolve(weight_decay, state.count if scheduled else None)
         m = _tree.resolve_mask(fn, mask, params) if mask is not None else jax.tree.map(lambda _: True, params)
 
@@ -75,7 +75,7 @@ def add_decayed_weights(weight_decay: _base.ScalarOrSchedule, *, mask: Mask | No
         out = _tree.map_updates(fn, leaf, updates, params, m, names=("updates", "params", "mask"))
         return out, (AddDecayedWeightsState(_tree.increment(state.count)) if scheduled else state)
 
-    return _base.ElementWise(init_fn, update_fn) if mask is None else _base.GradientTransformation(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn) if mask is None else _protocol.GradientTransformation(init_fn, update_fn)
 
 
 
@@ -96,11 +96,11 @@ def _add_rows(u: Any, rows: Any, like: Any) -> Any:
 @_base.api
 def decoupled_weight_decay(
     tx: Any,
-    weight_decay: _base.ScalarOrSchedule,
+    weight_decay: _protocol.ScalarOrSchedule,
     *,
     mask: Mask | None = None,
-    learning_rate: _base.ScalarOrSchedule | None = None,
-) -> _base.GradientTransformation:
+    learning_rate: _protocol.ScalarOrSchedule | None = None,
+) -> _protocol.GradientTransformation:
     r"""TF's decoupled weight decay around an optimizer: `var -= weight_decay * var`, then `tx`'s step.
 
     .. math:: w \leftarrow w - \lambda w + \Delta_{tx}(g)
@@ -135,10 +135,10 @@ def decoupled_weight_decay(
       Loshchilov, Hutter, *Decoupled weight decay regularization*, ICLR 2019.
     """
     fn = "decoupled_weight_decay"
-    _base.check_transform(fn, "tx", tx)
-    _base.check_nonnegative(fn, "weight_decay", weight_decay)
+    _checks.check_transform(fn, "tx", tx)
+    _checks.check_nonnegative(fn, "weight_decay", weight_decay)
     if learning_rate is not None:
-        _base.check_learning_rate(fn, learning_rate)
+        _checks.check_learning_rate(fn, learning_rate)
     if mask is not None:
         _check_mask(fn, mask)
     inner = _base.with_extra_args_support(tx)
@@ -150,7 +150,7 @@ def decoupled_weight_decay(
 
     def update_fn(updates, state, params=None, **extra_args):
         if params is None:
-            raise _base.missing_params(fn)
+            raise _protocol.missing_params(fn)
         wd = _tree.resolve(weight_decay, state.count)
         if learning_rate is not None:
             wd = _tree.scalar(_tree.resolve(learning_rate, state.count)) * wd
@@ -170,5 +170,5 @@ def decoupled_weight_decay(
         return out, DecoupledWeightDecayState(_tree.increment(state.count), inner_state)
 
     if mask is not None:  # key paths: leaf-wise (the mask is resolved on unpacked params)
-        return _base.GradientTransformation(init_fn, update_fn)
+        return _protocol.GradientTransformation(init_fn, update_fn)
     return _base.composite(init_fn, update_fn, inner)

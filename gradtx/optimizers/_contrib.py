@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from gradtx import _base
+from gradtx import _base, _checks, _protocol
 from gradtx.combinators import chain, decoupled_weight_decay
 from gradtx.optimizers._tf_train import adagrad
 from gradtx.transforms import (
@@ -19,16 +19,17 @@ from gradtx.transforms import (
     trace,
 )
 
+
 @_base.api
 def momentumw(
-    learning_rate: _base.ScalarOrSchedule,
-    momentum: _base.ScalarOrSchedule,
-    weight_decay: _base.ScalarOrSchedule,
+    learning_rate: _protocol.ScalarOrSchedule,
+    momentum: _protocol.ScalarOrSchedule,
+    weight_decay: _protocol.ScalarOrSchedule,
     *,
     nesterov: bool = False,
     mask: Any = None,
     scale_decay_by_learning_rate: bool = False,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""MomentumW: `tf.contrib.opt.MomentumWOptimizer`: `var -= weight_decay * var`, then TF's momentum step.
 
     The decay is not multiplied by the learning rate (`scale_decay_by_learning_rate=True`
@@ -56,7 +57,7 @@ def momentumw(
         >>> tx.update(jnp.array([1.0]), tx.init(params), params)[0]
         Array([-1.1], dtype=float32)
     """
-    _base.check_bool("momentumw", "scale_decay_by_learning_rate", scale_decay_by_learning_rate)
+    _checks.check_bool("momentumw", "scale_decay_by_learning_rate", scale_decay_by_learning_rate)
     momentum_chain = chain(trace(momentum, nesterov=nesterov), scale_by_learning_rate(learning_rate))
     return decoupled_weight_decay(momentum_chain, weight_decay, mask=mask,
                                   learning_rate=learning_rate if scale_decay_by_learning_rate else None)
@@ -64,15 +65,15 @@ def momentumw(
 
 @_base.api
 def lars(
-    learning_rate: _base.ScalarOrSchedule,
-    momentum: _base.ScalarOrSchedule = 0.9,
-    weight_decay: _base.ScalarOrSchedule = 1e-4,
-    eeta: _base.ScalarOrSchedule = 0.001,
-    eps: _base.ScalarOrSchedule = 0.0,
+    learning_rate: _protocol.ScalarOrSchedule,
+    momentum: _protocol.ScalarOrSchedule = 0.9,
+    weight_decay: _protocol.ScalarOrSchedule = 1e-4,
+    eeta: _protocol.ScalarOrSchedule = 0.001,
+    eps: _protocol.ScalarOrSchedule = 0.0,
     *,
     skip: Sequence[str] = (),
     nesterov: bool = False,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""LARS: `tf.contrib.opt.LARSOptimizer`: momentum with a per-variable trust ratio on the learning rate.
 
     This is `chain(scale_by_lars(momentum, weight_decay, eeta, eps, skip=skip, nesterov=nesterov),
@@ -107,8 +108,8 @@ def lars(
 
 
 @_base.api
-def reg_adagrad(learning_rate: _base.ScalarOrSchedule, initial_accumulator_value: float = 0.1
-                ) -> _base.GradientTransformation:
+def reg_adagrad(learning_rate: _protocol.ScalarOrSchedule, initial_accumulator_value: float = 0.1
+                ) -> _protocol.GradientTransformation:
     r"""RegAdagrad: `tf.contrib.opt.RegAdagradOptimizer`: Adagrad whose slots can be left alone for a step.
 
     A step called as `update(..., update_slots=False)` applies Adagrad's rate without
@@ -137,11 +138,11 @@ def reg_adagrad(learning_rate: _base.ScalarOrSchedule, initial_accumulator_value
 
 @_base.api
 def addsign(
-    learning_rate: _base.ScalarOrSchedule = 0.1,
-    alpha: _base.ScalarOrSchedule = 1.0,
-    beta: _base.ScalarOrSchedule = 0.9,
-    sign_decay: _base.ScalarOrSchedule | None = None,
-) -> _base.GradientTransformation:
+    learning_rate: _protocol.ScalarOrSchedule = 0.1,
+    alpha: _protocol.ScalarOrSchedule = 1.0,
+    beta: _protocol.ScalarOrSchedule = 0.9,
+    sign_decay: _protocol.ScalarOrSchedule | None = None,
+) -> _protocol.GradientTransformation:
     r"""AddSign: `tf.contrib.opt.AddSignOptimizer` (`ApplyAddSign`), TF's defaults.
 
     `m = beta * m + (1 - beta) * g`, then `var -= lr * (alpha + d * sign(g) * sign(m)) * g`
@@ -175,11 +176,11 @@ def addsign(
 
 @_base.api
 def powersign(
-    learning_rate: _base.ScalarOrSchedule = 0.1,
-    base: _base.ScalarOrSchedule = math.e,
-    beta: _base.ScalarOrSchedule = 0.9,
-    sign_decay: _base.ScalarOrSchedule | None = None,
-) -> _base.GradientTransformation:
+    learning_rate: _protocol.ScalarOrSchedule = 0.1,
+    base: _protocol.ScalarOrSchedule = math.e,
+    beta: _protocol.ScalarOrSchedule = 0.9,
+    sign_decay: _protocol.ScalarOrSchedule | None = None,
+) -> _protocol.GradientTransformation:
     r"""PowerSign: `tf.contrib.opt.PowerSignOptimizer` (`ApplyPowerSign`), TF's defaults.
 
     `m = beta * m + (1 - beta) * g`, then
@@ -214,13 +215,13 @@ def powersign(
 
 @_base.api
 def ggt(
-    learning_rate: _base.ScalarOrSchedule = 0.001,
-    b1: _base.ScalarOrSchedule = 0.9,
+    learning_rate: _protocol.ScalarOrSchedule = 0.001,
+    b1: _protocol.ScalarOrSchedule = 0.9,
     window: int = 10,
-    eps: _base.ScalarOrSchedule = 1e-4,
-    svd_eps: _base.ScalarOrSchedule = 1e-6,
-    sigma_eps: _base.ScalarOrSchedule = 1e-2,
-) -> _base.GradientTransformation:
+    eps: _protocol.ScalarOrSchedule = 1e-4,
+    svd_eps: _protocol.ScalarOrSchedule = 1e-6,
+    sigma_eps: _protocol.ScalarOrSchedule = 1e-2,
+) -> _protocol.GradientTransformation:
     r"""GGT: `tf.contrib.opt.GGTOptimizer`, full-matrix AdaGrad over a window of first moments.
 
     `var -= lr * u`, where `u` preconditions the first moment of all the elements of all
@@ -260,19 +261,19 @@ def ggt(
 
 @_base.api
 def shampoo(
-    learning_rate: _base.ScalarOrSchedule = 1.0,
+    learning_rate: _protocol.ScalarOrSchedule = 1.0,
     *,
     max_matrix_size: int = 768,
-    gbar_decay: _base.ScalarOrSchedule = 0.0,
-    gbar_weight: _base.ScalarOrSchedule = 1.0,
-    mat_gbar_decay: _base.ScalarOrSchedule = 1.0,
-    mat_gbar_weight: _base.ScalarOrSchedule = 1.0,
+    gbar_decay: _protocol.ScalarOrSchedule = 0.0,
+    gbar_weight: _protocol.ScalarOrSchedule = 1.0,
+    mat_gbar_decay: _protocol.ScalarOrSchedule = 1.0,
+    mat_gbar_weight: _protocol.ScalarOrSchedule = 1.0,
     svd_interval: int = 1,
     precond_update_interval: int = 1,
-    eps: _base.ScalarOrSchedule = 1e-4,
-    alpha: _base.ScalarOrSchedule = 0.5,
+    eps: _protocol.ScalarOrSchedule = 1e-4,
+    alpha: _protocol.ScalarOrSchedule = 0.5,
     use_iterative_root: bool = False,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""Shampoo: `tf.contrib.opt.ShampooOptimizer`, one matrix preconditioner per tensor dimension.
 
     `var -= lr * gbar x_0 H_0 ... x_{r-1} H_{r-1}` with `H_i = (G_i + eps I)^(-alpha/r)` and

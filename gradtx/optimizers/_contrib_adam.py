@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtx import _base
+from gradtx import _base, _checks, _protocol
 from gradtx.combinators import chain, decoupled_weight_decay
 from gradtx.transforms import scale_by_adam, scale_by_adamax, scale_by_learning_rate
 
@@ -24,11 +24,11 @@ def _doc(fn):
 @_doc
 @_base.api
 def adamax(
-    learning_rate: _base.ScalarOrSchedule = 0.001,
-    b1: _base.ScalarOrSchedule = 0.9,
-    b2: _base.ScalarOrSchedule = 0.999,
-    eps: _base.ScalarOrSchedule = 1e-8,
-) -> _base.GradientTransformation:
+    learning_rate: _protocol.ScalarOrSchedule = 0.001,
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
+) -> _protocol.GradientTransformation:
     r"""AdaMax: `tf.contrib.opt.AdaMaxOptimizer` (`ApplyAdaMax`), TF's defaults.
 
     `var -= lr / (1 - b1**t) * m / (v + eps)` with `v = max(b2 * v, |g|)`. This is
@@ -55,13 +55,13 @@ def adamax(
 @_doc
 @_base.api
 def adam_gs(
-    learning_rate: _base.ScalarOrSchedule = 0.001,
-    b1: _base.ScalarOrSchedule = 0.9,
-    b2: _base.ScalarOrSchedule = 0.999,
-    eps: _base.ScalarOrSchedule = 1e-8,
+    learning_rate: _protocol.ScalarOrSchedule = 0.001,
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     mu_dtype: Any = None,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""AdamGS: `tf.contrib.opt.AdamGSOptimizer`, Adam whose bias correction comes from the global step.
 
     Call `update(..., global_step=step)` with TF's global step as read during the step
@@ -92,13 +92,13 @@ def adam_gs(
 @_doc
 @_base.api
 def lazy_adam(
-    learning_rate: _base.ScalarOrSchedule = 0.001,
-    b1: _base.ScalarOrSchedule = 0.9,
-    b2: _base.ScalarOrSchedule = 0.999,
-    eps: _base.ScalarOrSchedule = 1e-8,
+    learning_rate: _protocol.ScalarOrSchedule = 0.001,
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     mu_dtype: Any = None,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""LazyAdam: `tf.contrib.opt.LazyAdamOptimizer`: Adam, but a row-sparse gradient changes its rows only.
 
     Dense gradients give exactly `adam`. With a row-sparse gradient (an embedding lookup)
@@ -128,13 +128,13 @@ def lazy_adam(
 @_doc
 @_base.api
 def lazy_adam_gs(
-    learning_rate: _base.ScalarOrSchedule = 0.001,
-    b1: _base.ScalarOrSchedule = 0.9,
-    b2: _base.ScalarOrSchedule = 0.999,
-    eps: _base.ScalarOrSchedule = 1e-8,
+    learning_rate: _protocol.ScalarOrSchedule = 0.001,
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     mu_dtype: Any = None,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""LazyAdamGS: `tf.contrib.opt.LazyAdamGSOptimizer`: `lazy_adam` with AdamGS's bias correction.
 
     Call `update(..., global_step=step)` (TF's global step during the step, `t - 1`). This is
@@ -162,13 +162,13 @@ def lazy_adam_gs(
 @_doc
 @_base.api
 def nadam(
-    learning_rate: _base.ScalarOrSchedule = 0.001,
-    b1: _base.ScalarOrSchedule = 0.9,
-    b2: _base.ScalarOrSchedule = 0.999,
-    eps: _base.ScalarOrSchedule = 1e-8,
+    learning_rate: _protocol.ScalarOrSchedule = 0.001,
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     mu_dtype: Any = None,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""Nadam: `tf.contrib.opt.NadamOptimizer`: Adam with TF's Nesterov kernel (`ApplyAdam(use_nesterov=True)`).
 
     `var -= alpha * ((1 - b1) * g + b1 * m) / (sqrt(v) + eps)`; there is no momentum
@@ -197,16 +197,16 @@ def nadam(
 @_doc
 @_base.api
 def adamw(
-    learning_rate: _base.ScalarOrSchedule = 0.001,
+    learning_rate: _protocol.ScalarOrSchedule = 0.001,
     *,
-    weight_decay: _base.ScalarOrSchedule,
-    b1: _base.ScalarOrSchedule = 0.9,
-    b2: _base.ScalarOrSchedule = 0.999,
-    eps: _base.ScalarOrSchedule = 1e-8,
+    weight_decay: _protocol.ScalarOrSchedule,
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
     mask: Any = None,
     scale_decay_by_learning_rate: bool = False,
     mu_dtype: Any = None,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""AdamW: `tf.contrib.opt.AdamWOptimizer`: `var -= weight_decay * var`, then TF1's Adam step.
 
     TF's decay is NOT multiplied by the learning rate; `scale_decay_by_learning_rate=True`
@@ -235,7 +235,7 @@ def adamw(
         >>> round(float(tx.update(jnp.array([1.0]), tx.init(params), params)[0][0]), 4)  # -0.5 * 2 - 0.1
         -1.1
     """
-    _base.check_bool("adamw", "scale_decay_by_learning_rate", scale_decay_by_learning_rate)
+    _checks.check_bool("adamw", "scale_decay_by_learning_rate", scale_decay_by_learning_rate)
     adam_chain = chain(scale_by_adam(b1, b2, eps, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate))  # = adam(...)
     return decoupled_weight_decay(adam_chain, weight_decay, mask=mask,
                                   learning_rate=learning_rate if scale_decay_by_learning_rate else None)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gradtx import _base
+from gradtx import _base, _protocol
 from gradtx.combinators import chain
 from gradtx.transforms import (
     scale_by_amsgrad,
@@ -15,13 +15,13 @@ from gradtx.transforms import (
 
 @_base.api
 def amsgrad(
-    learning_rate: _base.ScalarOrSchedule = 0.001,
-    b1: _base.ScalarOrSchedule = 0.9,
-    b2: _base.ScalarOrSchedule = 0.99,
-    eps: _base.ScalarOrSchedule = 0.0,
+    learning_rate: _protocol.ScalarOrSchedule = 0.001,
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.99,
+    eps: _protocol.ScalarOrSchedule = 0.0,
     *,
     decay: bool = False,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""AMSGrad as RETURNN's `AMSGradOptimizer` (no bias correction; RETURNN's defaults).
 
     This is `chain(scale_by_amsgrad(b1, b2, eps, decay=decay), scale_by_learning_rate(learning_rate))`.
@@ -50,11 +50,11 @@ def amsgrad(
 
 @_base.api
 def grad_variance_scaled(
-    learning_rate: _base.ScalarOrSchedule,
-    b1: _base.ScalarOrSchedule = 0.9,
-    b2: _base.ScalarOrSchedule = 0.999,
-    eps: _base.ScalarOrSchedule = 1e-8,
-) -> _base.GradientTransformation:
+    learning_rate: _protocol.ScalarOrSchedule,
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
+) -> _protocol.GradientTransformation:
     r"""RETURNN's `GradVarianceScaledOptimizer`: SGD damped where the gradient deviates from its running mean.
 
     This is `chain(scale_by_grad_variance(b1, b2, eps), scale_by_learning_rate(learning_rate))`.
@@ -82,10 +82,10 @@ def grad_variance_scaled(
 
 @_base.api
 def neural_optimizer1(
-    learning_rate: _base.ScalarOrSchedule,
-    b1: _base.ScalarOrSchedule = 0.9,
-    decrease_factor: _base.ScalarOrSchedule = 0.1,
-) -> _base.GradientTransformation:
+    learning_rate: _protocol.ScalarOrSchedule,
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    decrease_factor: _protocol.ScalarOrSchedule = 0.1,
+) -> _protocol.GradientTransformation:
     r"""RETURNN's `NeuralOptimizer1`: SGD that shrinks the step where the gradient's sign disagrees with its mean.
 
     This is `chain(scale_by_neural_optimizer1(b1, decrease_factor), scale_by_learning_rate(learning_rate))`.
@@ -111,7 +111,7 @@ def neural_optimizer1(
 
 
 @_base.api
-def normalized_sgd(learning_rate: _base.ScalarOrSchedule) -> _base.GradientTransformation:
+def normalized_sgd(learning_rate: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""RETURNN's `NormalizedSGD`: SGD on each gradient tensor divided by its L2 norm.
 
     This is `chain(scale_by_l2_normalization(), scale_by_learning_rate(learning_rate))`.

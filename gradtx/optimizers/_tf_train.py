@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtx import _base
+from gradtx import _base, _protocol
 from gradtx.combinators import chain
 from gradtx.optimizers._common import DESCEND as _DESCEND
 from gradtx.transforms import (
@@ -22,7 +22,7 @@ from gradtx.transforms import (
 
 
 @_base.api
-def sgd(learning_rate: _base.ScalarOrSchedule) -> _base.GradientTransformation:
+def sgd(learning_rate: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Gradient descent: `tf.compat.v1.train.GradientDescentOptimizer` (`var -= lr * grad`).
 
     This is `scale_by_learning_rate(learning_rate)`.
@@ -55,12 +55,12 @@ gradient_descent = sgd
 
 @_base.api
 def momentum(
-    learning_rate: _base.ScalarOrSchedule,
-    momentum: _base.ScalarOrSchedule,
+    learning_rate: _protocol.ScalarOrSchedule,
+    momentum: _protocol.ScalarOrSchedule,
     *,
     nesterov: bool = False,
     mu_dtype: Any = None,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""Momentum: `tf.compat.v1.train.MomentumOptimizer`, TF's `ApplyMomentum` kernel.
 
     `accum = momentum * accum + grad`, then `var -= lr * accum` (or, with Nesterov,
@@ -94,7 +94,7 @@ def momentum(
 
 
 @_base.api
-def adagrad(learning_rate: _base.ScalarOrSchedule, initial_accumulator_value: float = 0.1) -> _base.GradientTransformation:
+def adagrad(learning_rate: _protocol.ScalarOrSchedule, initial_accumulator_value: float = 0.1) -> _protocol.GradientTransformation:
     r"""Adagrad: `tf.compat.v1.train.AdagradOptimizer` (`ApplyAdagrad`).
 
     `accumulator += grad**2; var -= lr * grad / sqrt(accumulator)`, the accumulator
@@ -123,11 +123,11 @@ def adagrad(learning_rate: _base.ScalarOrSchedule, initial_accumulator_value: fl
 
 @_base.api
 def adagrad_da(
-    learning_rate: _base.ScalarOrSchedule,
+    learning_rate: _protocol.ScalarOrSchedule,
     initial_gradient_squared_accumulator_value: float = 0.1,
-    l1: _base.ScalarOrSchedule = 0.0,
-    l2: _base.ScalarOrSchedule = 0.0,
-) -> _base.GradientTransformation:
+    l1: _protocol.ScalarOrSchedule = 0.0,
+    l2: _protocol.ScalarOrSchedule = 0.0,
+) -> _protocol.GradientTransformation:
     r"""Adagrad dual averaging: `tf.compat.v1.train.AdagradDAOptimizer` (`ApplyAdagradDA`).
 
     The closed form uses TF's step `T = global_step + 1` read before its increment, which
@@ -163,10 +163,10 @@ def adagrad_da(
 
 @_base.api
 def adadelta(
-    learning_rate: _base.ScalarOrSchedule = 0.001,
-    rho: _base.ScalarOrSchedule = 0.95,
-    eps: _base.ScalarOrSchedule = 1e-8,
-) -> _base.GradientTransformation:
+    learning_rate: _protocol.ScalarOrSchedule = 0.001,
+    rho: _protocol.ScalarOrSchedule = 0.95,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
+) -> _protocol.GradientTransformation:
     r"""Adadelta: `tf.compat.v1.train.AdadeltaOptimizer` (`ApplyAdadelta`), TF's defaults.
 
     This is `chain(scale_by_adadelta(rho, eps), scale_by_learning_rate(learning_rate))`;
@@ -195,13 +195,13 @@ def adadelta(
 
 @_base.api
 def adam(
-    learning_rate: _base.ScalarOrSchedule = 0.001,
-    b1: _base.ScalarOrSchedule = 0.9,
-    b2: _base.ScalarOrSchedule = 0.999,
-    eps: _base.ScalarOrSchedule = 1e-8,
+    learning_rate: _protocol.ScalarOrSchedule = 0.001,
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     mu_dtype: Any = None,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""Adam: `tf.compat.v1.train.AdamOptimizer` (`ApplyAdam`, epsilon-hat), TF's defaults.
 
     `var -= lr * sqrt(1 - b2**t) / (1 - b1**t) * m / (sqrt(v) + eps)`, with TF's float32
@@ -236,14 +236,14 @@ def adam(
 
 @_base.api
 def ftrl(
-    learning_rate: _base.ScalarOrSchedule,
-    learning_rate_power: _base.ScalarOrSchedule = -0.5,
+    learning_rate: _protocol.ScalarOrSchedule,
+    learning_rate_power: _protocol.ScalarOrSchedule = -0.5,
     initial_accumulator_value: float = 0.1,
-    l1: _base.ScalarOrSchedule = 0.0,
-    l2: _base.ScalarOrSchedule = 0.0,
-    l2_shrinkage: _base.ScalarOrSchedule = 0.0,
-    beta: _base.ScalarOrSchedule = 0.0,
-) -> _base.GradientTransformation:
+    l1: _protocol.ScalarOrSchedule = 0.0,
+    l2: _protocol.ScalarOrSchedule = 0.0,
+    l2_shrinkage: _protocol.ScalarOrSchedule = 0.0,
+    beta: _protocol.ScalarOrSchedule = 0.0,
+) -> _protocol.GradientTransformation:
     r"""FTRL-proximal: `tf.compat.v1.train.FtrlOptimizer` (`ApplyFtrl`, `ApplyFtrlV2` with shrinkage).
 
     This is `chain(scale_by_ftrl(...), scale_by_learning_rate(1.0))`: the rate is inside
@@ -281,11 +281,11 @@ def ftrl(
 
 @_base.api
 def proximal_adagrad(
-    learning_rate: _base.ScalarOrSchedule,
+    learning_rate: _protocol.ScalarOrSchedule,
     initial_accumulator_value: float = 0.1,
-    l1: _base.ScalarOrSchedule = 0.0,
-    l2: _base.ScalarOrSchedule = 0.0,
-) -> _base.GradientTransformation:
+    l1: _protocol.ScalarOrSchedule = 0.0,
+    l2: _protocol.ScalarOrSchedule = 0.0,
+) -> _protocol.GradientTransformation:
     r"""Proximal Adagrad: `tf.compat.v1.train.ProximalAdagradOptimizer` (`ApplyProximalAdagrad`).
 
     This is `chain(scale_by_proximal_adagrad(...), scale_by_learning_rate(1.0))`; row-sparse
@@ -318,8 +318,8 @@ def proximal_adagrad(
 
 @_base.api
 def proximal_sgd(
-    learning_rate: _base.ScalarOrSchedule, l1: _base.ScalarOrSchedule = 0.0, l2: _base.ScalarOrSchedule = 0.0
-) -> _base.GradientTransformation:
+    learning_rate: _protocol.ScalarOrSchedule, l1: _protocol.ScalarOrSchedule = 0.0, l2: _protocol.ScalarOrSchedule = 0.0
+) -> _protocol.GradientTransformation:
     r"""Proximal gradient descent (FOBOS): `tf.compat.v1.train.ProximalGradientDescentOptimizer`.
 
     This is `chain(scale_by_proximal_sgd(learning_rate, l1, l2), scale_by_learning_rate(1.0))`;
@@ -352,13 +352,13 @@ proximal_gradient_descent = proximal_sgd
 
 @_base.api
 def rmsprop(
-    learning_rate: _base.ScalarOrSchedule,
-    decay: _base.ScalarOrSchedule = 0.9,
-    momentum: _base.ScalarOrSchedule = 0.0,
-    eps: _base.ScalarOrSchedule = 1e-10,
+    learning_rate: _protocol.ScalarOrSchedule,
+    decay: _protocol.ScalarOrSchedule = 0.9,
+    momentum: _protocol.ScalarOrSchedule = 0.0,
+    eps: _protocol.ScalarOrSchedule = 1e-10,
     *,
     centered: bool = False,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""RMSProp: `tf.compat.v1.train.RMSPropOptimizer` (`ApplyRMSProp` / `ApplyCenteredRMSProp`).
 
     TF1's defaults and slot initial values: `rms` starts at ONES, `momentum` and `mg` at

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree, sparse
 from gradtx.parallel import _axes
 
 
@@ -42,7 +42,7 @@ def _plus(p: jax.Array, u: jax.Array) -> jax.Array:
 
 def _start(fn: str, axes: tuple, updates: Any, params: Any):
     if params is None:
-        raise _base.missing_params(fn)
+        raise _protocol.missing_params(fn)
     n = _axes.bound_size(fn, axes)
     checked = _axes.vma_checked(axes)
     _axes.require_per_replica(fn, updates, axes, checked)
@@ -53,13 +53,13 @@ class ModelAverageState(NamedTuple):
     """State of `model_average` (per replica)."""
 
     count: jax.Array  # int32: local steps (TF's local_step); the parameters are averaged when k divides it
-    inner: _base.OptState  # the replica's own state of the wrapped transform (never averaged, as in TF)
+    inner: _protocol.OptState  # the replica's own state of the wrapped transform (never averaged, as in TF)
 
 
 @_base.api
 def model_average(
     tx: Any, axis_name: _axes.AxisName, interval_steps: int = 100
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""Local steps with `tx`; every `interval_steps` steps the parameters are averaged over the replicas.
 
     .. math::
@@ -109,9 +109,9 @@ def model_average(
       `tf.contrib.opt.ModelAverageOptimizer` (model_average_optimizer.py).
     """
     fn = "model_average"
-    _base.check_transform(fn, "tx", tx)
+    _checks.check_transform(fn, "tx", tx)
     axes = _axes.check_axis_name(fn, axis_name)
-    _base.check_int(fn, "interval_steps", interval_steps, minimum=1)
+    _checks.check_int(fn, "interval_steps", interval_steps, minimum=1)
     inner = _base.with_extra_args_support(tx)
 
     def init_fn(params):
@@ -141,15 +141,15 @@ class ElasticAverageState(NamedTuple):
     """State of `elastic_average`."""
 
     count: jax.Array  # int32: local steps (TF's local_step)
-    inner: _base.OptState  # the replica's own state of the wrapped transform
-    global_center: _base.Updates  # TF's "global_center_variable": the center (identical on all replicas)
-    local_center: _base.Updates  # TF's "local_center_variable": the center read at the last communication
+    inner: _protocol.OptState  # the replica's own state of the wrapped transform
+    global_center: _protocol.Updates  # TF's "global_center_variable": the center (identical on all replicas)
+    local_center: _protocol.Updates  # TF's "local_center_variable": the center read at the last communication
 
 
 def _check_rate(fn: str, name: str, value: Any) -> None:
     if value is not None:
-        _base.check_nonnegative(fn, name, value)
-        _base.check_finite(fn, name, value)
+        _checks.check_nonnegative(fn, name, value)
+        _checks.check_finite(fn, name, value)
 
 
 @_base.api
@@ -157,11 +157,11 @@ def elastic_average(
     tx: Any,
     axis_name: _axes.AxisName,
     communication_period: int = 10,
-    moving_rate: _base.ScalarOrSchedule | None = None,
-    rho: _base.ScalarOrSchedule | None = None,
+    moving_rate: _protocol.ScalarOrSchedule | None = None,
+    rho: _protocol.ScalarOrSchedule | None = None,
     *,
-    learning_rate: _base.ScalarOrSchedule | None = None,
-) -> _base.GradientTransformation:
+    learning_rate: _protocol.ScalarOrSchedule | None = None,
+) -> _protocol.GradientTransformation:
     r"""Elastic averaging SGD (EASGD): every `communication_period` steps replicas and center attract.
 
     Each step the gradient gets the elastic term of TF's `compute_gradients`
@@ -219,13 +219,13 @@ def elastic_average(
       `tf.contrib.opt.ElasticAverageOptimizer` (elastic_average_optimizer.py).
     """
     fn = "elastic_average"
-    _base.check_transform(fn, "tx", tx)
+    _checks.check_transform(fn, "tx", tx)
     axes = _axes.check_axis_name(fn, axis_name)
-    _base.check_int(fn, "communication_period", communication_period, minimum=1)
+    _checks.check_int(fn, "communication_period", communication_period, minimum=1)
     _check_rate(fn, "moving_rate", moving_rate)
     _check_rate(fn, "rho", rho)
     if learning_rate is not None:
-        _base.check_positive(fn, "learning_rate", learning_rate)
+        _checks.check_positive(fn, "learning_rate", learning_rate)
     inner = _base.with_extra_args_support(tx)
     period = communication_period
     no_rho = (rho is None and learning_rate is None) or (isinstance(rho, (int, float)) and rho == 0)
@@ -273,14 +273,14 @@ class AGNState(NamedTuple):
     """State of `agn`."""
 
     count: jax.Array  # int32: local steps (TF's local_step)
-    inner: _base.OptState  # the replica's own state of the wrapped transform (local steps)
-    center_inner: _base.OptState  # the wrapped transform's state for the center (TF: the global vars' slots)
-    global_center: _base.Updates  # TF's "global_center_variable" (identical on all replicas)
-    grad_accum: _base.Updates  # TF's "grad_variable": gradients summed since the last communication
+    inner: _protocol.OptState  # the replica's own state of the wrapped transform (local steps)
+    center_inner: _protocol.OptState  # the wrapped transform's state for the center (TF: the global vars' slots)
+    global_center: _protocol.Updates  # TF's "global_center_variable" (identical on all replicas)
+    grad_accum: _protocol.Updates  # TF's "grad_variable": gradients summed since the last communication
 
 
 @_base.api
-def agn(tx: Any, axis_name: _axes.AxisName, communication_period: int = 10) -> _base.GradientTransformation:
+def agn(tx: Any, axis_name: _axes.AxisName, communication_period: int = 10) -> _protocol.GradientTransformation:
     r"""Accumulated gradient normalization: local steps, then a center step with the averaged normalized sums.
 
     Each step `tx` updates the replica's parameters and the gradient is added to
@@ -330,9 +330,9 @@ def agn(tx: Any, axis_name: _axes.AxisName, communication_period: int = 10) -> _
       `tf.contrib.opt.AGNOptimizer` (agn_optimizer.py).
     """
     fn = "agn"
-    _base.check_transform(fn, "tx", tx)
+    _checks.check_transform(fn, "tx", tx)
     axes = _axes.check_axis_name(fn, axis_name)
-    _base.check_int(fn, "communication_period", communication_period, minimum=1)
+    _checks.check_int(fn, "communication_period", communication_period, minimum=1)
     inner = _base.with_extra_args_support(tx)
     period = communication_period
 

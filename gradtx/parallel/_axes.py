@@ -26,7 +26,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree, _vma
+from gradtx import _checks, _tree, _vma
 
 AxisName = Any
 """A mapped-axis name (hashable) or a tuple of names."""
@@ -45,17 +45,17 @@ def check_axis_name(fn: str, axis_name: Any) -> tuple[Hashable, ...]:
     names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
     if not names:
         raise ValueError(
-            f"`{_base.api_name(fn)}`: `axis_name` must be a name or a non-empty tuple of names, got ()."
+            f"`{_checks.api_name(fn)}`: `axis_name` must be a name or a non-empty tuple of names, got ()."
         )
     for n in names:
         if n is None or isinstance(n, (list, dict, set, bool)) or not isinstance(n, Hashable):
             raise TypeError(
-                f"`{_base.api_name(fn)}`: `axis_name` must be a hashable name (usually a str) or a tuple of "
+                f"`{_checks.api_name(fn)}`: `axis_name` must be a hashable name (usually a str) or a tuple of "
                 f"them, "
                 f"got {axis_name!r}."
             )
     if len(set(names)) != len(names):
-        raise ValueError(f"`{_base.api_name(fn)}`: `axis_name` repeats a name: {axis_name!r}.")
+        raise ValueError(f"`{_checks.api_name(fn)}`: `axis_name` repeats a name: {axis_name!r}.")
     return tuple(names)
 
 
@@ -227,7 +227,7 @@ def check_groups(fn: str, groups: Any, axes: tuple[Hashable, ...]) -> tuple[tupl
     """Validate `axis_index_groups` at construction: equal-sized disjoint groups of replica indices."""
     if groups is None:
         return None
-    name = _base.api_name(fn)
+    name = _checks.api_name(fn)
     if len(axes) != 1:
         raise ValueError(f"`{name}`: `axis_index_groups` needs a single axis name, got `axis_name`={axes!r}.")
     def index(i):

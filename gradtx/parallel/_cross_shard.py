@@ -7,7 +7,7 @@ from typing import Any
 
 import jax
 
-from gradtx import _base, _tree
+from gradtx import _base, _checks, _protocol, _tree
 from gradtx.parallel import _axes
 
 REDUCTIONS = ("mean", "sum")
@@ -38,7 +38,7 @@ def cross_shard(
     reduction: str = "mean",
     *,
     axis_index_groups: Sequence[Sequence[int]] | None = None,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""Reduce the gradients over the replicas of `axis_name`, then apply `tx` (TPU's CrossShardOptimizer).
 
     .. math::
@@ -95,9 +95,9 @@ def cross_shard(
       `tf.contrib.tpu.CrossShardOptimizer` (tpu_optimizer.py).
     """
     fn = "cross_shard"
-    _base.check_transform(fn, "tx", tx)
+    _checks.check_transform(fn, "tx", tx)
     axes = _axes.check_axis_name(fn, axis_name)
-    _base.check_one_of(fn, "reduction", reduction, REDUCTIONS)
+    _checks.check_one_of(fn, "reduction", reduction, REDUCTIONS)
     groups = _axes.check_groups(fn, axis_index_groups, axes)
     return _reducing(fn, tx, axes, reduction, groups, hierarchical=False)
 
@@ -108,7 +108,7 @@ def tower_reduce(
     axis_name: _axes.AxisName,
     *,
     loss_reduction: str = "mean",
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""Combine the gradients of all towers and apply `tx` once (TF's TowerOptimizer / replicate_model_fn).
 
     The same reduction as `cross_shard`; with a tuple `axis_name` it is hierarchical, one
@@ -146,9 +146,9 @@ def tower_reduce(
       `tf.contrib.estimator.TowerOptimizer` and `replicate_model_fn` (replicate_model_fn.py).
     """
     fn = "tower_reduce"
-    _base.check_transform(fn, "tx", tx)
+    _checks.check_transform(fn, "tx", tx)
     axes = _axes.check_axis_name(fn, axis_name)
-    _base.check_one_of(fn, "loss_reduction", loss_reduction, REDUCTIONS)
+    _checks.check_one_of(fn, "loss_reduction", loss_reduction, REDUCTIONS)
     return _reducing(fn, tx, axes, loss_reduction, None, hierarchical=True)
 
 

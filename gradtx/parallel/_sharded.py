@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree, sparse
 from gradtx.parallel import _axes
 from gradtx.parallel._cross_shard import REDUCTIONS
 
@@ -22,7 +22,7 @@ class ShardedState(NamedTuple):
     such as `count` are repeated N times; the slots are 1/N of their full size each).
     """
 
-    inner: _base.OptState
+    inner: _protocol.OptState
 
 
 def _slice_len(size: int, n: int) -> int:
@@ -43,7 +43,7 @@ def _my_slice(x: jax.Array, n: int, axes: tuple) -> jax.Array:
 @_base.api
 def sharded_state(
     tx: Any, axis_name: _axes.AxisName, *, reduction: str = "mean"
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""Data parallelism with the optimizer state split over the replicas (ZeRO stage 1).
 
     Each parameter and its gradient are flattened, zero-padded to a multiple of N and cut
@@ -92,9 +92,9 @@ def sharded_state(
         ([-0.1, -0.1, -0.1], True)
     """
     fn = "sharded_state"
-    _base.check_transform(fn, "tx", tx)
+    _checks.check_transform(fn, "tx", tx)
     axes = _axes.check_axis_name(fn, axis_name)
-    _base.check_one_of(fn, "reduction", reduction, REDUCTIONS)
+    _checks.check_one_of(fn, "reduction", reduction, REDUCTIONS)
     inner = _base.with_extra_args_support(tx)
 
     def init_fn(params):
@@ -127,6 +127,6 @@ def sharded_state(
         out = _tree.map_updates(fn, gather, u_slices, grads, names=("updates", "gradients"))
         return out, ShardedState(inner=jax.tree.map(lambda x: jnp.asarray(x)[None], new_inner))
 
-    if isinstance(inner, _base.ElementWise):  # on packed parameters: the buffers are sliced as they are
-        return _base.ElementWise(init_fn, update_fn)
-    return _base.GradientTransformation(init_fn, update_fn)  # made leaf-wise: slices of whole leaves
+    if isinstance(inner, _protocol.ElementWise):  # on packed parameters: the buffers are sliced as they are
+        return _protocol.ElementWise(init_fn, update_fn)
+    return _protocol.GradientTransformation(init_fn, update_fn)  # made leaf-wise: slices of whole leaves

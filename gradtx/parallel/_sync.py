@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree, sparse
 from gradtx.parallel import _axes
 
 
@@ -16,8 +16,8 @@ class SyncReplicasState(NamedTuple):
     """State of `sync_replicas` (replicated: identical on every replica)."""
 
     count: jax.Array  # int32: applied updates (TF's global_step, advanced once per applied update)
-    inner: _base.OptState  # the state of the wrapped transform (advances only when an update is applied)
-    grad_accum: _base.Updates  # sum of the gradients taken since the last applied update (TF's accumulators)
+    inner: _protocol.OptState  # the state of the wrapped transform (advances only when an update is applied)
+    grad_accum: _protocol.Updates  # sum of the gradients taken since the last applied update (TF's accumulators)
     num_accumulated: jax.Array  # int32: how many replica gradients `grad_accum` holds (< R)
     dropped: jax.Array  # int32: replica gradients not used so far (not ok / non-finite, stale, surplus)
     stale: jax.Array  # int32: of `dropped`, those dropped as stale (`grad_step` < `count`)
@@ -29,7 +29,7 @@ def sync_replicas(
     axis_name: _axes.AxisName,
     replicas_to_aggregate: int,
     total_num_replicas: int | None = None,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""Apply `tx` to the mean of the first R valid replica gradients (TF's SyncReplicasOptimizer).
 
     Each replica's gradient is *valid* when `replica_ok` is true for it and, when
@@ -91,11 +91,11 @@ def sync_replicas(
       `tf.compat.v1.train.SyncReplicasOptimizer` (sync_replicas_optimizer.py).
     """
     fn = "sync_replicas"
-    _base.check_transform(fn, "tx", tx)
+    _checks.check_transform(fn, "tx", tx)
     axes = _axes.check_axis_name(fn, axis_name)
-    _base.check_int(fn, "replicas_to_aggregate", replicas_to_aggregate, minimum=1)
+    _checks.check_int(fn, "replicas_to_aggregate", replicas_to_aggregate, minimum=1)
     if total_num_replicas is not None:
-        _base.check_int(fn, "total_num_replicas", total_num_replicas, minimum=1)
+        _checks.check_int(fn, "total_num_replicas", total_num_replicas, minimum=1)
     inner = _base.with_extra_args_support(tx)
     r = replicas_to_aggregate
 
@@ -156,12 +156,12 @@ class DropStaleGradientsState(NamedTuple):
     """State of `drop_stale_gradients`."""
 
     count: jax.Array  # int32: applied updates (TF's global_step, advanced by accepted gradients only)
-    inner: _base.OptState  # the state of the wrapped transform (untouched by a dropped gradient)
+    inner: _protocol.OptState  # the state of the wrapped transform (untouched by a dropped gradient)
     stale_counter: jax.Array  # int32: dropped gradients so far (TF's "stale_counter")
 
 
 @_base.api
-def drop_stale_gradients(tx: Any, staleness: int) -> _base.GradientTransformation:
+def drop_stale_gradients(tx: Any, staleness: int) -> _protocol.GradientTransformation:
     r"""Apply `tx` only to gradients at most `staleness` steps old (DropStaleGradientOptimizer).
 
     The extra argument `grad_step` is the global step at which the gradient was computed
@@ -196,8 +196,8 @@ def drop_stale_gradients(tx: Any, staleness: int) -> _base.GradientTransformatio
       `tf.contrib.opt.DropStaleGradientOptimizer` (drop_stale_gradient_optimizer.py).
     """
     fn = "drop_stale_gradients"
-    _base.check_transform(fn, "tx", tx)
-    _base.check_int(fn, "staleness", staleness, minimum=0)
+    _checks.check_transform(fn, "tx", tx)
+    _checks.check_int(fn, "staleness", staleness, minimum=0)
     inner = _base.with_extra_args_support(tx)
 
     def init_fn(params):
@@ -211,7 +211,7 @@ def drop_stale_gradients(tx: Any, staleness: int) -> _base.GradientTransformatio
 
     def update_fn(updates, state, params=None, *, grad_step=None, **extra_args):
         if grad_step is None:
-            raise _base.missing_extra_arg(fn, "grad_step", "step_when_the_gradient_was_computed")
+            raise _protocol.missing_extra_arg(fn, "grad_step", "step_when_the_gradient_was_computed")
         accept = (state.count - jnp.asarray(grad_step)) <= staleness
         new_updates, new_inner = inner.update(updates, state.inner, params, grad_step=grad_step, **extra_args)
         new_updates = _tree.map_updates(fn, lambda u: _tree.where(accept, u, zero_like(u)), new_updates)

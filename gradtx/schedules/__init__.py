@@ -12,7 +12,12 @@ The arithmetic is TF's, op for op, in float32 (the step cast first, `floor` for
 `a * b + c` into one FMA on CPU: an ulp or two.
 """
 
-from gradtx.schedules._cosine import cosine_decay, cosine_decay_restarts, linear_cosine_decay, noisy_linear_cosine_decay
+from gradtx.schedules._cosine import (
+    cosine_decay,
+    cosine_decay_restarts,
+    linear_cosine_decay,
+    noisy_linear_cosine_decay,
+)
 from gradtx.schedules._decay import (
     exponential_decay,
     inverse_time_decay,

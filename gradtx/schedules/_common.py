@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from gradtx import _base
+from gradtx import _checks
 
 Scalar = Any
 """A Python number or a scalar jax/NumPy array."""
@@ -56,15 +56,15 @@ def held(x: jax.Array) -> jax.Array:
 
 def number(fn: str, name: str, value: Any, *checks: Callable[[str, str, Any], None]) -> None:
     """`value` must be a finite real number or real scalar array (not a schedule), passing `checks`."""
-    _base.check_number(fn, name, value)
-    for check in (_base.check_finite, *checks):
+    _checks.check_number(fn, name, value)
+    for check in (_checks.check_finite, *checks):
         check(fn, name, value)
 
 
 def check_decay(fn: str, learning_rate: Any, steps_name: str, steps: Any, **nonnegative: Any) -> None:
-    number(fn, "learning_rate", learning_rate, _base.check_nonnegative)
-    number(fn, steps_name, steps, _base.check_positive)
+    number(fn, "learning_rate", learning_rate, _checks.check_nonnegative)
+    number(fn, steps_name, steps, _checks.check_positive)
     for name, value in nonnegative.items():
-        number(fn, name, value, _base.check_nonnegative)
+        number(fn, name, value, _checks.check_nonnegative)
 
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base
+from gradtx import _base, _checks, _protocol
 from gradtx.schedules._common import PI, Scalar, check_decay, doc, held, number, opaque
 
 
 @doc
 @_base.api
-def cosine_decay(learning_rate: Scalar, decay_steps: Scalar, alpha: Scalar = 0.0) -> _base.Schedule:
+def cosine_decay(learning_rate: Scalar, decay_steps: Scalar, alpha: Scalar = 0.0) -> _protocol.Schedule:
     r"""Cosine decay from `learning_rate` to `alpha * learning_rate` over `decay_steps` steps.
 
     .. math:: \eta(c) = \eta_0 \big((1-\alpha)\,\tfrac12 (1 + \cos(\pi c'/d)) + \alpha\big),\ c' = \min(c, d)
@@ -39,7 +38,7 @@ def cosine_decay(learning_rate: Scalar, decay_steps: Scalar, alpha: Scalar = 0.0
     fn = "cosine_decay"
     check_decay(fn, learning_rate, "decay_steps", decay_steps)
     number(fn, "alpha", alpha)
-    _base.check_in_range(fn, "alpha", alpha, 0.0, 1.0)
+    _checks.check_in_range(fn, "alpha", alpha, 0.0, 1.0)
 
     def schedule(count):  # TF CosineDecay.__call__: (1 - self.alpha) * cosine_decayed + self.alpha
         step, lr, steps, a, one_minus_a = opaque(count, learning_rate, decay_steps, alpha, 1.0 - alpha)
@@ -52,7 +51,7 @@ def cosine_decay(learning_rate: Scalar, decay_steps: Scalar, alpha: Scalar = 0.0
 @doc
 @_base.api
 def cosine_decay_restarts(learning_rate: Scalar, first_decay_steps: Scalar, t_mul: Scalar = 2.0,
-                          m_mul: Scalar = 1.0, alpha: Scalar = 0.0) -> _base.Schedule:
+                          m_mul: Scalar = 1.0, alpha: Scalar = 0.0) -> _protocol.Schedule:
     r"""Cosine decay with warm restarts (SGDR): period i lasts `first_decay_steps * t_mul**i` steps.
 
     With `f = c / d_1`: if `t_mul == 1`, `i = floor(f)`, `f -= i`; else
@@ -81,9 +80,9 @@ def cosine_decay_restarts(learning_rate: Scalar, first_decay_steps: Scalar, t_mu
     """
     fn = "cosine_decay_restarts"
     check_decay(fn, learning_rate, "first_decay_steps", first_decay_steps, m_mul=m_mul)
-    number(fn, "t_mul", t_mul, _base.check_positive)
+    number(fn, "t_mul", t_mul, _checks.check_positive)
     number(fn, "alpha", alpha)
-    _base.check_in_range(fn, "alpha", alpha, 0.0, 1.0)
+    _checks.check_in_range(fn, "alpha", alpha, 0.0, 1.0)
 
     def schedule(count):  # TF CosineDecayRestarts.__call__
         step, lr, steps, t, m, a = opaque(count, learning_rate, first_decay_steps, t_mul, m_mul, alpha)
@@ -119,7 +118,7 @@ def _linear_cosine(fn, learning_rate, decay_steps, num_periods, alpha, beta, noi
 @doc
 @_base.api
 def linear_cosine_decay(learning_rate: Scalar, decay_steps: Scalar, num_periods: Scalar = 0.5,
-                        alpha: Scalar = 0.0, beta: Scalar = 0.001) -> _base.Schedule:
+                        alpha: Scalar = 0.0, beta: Scalar = 0.001) -> _protocol.Schedule:
     r"""Linear cosine decay: a linear ramp to zero times a cosine with `num_periods` periods.
 
     .. math:: \eta(c) = \eta_0 \big((\alpha + (d - c')/d)\,\tfrac12 (1 + \cos(2\pi n c'/d)) + \beta\big),
@@ -151,7 +150,7 @@ def linear_cosine_decay(learning_rate: Scalar, decay_steps: Scalar, num_periods:
 @_base.api
 def noisy_linear_cosine_decay(learning_rate: Scalar, decay_steps: Scalar, initial_variance: Scalar = 1.0,
                               variance_decay: Scalar = 0.55, num_periods: Scalar = 0.5, alpha: Scalar = 0.0,
-                              beta: Scalar = 0.001, *, seed: int = 0) -> _base.Schedule:
+                              beta: Scalar = 0.001, *, seed: int = 0) -> _protocol.Schedule:
     r"""`linear_cosine_decay` with Gaussian noise of decaying variance added to the linear part.
 
     .. math:: \eta(c) = \eta_0 \big((\alpha + (d - c')/d + \epsilon_c)\,\tfrac12 (1 + \cos(2\pi n c'/d))
@@ -183,9 +182,9 @@ def noisy_linear_cosine_decay(learning_rate: Scalar, decay_steps: Scalar, initia
       TensorFlow, `tf.compat.v1.train.noisy_linear_cosine_decay`.
     """
     fn = "noisy_linear_cosine_decay"
-    number(fn, "initial_variance", initial_variance, _base.check_nonnegative)
-    number(fn, "variance_decay", variance_decay, _base.check_nonnegative)
-    _base.check_int(fn, "seed", seed)
+    number(fn, "initial_variance", initial_variance, _checks.check_nonnegative)
+    number(fn, "variance_decay", variance_decay, _checks.check_nonnegative)
+    _checks.check_int(fn, "seed", seed)
 
     def noise(count, step, variance, decay):  # TF: random_normal(stddev=sqrt(v / pow(1 + step, decay)))
         std = jnp.sqrt(variance / held(jnp.power(1.0 + step, decay)))

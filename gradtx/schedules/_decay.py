@@ -9,14 +9,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx import _base
+from gradtx import _base, _checks, _protocol
 from gradtx.schedules._common import Scalar, check_decay, doc, f32, held, number, opaque
 
 
-def _p_decay(fn, learning_rate, decay_steps, decay_rate, staircase, rule, rate=None) -> _base.Schedule:
+def _p_decay(fn, learning_rate, decay_steps, decay_rate, staircase, rule, rate=None) -> _protocol.Schedule:
     """A schedule `rule(lr, rate, p)` of `p = count / decay_steps`, floored with `staircase`."""
     check_decay(fn, learning_rate, "decay_steps", decay_steps, decay_rate=decay_rate)
-    _base.check_bool(fn, "staircase", staircase)
+    _checks.check_bool(fn, "staircase", staircase)
     rate = decay_rate if rate is None else rate(decay_rate)
 
     def schedule(count):
@@ -30,7 +30,7 @@ def _p_decay(fn, learning_rate, decay_steps, decay_rate, staircase, rule, rate=N
 @doc
 @_base.api
 def exponential_decay(learning_rate: Scalar, decay_steps: Scalar, decay_rate: Scalar, *,
-                      staircase: bool = False) -> _base.Schedule:
+                      staircase: bool = False) -> _protocol.Schedule:
     r"""Exponential decay: the rate is multiplied by `decay_rate` every `decay_steps` steps.
 
     .. math:: \eta(c) = \eta_0 \, k^{p}, \quad p = c/d \ \ (\lfloor c/d \rfloor \text{ with staircase})
@@ -63,7 +63,7 @@ def _exp_neg(k: Any) -> Any:
 @doc
 @_base.api
 def natural_exp_decay(learning_rate: Scalar, decay_steps: Scalar, decay_rate: Scalar, *,
-                      staircase: bool = False) -> _base.Schedule:
+                      staircase: bool = False) -> _protocol.Schedule:
     r"""Natural exponential decay: `exponential_decay` with the factor `exp(-decay_rate)`.
 
     .. math:: \eta(c) = \eta_0 \, (e^{-k})^{p}, \quad p = c/d \ \ (\lfloor c/d \rfloor \text{ with staircase})
@@ -88,7 +88,7 @@ def natural_exp_decay(learning_rate: Scalar, decay_steps: Scalar, decay_rate: Sc
 @doc
 @_base.api
 def inverse_time_decay(learning_rate: Scalar, decay_steps: Scalar, decay_rate: Scalar, *,
-                       staircase: bool = False) -> _base.Schedule:
+                       staircase: bool = False) -> _protocol.Schedule:
     r"""Inverse time decay: the rate falls like `1 / (1 + decay_rate * p)`.
 
     .. math:: \eta(c) = \eta_0 / (1 + k\,p), \quad p = c/d \ \ (\lfloor c/d \rfloor \text{ with staircase})
@@ -112,14 +112,14 @@ def _numbers(fn: str, name: str, value: Any) -> list[Any]:
     if isinstance(value, (np.ndarray, jax.Array)) and np.ndim(value) == 1:
         value = list(value)
     if not isinstance(value, (list, tuple)):
-        raise TypeError(f"`{_base.api_name(fn)}`: `{name}` must be a list of numbers, got {value!r}.")
+        raise TypeError(f"`{_checks.api_name(fn)}`: `{name}` must be a list of numbers, got {value!r}.")
     for i, v in enumerate(value):
         number(fn, f"{name}[{i}]", v)
     return list(value)
 
 
 @_base.api
-def piecewise_constant(boundaries: Sequence[Scalar], values: Sequence[Scalar]) -> _base.Schedule:
+def piecewise_constant(boundaries: Sequence[Scalar], values: Sequence[Scalar]) -> _protocol.Schedule:
     r"""A constant rate on each interval between step boundaries.
 
     .. math:: \eta(c) = v_0 \text{ if } c \le b_0;\ \ v_{i+1} \text{ if } b_i < c \le b_{i+1};\ \
@@ -151,12 +151,12 @@ def piecewise_constant(boundaries: Sequence[Scalar], values: Sequence[Scalar]) -
     fn = "piecewise_constant"
     boundaries, values = _numbers(fn, "boundaries", boundaries), _numbers(fn, "values", values)
     if any(isinstance(b, jax.core.Tracer) for b in boundaries):
-        raise TypeError(f"`{_base.api_name(fn)}`: `boundaries` must be known at construction, got a tracer.")
+        raise TypeError(f"`{_checks.api_name(fn)}`: `boundaries` must be known at construction, got a tracer.")
     if any(not b0 < b1 for b0, b1 in zip(boundaries[:-1], boundaries[1:])):
-        raise ValueError(f"`{_base.api_name(fn)}`: `boundaries` must be strictly increasing, got {boundaries}.")
+        raise ValueError(f"`{_checks.api_name(fn)}`: `boundaries` must be strictly increasing, got {boundaries}.")
     if len(values) != len(boundaries) + 1:
         raise ValueError(
-            f"`{_base.api_name(fn)}`: `values` must have one element more than `boundaries` (the length of "
+            f"`{_checks.api_name(fn)}`: `values` must have one element more than `boundaries` (the length of "
             f"boundaries should be 1 less than the length of values), got {len(boundaries)} boundaries "
             f"and {len(values)} values.")
     as_int = [int(b) if np.issubdtype(np.asarray(b).dtype, np.integer) else math.floor(np.float32(b))
@@ -176,7 +176,7 @@ def piecewise_constant(boundaries: Sequence[Scalar], values: Sequence[Scalar]) -
 @doc
 @_base.api
 def polynomial_decay(learning_rate: Scalar, decay_steps: Scalar, end_learning_rate: Scalar = 0.0001,
-                     power: Scalar = 1.0, *, cycle: bool = False) -> _base.Schedule:
+                     power: Scalar = 1.0, *, cycle: bool = False) -> _protocol.Schedule:
     r"""Polynomial decay from `learning_rate` to `end_learning_rate` over `decay_steps` steps.
 
     .. math:: \eta(c) = (\eta_0 - \eta_e)\,(1 - c'/d')^{q} + \eta_e
@@ -204,7 +204,7 @@ def polynomial_decay(learning_rate: Scalar, decay_steps: Scalar, end_learning_ra
     """
     fn = "polynomial_decay"
     check_decay(fn, learning_rate, "decay_steps", decay_steps, end_learning_rate=end_learning_rate, power=power)
-    _base.check_bool(fn, "cycle", cycle)
+    _checks.check_bool(fn, "cycle", cycle)
 
     def schedule(count):  # TF PolynomialDecay.__call__
         step, lr, steps, end, q = opaque(count, learning_rate, decay_steps, end_learning_rate, power)

@@ -11,18 +11,18 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from gradtx import _base
+from gradtx import _base, _checks, _protocol
 from gradtx.schedules._common import PI, Scalar, doc, f32, number, opaque
 
 
 def _check_steps(fn: str, decay_steps: Any) -> None:
-    _base.check_int(fn, "decay_steps", decay_steps)
-    _base.check_positive(fn, "decay_steps", decay_steps)
+    _checks.check_int(fn, "decay_steps", decay_steps)
+    _checks.check_positive(fn, "decay_steps", decay_steps)
 
 
 def _check_zero_after(fn: str, zero_after: Any) -> None:
     if zero_after is not None:
-        number(fn, "zero_after", zero_after, _base.check_nonnegative)
+        number(fn, "zero_after", zero_after, _checks.check_nonnegative)
 
 
 def _clamped(count: Any, decay_steps: int) -> Any:
@@ -32,7 +32,7 @@ def _clamped(count: Any, decay_steps: int) -> Any:
 
 @doc
 @_base.api
-def linear_sign_decay(decay_steps: int) -> _base.Schedule:
+def linear_sign_decay(decay_steps: int) -> _protocol.Schedule:
     r"""Linear sign decay: from 1 at count 0 to 0 at `decay_steps`, then 0.
 
     .. math:: d(c) = \max\big(0,\ (d - \min(c, d)) / d\big)
@@ -69,7 +69,7 @@ def linear_sign_decay(decay_steps: int) -> _base.Schedule:
 @doc
 @_base.api
 def cosine_sign_decay(decay_steps: int, num_periods: Scalar = 0.5, zero_after: Scalar | None = None
-                      ) -> _base.Schedule:
+                      ) -> _protocol.Schedule:
     r"""Cosine sign decay: `num_periods` cosine periods over `decay_steps`, constant after.
 
     .. math:: f = 2n\,\min(c, d)/d, \quad d(c) = \tfrac12\big(1 + \cos(\pi f)\big),
@@ -98,7 +98,7 @@ def cosine_sign_decay(decay_steps: int, num_periods: Scalar = 0.5, zero_after: S
     """
     fn = "cosine_sign_decay"
     _check_steps(fn, decay_steps)
-    number(fn, "num_periods", num_periods, _base.check_positive)
+    number(fn, "num_periods", num_periods, _checks.check_positive)
     _check_zero_after(fn, zero_after)
     two_n = 2.0 * num_periods  # contrib: `2.0 * num_periods * completed_fraction`, left to right
     two_z = None if zero_after is None else 2 * zero_after
@@ -117,7 +117,7 @@ def cosine_sign_decay(decay_steps: int, num_periods: Scalar = 0.5, zero_after: S
 @doc
 @_base.api
 def restart_sign_decay(decay_steps: int, num_periods: Scalar = 1, zero_after: Scalar | None = None
-                       ) -> _base.Schedule:
+                       ) -> _protocol.Schedule:
     r"""Restart sign decay: a cosine from 1 to 0 restarted `num_periods` times over `decay_steps`.
 
     .. math:: c' = \min(c, d), \quad r = (n c') \bmod d, \quad d(c) = \tfrac12\big(1 + \cos(\pi r / d)\big),
@@ -149,7 +149,7 @@ def restart_sign_decay(decay_steps: int, num_periods: Scalar = 1, zero_after: Sc
     """
     fn = "restart_sign_decay"
     _check_steps(fn, decay_steps)
-    number(fn, "num_periods", num_periods, _base.check_positive)
+    number(fn, "num_periods", num_periods, _checks.check_positive)
     _check_zero_after(fn, zero_after)
 
     def schedule(count):

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-
 import jax.numpy as jnp
 
-from gradtx import _base
+from gradtx import _base, _checks, _protocol
 from gradtx.schedules._common import Scalar, doc, f32, number, opaque
 
 
 @doc
 @_base.api
-def linear_warmup(schedule: _base.ScalarOrSchedule, warmup_steps: int, *,
-                  init_value: Scalar = 0.0) -> _base.Schedule:
+def linear_warmup(schedule: _protocol.ScalarOrSchedule, warmup_steps: int, *,
+                  init_value: Scalar = 0.0) -> _protocol.Schedule:
     r"""Ramp linearly from `init_value` to `schedule(warmup_steps)`, then follow `schedule`.
 
     .. math:: \eta(c) = \eta_i + (s(w) - \eta_i)\, c / w \ \text{ if } c < w, \quad s(c) \text{ otherwise}
@@ -37,13 +36,13 @@ def linear_warmup(schedule: _base.ScalarOrSchedule, warmup_steps: int, *,
       Goyal et al., Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour, 2017.
     """
     fn = "linear_warmup"
-    if not _base.is_schedule(schedule):
+    if not _checks.is_schedule(schedule):
         number(fn, "schedule", schedule)
-    _base.check_int(fn, "warmup_steps", warmup_steps, minimum=0)
+    _checks.check_int(fn, "warmup_steps", warmup_steps, minimum=0)
     number(fn, "init_value", init_value)
 
     def value(count):
-        return f32(schedule(count) if _base.is_schedule(schedule) else schedule)
+        return f32(schedule(count) if _checks.is_schedule(schedule) else schedule)
 
     def warmed_up(count):
         if warmup_steps == 0:

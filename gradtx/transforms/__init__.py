@@ -1,7 +1,12 @@
 """Building blocks: the update rules (`scale_by_*`, `trace`, ...), one family per file."""
 
 from gradtx.transforms._adadelta import ScaleByAdadeltaState, scale_by_adadelta
-from gradtx.transforms._adagrad import ScaleByAdagradDAState, ScaleByAdagradState, scale_by_adagrad, scale_by_adagrad_da
+from gradtx.transforms._adagrad import (
+    ScaleByAdagradDAState,
+    ScaleByAdagradState,
+    scale_by_adagrad,
+    scale_by_adagrad_da,
+)
 from gradtx.transforms._adam import (
     ScaleByAdamaxState,
     ScaleByAdamState,
@@ -30,9 +35,14 @@ from gradtx.transforms._returnn import (
     scale_by_neural_optimizer1,
 )
 from gradtx.transforms._rmsprop import ScaleByRmspropState, scale_by_rmsprop
-from gradtx.transforms._shampoo import ScaleByShampooState, scale_by_shampoo
-from gradtx.transforms._sign import ScaleByAddSignState, ScaleByPowerSignState, scale_by_addsign, scale_by_powersign
 from gradtx.transforms._scale import ScaleByScheduleState, scale, scale_by_learning_rate, scale_by_schedule
+from gradtx.transforms._shampoo import ScaleByShampooState, scale_by_shampoo
+from gradtx.transforms._sign import (
+    ScaleByAddSignState,
+    ScaleByPowerSignState,
+    scale_by_addsign,
+    scale_by_powersign,
+)
 
 __all__ = [
     "PerLeafState",

@@ -8,19 +8,19 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree, sparse
 
 
 class ScaleByAdadeltaState(NamedTuple):
     """State of `scale_by_adadelta`."""
 
     count: jax.Array  # int32: completed updates
-    accum: _base.Updates  # TF slot "accum": average of squared gradients (starts at 0)
-    accum_update: _base.Updates  # TF slot "accum_update": average of squared updates (starts at 0)
+    accum: _protocol.Updates  # TF slot "accum": average of squared gradients (starts at 0)
+    accum_update: _protocol.Updates  # TF slot "accum_update": average of squared updates (starts at 0)
 
 
 @_base.api
-def scale_by_adadelta(rho: _base.ScalarOrSchedule = 0.95, eps: _base.ScalarOrSchedule = 1e-8) -> _base.GradientTransformation:
+def scale_by_adadelta(rho: _protocol.ScalarOrSchedule = 0.95, eps: _protocol.ScalarOrSchedule = 1e-8) -> _protocol.GradientTransformation:
     r"""Scale by the ratio of the RMS of past updates to the RMS of gradients (Adadelta), as TF computes it.
 
     .. math::
@@ -53,8 +53,8 @@ def scale_by_adadelta(rho: _base.ScalarOrSchedule = 0.95, eps: _base.ScalarOrSch
       Zeiler, *ADADELTA: an adaptive learning rate method*, arXiv:1212.5701, 2012.
     """
     fn = "scale_by_adadelta"
-    _base.check_in_range(fn, "rho", rho, 0.0, 1.0)
-    _base.check_nonnegative(fn, "eps", eps)
+    _checks.check_in_range(fn, "rho", rho, 0.0, 1.0)
+    _checks.check_nonnegative(fn, "eps", eps)
 
     def init_fn(params):
         return ScaleByAdadeltaState(_tree.zero_count(), _tree.zeros_like(params), _tree.zeros_like(params))
@@ -73,4 +73,4 @@ def scale_by_adadelta(rho: _base.ScalarOrSchedule = 0.95, eps: _base.ScalarOrSch
                               names=("updates", "state.accum", "state.accum_update"))
         return out[0], ScaleByAdadeltaState(_tree.increment(state.count), out[1], out[2])
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)

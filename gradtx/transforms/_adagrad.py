@@ -8,18 +8,18 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree, sparse
 
 
 class ScaleByAdagradState(NamedTuple):
     """State of `scale_by_adagrad`."""
 
     count: jax.Array  # int32: completed updates
-    accumulator: _base.Updates  # TF slot "accumulator" (starts at initial_accumulator_value)
+    accumulator: _protocol.Updates  # TF slot "accumulator" (starts at initial_accumulator_value)
 
 
 @_base.api
-def scale_by_adagrad(initial_accumulator_value: float = 0.1) -> _base.GradientTransformation:
+def scale_by_adagrad(initial_accumulator_value: float = 0.1) -> _protocol.GradientTransformation:
     r"""Divide by the root of the accumulated squared gradients, as TF's `ApplyAdagrad` kernel.
 
     .. math:: a_t = a_{t-1} + g_t^2, \qquad u_t = g_t \, a_t^{-1/2}
@@ -50,8 +50,8 @@ def scale_by_adagrad(initial_accumulator_value: float = 0.1) -> _base.GradientTr
       Duchi, Hazan, Singer, *Adaptive subgradient methods for online learning and
       stochastic optimization*, JMLR 2011.
     """
-    _base.check_number("scale_by_adagrad", "initial_accumulator_value", initial_accumulator_value)
-    _base.check_positive("scale_by_adagrad", "initial_accumulator_value", initial_accumulator_value)
+    _checks.check_number("scale_by_adagrad", "initial_accumulator_value", initial_accumulator_value)
+    _checks.check_positive("scale_by_adagrad", "initial_accumulator_value", initial_accumulator_value)
 
     def make_leaf(update_slots):
         def rule(g, accum):
@@ -76,24 +76,24 @@ def scale_by_adagrad(initial_accumulator_value: float = 0.1) -> _base.GradientTr
         )
         return new_updates, ScaleByAdagradState(count=_tree.increment(state.count), accumulator=accum)
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)
 
 
 class ScaleByAdagradDAState(NamedTuple):
     """State of `scale_by_adagrad_da`."""
 
     count: jax.Array  # int32: completed updates (the closed form uses T = count + 1)
-    gradient_accumulator: _base.Updates  # TF slot "gradient_accumulator" (starts at 0)
-    gradient_squared_accumulator: _base.Updates  # TF slot (starts at the initial value)
+    gradient_accumulator: _protocol.Updates  # TF slot "gradient_accumulator" (starts at 0)
+    gradient_squared_accumulator: _protocol.Updates  # TF slot (starts at the initial value)
 
 
 @_base.api
 def scale_by_adagrad_da(
-    learning_rate: _base.ScalarOrSchedule,
+    learning_rate: _protocol.ScalarOrSchedule,
     initial_gradient_squared_accumulator_value: float = 0.1,
-    l1: _base.ScalarOrSchedule = 0.0,
-    l2: _base.ScalarOrSchedule = 0.0,
-) -> _base.GradientTransformation:
+    l1: _protocol.ScalarOrSchedule = 0.0,
+    l2: _protocol.ScalarOrSchedule = 0.0,
+) -> _protocol.GradientTransformation:
     r"""Adagrad dual averaging, TF's `ApplyAdagradDA` closed form; returns the descent step `var - var_new`.
 
     With accumulated gradients :math:`G_t`, squared gradients :math:`S_t` and
@@ -132,11 +132,11 @@ def scale_by_adagrad_da(
       regularized stochastic learning and online optimization*, JMLR 2010.
     """
     fn = "scale_by_adagrad_da"
-    _base.check_learning_rate(fn, learning_rate)
-    _base.check_number(fn, "initial_gradient_squared_accumulator_value", initial_gradient_squared_accumulator_value)
-    _base.check_positive(fn, "initial_gradient_squared_accumulator_value", initial_gradient_squared_accumulator_value)
-    _base.check_nonnegative(fn, "l1", l1)
-    _base.check_nonnegative(fn, "l2", l2)
+    _checks.check_learning_rate(fn, learning_rate)
+    _checks.check_number(fn, "initial_gradient_squared_accumulator_value", initial_gradient_squared_accumulator_value)
+    _checks.check_positive(fn, "initial_gradient_squared_accumulator_value", initial_gradient_squared_accumulator_value)
+    _checks.check_nonnegative(fn, "l1", l1)
+    _checks.check_nonnegative(fn, "l2", l2)
 
     def init_fn(params):
         return ScaleByAdagradDAState(
@@ -148,7 +148,7 @@ def scale_by_adagrad_da(
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
         if params is None:
-            raise _base.missing_params(fn)
+            raise _protocol.missing_params(fn)
         lr_, l1_, l2_ = (_tree.resolve(h, state.count) for h in (learning_rate, l1, l2))
         step = _tree.scalar(state.count + 1)  # TF: static_cast<float>(global_step + 1)
 
@@ -169,5 +169,5 @@ def scale_by_adagrad_da(
         )
         return out[0], ScaleByAdagradDAState(_tree.increment(state.count), out[1], out[2])
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)
 

@@ -8,15 +8,15 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree, _vma, sparse
+from gradtx import _base, _checks, _protocol, _tree, _vma, sparse
 
 
 class ScaleByAdamState(NamedTuple):
     """State of `scale_by_adam`."""
 
     count: jax.Array  # int32: completed updates
-    m: _base.Updates  # TF slot "m": first moment (starts at 0)
-    v: _base.Updates  # TF slot "v": second moment (starts at 0)
+    m: _protocol.Updates  # TF slot "m": first moment (starts at 0)
+    v: _protocol.Updates  # TF slot "v": second moment (starts at 0)
     beta1_power: jax.Array  # float32 (float64 under x64), TF's non-slot "beta1_power": b1**(count+1)
     beta2_power: jax.Array  # float32 (float64 under x64), TF's non-slot "beta2_power": b2**(count+1)
 
@@ -34,15 +34,15 @@ def _as_stored(m: jax.Array, dtype: Any) -> jax.Array:
 
 @_base.api
 def scale_by_adam(
-    b1: _base.ScalarOrSchedule = 0.9,
-    b2: _base.ScalarOrSchedule = 0.999,
-    eps: _base.ScalarOrSchedule = 1e-8,
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     nesterov: bool = False,
     lazy: bool = False,
     use_global_step: bool = False,
     mu_dtype: Any = None,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""Adam's scaling in TF1's epsilon-hat form, with TF's float32 `beta_power` accumulators.
 
     .. math::
@@ -103,13 +103,13 @@ def scale_by_adam(
       before section 2.1); Dozat, *Incorporating Nesterov momentum into Adam*, 2016.
     """
     fn = "scale_by_adam"
-    _base.check_in_range(fn, "b1", b1, 0.0, 1.0, high_open=True)
-    _base.check_in_range(fn, "b2", b2, 0.0, 1.0, high_open=True)
-    _base.check_nonnegative(fn, "eps", eps)
-    _base.check_bool(fn, "nesterov", nesterov)
-    _base.check_bool(fn, "lazy", lazy)
-    _base.check_bool(fn, "use_global_step", use_global_step)
-    _base.check_float_dtype(fn, "mu_dtype", mu_dtype)
+    _checks.check_in_range(fn, "b1", b1, 0.0, 1.0, high_open=True)
+    _checks.check_in_range(fn, "b2", b2, 0.0, 1.0, high_open=True)
+    _checks.check_nonnegative(fn, "eps", eps)
+    _checks.check_bool(fn, "nesterov", nesterov)
+    _checks.check_bool(fn, "lazy", lazy)
+    _checks.check_bool(fn, "use_global_step", use_global_step)
+    _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
 
     def init_fn(params):
         zero = _tree.zero_count()
@@ -126,7 +126,7 @@ def scale_by_adam(
         b1_, b2_, eps_ = (_tree.scalar(_tree.resolve(h, state.count)) for h in (b1, b2, eps))
         if use_global_step:
             if global_step is None:
-                raise _base.missing_extra_arg("scale_by_adam(use_global_step=True)", "global_step", "step")
+                raise _protocol.missing_extra_arg("scale_by_adam(use_global_step=True)", "global_step", "step")
             t = _tree.scalar(jnp.asarray(global_step) + 1)  # AdamGS: cast(global_step + 1, float32)
             b1p, b2p = jnp.power(b1_, t), jnp.power(b2_, t)
         else:
@@ -171,22 +171,22 @@ def scale_by_adam(
             beta2_power=_vma.typed_like((b2p * b2_).astype(state.beta2_power.dtype), state.beta2_power),
         )
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)
 
 
 class ScaleByAdamaxState(NamedTuple):
     """State of `scale_by_adamax`."""
 
     count: jax.Array  # int32: completed updates
-    m: _base.Updates  # TF slot "m": first moment (starts at 0)
-    v: _base.Updates  # TF slot "v": exponentially weighted infinity norm (starts at 0)
+    m: _protocol.Updates  # TF slot "m": first moment (starts at 0)
+    v: _protocol.Updates  # TF slot "v": exponentially weighted infinity norm (starts at 0)
     beta1_power: jax.Array  # TF's non-slot "beta1_power": b1**(count+1), a running product
 
 
 @_base.api
 def scale_by_adamax(
-    b1: _base.ScalarOrSchedule = 0.9, b2: _base.ScalarOrSchedule = 0.999, eps: _base.ScalarOrSchedule = 1e-8
-) -> _base.GradientTransformation:
+    b1: _protocol.ScalarOrSchedule = 0.9, b2: _protocol.ScalarOrSchedule = 0.999, eps: _protocol.ScalarOrSchedule = 1e-8
+) -> _protocol.GradientTransformation:
     r"""AdaMax's scaling (Adam with the infinity norm), as contrib's `ApplyAdaMax` kernel.
 
     .. math::
@@ -221,9 +221,9 @@ def scale_by_adamax(
       Kingma, Ba, *Adam: a method for stochastic optimization*, ICLR 2015, section 7.1.
     """
     fn = "scale_by_adamax"
-    _base.check_in_range(fn, "b1", b1, 0.0, 1.0, high_open=True)
-    _base.check_in_range(fn, "b2", b2, 0.0, 1.0, high_open=True)
-    _base.check_nonnegative(fn, "eps", eps)
+    _checks.check_in_range(fn, "b1", b1, 0.0, 1.0, high_open=True)
+    _checks.check_in_range(fn, "b2", b2, 0.0, 1.0, high_open=True)
+    _checks.check_nonnegative(fn, "eps", eps)
 
     def init_fn(params):
         zero = _tree.zero_count()
@@ -257,26 +257,26 @@ def scale_by_adamax(
         return out, ScaleByAdamaxState(_tree.increment(state.count), m, v,
                                        (state.beta1_power * b1_).astype(state.beta1_power.dtype))
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)
 
 
 class ScaleByAmsgradState(NamedTuple):
     """State of `scale_by_amsgrad`."""
 
     count: jax.Array  # int32: completed updates
-    m: _base.Updates  # RETURNN's "m" (starts at 0)
-    v: _base.Updates  # RETURNN's "v" (starts at 0)
-    v_hat: _base.Updates  # RETURNN's "v_hat": the running maximum of v (starts at 0)
+    m: _protocol.Updates  # RETURNN's "m" (starts at 0)
+    v: _protocol.Updates  # RETURNN's "v" (starts at 0)
+    v_hat: _protocol.Updates  # RETURNN's "v_hat": the running maximum of v (starts at 0)
 
 
 @_base.api
 def scale_by_amsgrad(
-    b1: _base.ScalarOrSchedule = 0.9,
-    b2: _base.ScalarOrSchedule = 0.99,
-    eps: _base.ScalarOrSchedule = 0.0,
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.99,
+    eps: _protocol.ScalarOrSchedule = 0.0,
     *,
     decay: bool = False,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""AMSGrad's scaling as RETURNN's `AMSGradOptimizer` computes it (no bias correction).
 
     .. math::
@@ -313,10 +313,10 @@ def scale_by_amsgrad(
       Reddi, Kale, Kumar, *On the convergence of Adam and beyond*, ICLR 2018.
     """
     fn = "scale_by_amsgrad"
-    _base.check_in_range(fn, "b1", b1, 0.0, 1.0, high_open=True)
-    _base.check_in_range(fn, "b2", b2, 0.0, 1.0, high_open=True)
-    _base.check_nonnegative(fn, "eps", eps)
-    _base.check_bool(fn, "decay", decay)
+    _checks.check_in_range(fn, "b1", b1, 0.0, 1.0, high_open=True)
+    _checks.check_in_range(fn, "b2", b2, 0.0, 1.0, high_open=True)
+    _checks.check_nonnegative(fn, "eps", eps)
+    _checks.check_bool(fn, "decay", decay)
 
     def init_fn(params):
         return ScaleByAmsgradState(_tree.zero_count(), *(_tree.zeros_like(params) for _ in range(3)))
@@ -338,4 +338,4 @@ def scale_by_amsgrad(
                               names=("updates", "state.m", "state.v", "state.v_hat"))
         return out[0], ScaleByAmsgradState(_tree.increment(state.count), *out[1:])
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)

@@ -7,15 +7,15 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree, sparse
 
 
 class ScaleByFtrlState(NamedTuple):
     """State of `scale_by_ftrl`."""
 
     count: jax.Array  # int32: completed updates
-    accum: _base.Updates  # TF slot "accum": sum of squared gradients (starts at initial_accumulator_value)
-    linear: _base.Updates  # TF slot "linear" (starts at 0)
+    accum: _protocol.Updates  # TF slot "accum": sum of squared gradients (starts at initial_accumulator_value)
+    linear: _protocol.Updates  # TF slot "linear" (starts at 0)
 
 
 def _power(x: jax.Array, p: jax.Array, p_is_half: bool | None) -> jax.Array:
@@ -27,14 +27,14 @@ def _power(x: jax.Array, p: jax.Array, p_is_half: bool | None) -> jax.Array:
 
 @_base.api
 def scale_by_ftrl(
-    learning_rate: _base.ScalarOrSchedule,
-    learning_rate_power: _base.ScalarOrSchedule = -0.5,
+    learning_rate: _protocol.ScalarOrSchedule,
+    learning_rate_power: _protocol.ScalarOrSchedule = -0.5,
     initial_accumulator_value: float = 0.1,
-    l1: _base.ScalarOrSchedule = 0.0,
-    l2: _base.ScalarOrSchedule = 0.0,
-    l2_shrinkage: _base.ScalarOrSchedule = 0.0,
-    beta: _base.ScalarOrSchedule = 0.0,
-) -> _base.GradientTransformation:
+    l1: _protocol.ScalarOrSchedule = 0.0,
+    l2: _protocol.ScalarOrSchedule = 0.0,
+    l2_shrinkage: _protocol.ScalarOrSchedule = 0.0,
+    beta: _protocol.ScalarOrSchedule = 0.0,
+) -> _protocol.GradientTransformation:
     r"""FTRL-proximal, exactly TF's `ApplyFtrlV2` (`ApplyFtrl` when `l2_shrinkage = 0`); outputs `var - var_new`.
 
     With :math:`p` = `learning_rate_power`, :math:`\tilde g = g + 2\lambda_s w`
@@ -81,12 +81,12 @@ def scale_by_ftrl(
       McMahan et al., *Ad click prediction: a view from the trenches*, KDD 2013.
     """
     fn = "scale_by_ftrl"
-    _base.check_learning_rate(fn, learning_rate)
-    _base.check_nonpositive(fn, "learning_rate_power", learning_rate_power)
-    _base.check_number(fn, "initial_accumulator_value", initial_accumulator_value)
-    _base.check_nonnegative(fn, "initial_accumulator_value", initial_accumulator_value)
+    _checks.check_learning_rate(fn, learning_rate)
+    _checks.check_nonpositive(fn, "learning_rate_power", learning_rate_power)
+    _checks.check_number(fn, "initial_accumulator_value", initial_accumulator_value)
+    _checks.check_nonnegative(fn, "initial_accumulator_value", initial_accumulator_value)
     for name, value in (("l1", l1), ("l2", l2), ("l2_shrinkage", l2_shrinkage), ("beta", beta)):
-        _base.check_nonnegative(fn, name, value)
+        _checks.check_nonnegative(fn, name, value)
     p_static = None if _tree.any_schedule(learning_rate_power) or isinstance(learning_rate_power, jax.core.Tracer) \
         else float(learning_rate_power) == -0.5
 
@@ -100,7 +100,7 @@ def scale_by_ftrl(
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
         if params is None:
-            raise _base.missing_params(fn)
+            raise _protocol.missing_params(fn)
         hp = [_tree.scalar(_tree.resolve(h, state.count))
               for h in (learning_rate, learning_rate_power, l1, l2, l2_shrinkage, beta)]
         lr_, p_, l1_, l2_, shrink_, beta_ = hp
@@ -123,4 +123,4 @@ def scale_by_ftrl(
         )
         return out, ScaleByFtrlState(count=_tree.increment(state.count), accum=accum, linear=linear)
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)

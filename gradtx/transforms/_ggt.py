@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree, sparse
 
 
 class ScaleByGGTState(NamedTuple):
@@ -21,8 +21,8 @@ class ScaleByGGTState(NamedTuple):
     """
 
     count: jax.Array  # int32: completed updates (TF's own float "global_step" = count)
-    moment1: _base.Updates  # TF non-slot "moment1": first moment of the gradient, shaped like the params
-    grad_buffer: _base.Updates  # TF non-slot "grad_buffer": the last `window` first moments, [window, *shape] per leaf
+    moment1: _protocol.Updates  # TF non-slot "moment1": first moment of the gradient, shaped like the params
+    grad_buffer: _protocol.Updates  # TF non-slot "grad_buffer": the last `window` first moments, [window, *shape] per leaf
 
 
 def _mm(a, b):
@@ -74,12 +74,12 @@ def _ggt_coefficients(mts, m1s, k, t, eps, svd_eps, sigma_eps, window):
 
 @_base.api
 def scale_by_ggt(
-    b1: _base.ScalarOrSchedule = 0.9,
+    b1: _protocol.ScalarOrSchedule = 0.9,
     window: int = 10,
-    eps: _base.ScalarOrSchedule = 1e-4,
-    svd_eps: _base.ScalarOrSchedule = 1e-6,
-    sigma_eps: _base.ScalarOrSchedule = 1e-2,
-) -> _base.GradientTransformation:
+    eps: _protocol.ScalarOrSchedule = 1e-4,
+    svd_eps: _protocol.ScalarOrSchedule = 1e-6,
+    sigma_eps: _protocol.ScalarOrSchedule = 1e-2,
+) -> _protocol.GradientTransformation:
     r"""GGT's preconditioned first moment, over all the elements of all leaves together.
 
     Full-matrix AdaGrad restricted to the span of the last `window` first moments, as
@@ -144,11 +144,11 @@ def scale_by_ggt(
       regularization*, ICML 2019 (section 2), arXiv:1806.02958.
     """
     fn = "scale_by_ggt"
-    _base.check_in_range(fn, "b1", b1, 0.0, 1.0, high_open=True)
-    _base.check_int(fn, "window", window, minimum=1)
-    _base.check_nonnegative(fn, "eps", eps)
-    _base.check_nonnegative(fn, "svd_eps", svd_eps)
-    _base.check_nonnegative(fn, "sigma_eps", sigma_eps)
+    _checks.check_in_range(fn, "b1", b1, 0.0, 1.0, high_open=True)
+    _checks.check_int(fn, "window", window, minimum=1)
+    _checks.check_nonnegative(fn, "eps", eps)
+    _checks.check_nonnegative(fn, "svd_eps", svd_eps)
+    _checks.check_nonnegative(fn, "sigma_eps", sigma_eps)
 
     def init_fn(params):
         dt = _compute_dtype(jax.tree.leaves(params))
@@ -189,4 +189,4 @@ def scale_by_ggt(
                                     grad_buffer=treedef.unflatten(new_buf))
         return treedef.unflatten(out), new_state
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)

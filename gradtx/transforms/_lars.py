@@ -7,7 +7,7 @@ from typing import NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree, sparse
 from gradtx.transforms._momentum import _trace_leaf
 
 
@@ -15,7 +15,7 @@ class ScaleByLarsState(NamedTuple):
     """State of `scale_by_lars`."""
 
     count: jax.Array  # int32: completed updates
-    momentum: _base.Updates  # TF slot "momentum" (starts at 0)
+    momentum: _protocol.Updates  # TF slot "momentum" (starts at 0)
 
 
 def _trust_ratio(var: jax.Array, grad: jax.Array, eeta, weight_decay, eps) -> jax.Array:
@@ -28,14 +28,14 @@ def _trust_ratio(var: jax.Array, grad: jax.Array, eeta, weight_decay, eps) -> ja
 
 @_base.api
 def scale_by_lars(
-    momentum: _base.ScalarOrSchedule = 0.9,
-    weight_decay: _base.ScalarOrSchedule = 1e-4,
-    eeta: _base.ScalarOrSchedule = 0.001,
-    eps: _base.ScalarOrSchedule = 0.0,
+    momentum: _protocol.ScalarOrSchedule = 0.9,
+    weight_decay: _protocol.ScalarOrSchedule = 1e-4,
+    eeta: _protocol.ScalarOrSchedule = 0.001,
+    eps: _protocol.ScalarOrSchedule = 0.0,
     *,
     skip: Sequence[str] = (),
     nesterov: bool = False,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""LARS: TF's momentum kernel with the learning rate scaled per variable by a trust ratio.
 
     For each variable, before the update:
@@ -78,13 +78,13 @@ def scale_by_lars(
       You, Gitman, Ginsburg, *Large batch training of convolutional networks*, 2017.
     """
     fn = "scale_by_lars"
-    _base.check_nonnegative(fn, "momentum", momentum)
-    _base.check_nonnegative(fn, "weight_decay", weight_decay)
-    _base.check_hyperparam(fn, "eeta", eeta)
-    _base.check_nonnegative(fn, "eps", eps)
-    _base.check_bool(fn, "nesterov", nesterov)
+    _checks.check_nonnegative(fn, "momentum", momentum)
+    _checks.check_nonnegative(fn, "weight_decay", weight_decay)
+    _checks.check_hyperparam(fn, "eeta", eeta)
+    _checks.check_nonnegative(fn, "eps", eps)
+    _checks.check_bool(fn, "nesterov", nesterov)
     if isinstance(skip, str) or not all(isinstance(s, str) for s in skip):
-        raise TypeError(f"`{_base.api_name(fn)}`: `skip` must be a sequence of strings (key-path substrings), got {skip!r}.")
+        raise TypeError(f"`{_checks.api_name(fn)}`: `skip` must be a sequence of strings (key-path substrings), got {skip!r}.")
     skip = tuple(skip)
 
     def init_fn(params):
@@ -93,7 +93,7 @@ def scale_by_lars(
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
         if params is None:
-            raise _base.missing_params(fn)
+            raise _protocol.missing_params(fn)
         mu, wd, ee, e = (_tree.resolve(h, state.count) for h in (momentum, weight_decay, eeta, eps))
         rows_leaf = sparse.lift(lambda g, a: _trace_leaf(g, a, mu, nesterov))
 
@@ -116,4 +116,4 @@ def scale_by_lars(
         return (treedef.unflatten([o[0] for o in out]),
                 ScaleByLarsState(_tree.increment(state.count), treedef.unflatten([o[1] for o in out])))
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _protocol.GradientTransformation(init_fn, update_fn)

@@ -6,14 +6,14 @@ from typing import Any, NamedTuple
 
 import jax
 
-from gradtx import _base, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree, sparse
 
 
 class TraceState(NamedTuple):
     """State of `trace`."""
 
     count: jax.Array  # int32: completed updates
-    momentum: _base.Updates  # TF slot "momentum" (the accumulator; starts at 0)
+    momentum: _protocol.Updates  # TF slot "momentum" (the accumulator; starts at 0)
 
 
 def _trace_leaf(g: jax.Array, accum: jax.Array, momentum: Any, nesterov: bool) -> tuple[jax.Array, jax.Array]:
@@ -25,8 +25,8 @@ def _trace_leaf(g: jax.Array, accum: jax.Array, momentum: Any, nesterov: bool) -
 
 @_base.api
 def trace(
-    momentum: _base.ScalarOrSchedule, *, nesterov: bool = False, mu_dtype: Any = None
-) -> _base.GradientTransformation:
+    momentum: _protocol.ScalarOrSchedule, *, nesterov: bool = False, mu_dtype: Any = None
+) -> _protocol.GradientTransformation:
     r"""Accumulate the updates with momentum, exactly as TF's `ApplyMomentum` kernel.
 
     .. math::
@@ -64,9 +64,9 @@ def trace(
       Polyak, *Some methods of speeding up the convergence of iteration methods*, 1964;
       Sutskever et al., *On the importance of initialization and momentum*, ICML 2013.
     """
-    _base.check_in_range("trace", "momentum", momentum, 0.0, 1.0)
-    _base.check_bool("trace", "nesterov", nesterov)
-    _base.check_float_dtype("trace", "mu_dtype", mu_dtype)
+    _checks.check_in_range("trace", "momentum", momentum, 0.0, 1.0)
+    _checks.check_bool("trace", "nesterov", nesterov)
+    _checks.check_float_dtype("trace", "mu_dtype", mu_dtype)
 
     def init_fn(params):
         return TraceState(count=_tree.zero_count(), momentum=_tree.zeros_like(params, mu_dtype))
@@ -85,4 +85,4 @@ def trace(
         )
         return new_updates, TraceState(count=_tree.increment(state.count), momentum=accum)
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)

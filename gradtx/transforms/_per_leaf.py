@@ -6,7 +6,7 @@ from typing import Callable, NamedTuple
 
 import jax
 
-from gradtx import _base, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree, sparse
 from gradtx.combinators import chain
 from gradtx.transforms._scale import scale_by_learning_rate
 
@@ -15,15 +15,15 @@ class PerLeafState(NamedTuple):
     """State of `per_leaf`."""
 
     count: jax.Array  # int32: completed updates (the rule gets it: step t sees count = t-1)
-    slots: _base.SlotDict  # slot name -> tree of that slot, as `init_slots` made them
+    slots: _protocol.SlotDict  # slot name -> tree of that slot, as `init_slots` made them
 
 
 @_base.api
 def per_leaf(
     init_slots: Callable[[jax.Array], dict[str, jax.Array]],
     apply: Callable[..., tuple[jax.Array, dict[str, jax.Array]]],
-    **hyperparams: _base.ScalarOrSchedule,
-) -> _base.GradientTransformation:
+    **hyperparams: _protocol.ScalarOrSchedule,
+) -> _protocol.GradientTransformation:
     r"""A full optimizer from one per-array rule: RETURNN's "just implement `_apply`".
 
     `init_slots(param) -> {name: array}` makes the slots of one parameter;
@@ -81,10 +81,10 @@ def per_leaf(
       RETURNN, `returnn/tf/updater.py`: `BaseCustomOptimizer`.
     """
     fn = "per_leaf"
-    _base.check_callable(fn, "init_slots", init_slots)
-    _base.check_callable(fn, "apply", apply)
+    _checks.check_callable(fn, "init_slots", init_slots)
+    _checks.check_callable(fn, "apply", apply)
     for name, value in hyperparams.items():
-        _base.check_hyperparam(fn, name, value)
+        _checks.check_hyperparam(fn, name, value)
 
     def init_fn(params):
         per_param = jax.tree.map(init_slots, params)
@@ -97,7 +97,7 @@ def per_leaf(
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
         if params is None:
-            raise _base.missing_params(fn)
+            raise _protocol.missing_params(fn)
         values = {k: _tree.resolve(v, state.count) for k, v in hyperparams.items()}
         names = sorted(state.slots)
 
@@ -112,5 +112,5 @@ def per_leaf(
                               names=("updates", *(f"state.slots[{k!r}]" for k in names), "params"))
         return out[0], PerLeafState(_tree.increment(state.count), dict(zip(names, out[1:])))
 
-    rule = _base.GradientTransformation(init_fn, update_fn)
+    rule = _protocol.GradientTransformation(init_fn, update_fn)
     return chain(rule, scale_by_learning_rate(1.0))  # `apply` returns the step to subtract

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree, sparse
 
 
 def _prox(prox: jax.Array, rate: jax.Array, l1: jax.Array, l2: jax.Array) -> jax.Array:
@@ -33,8 +33,8 @@ class ScaleByProximalSGDState(NamedTuple):
 
 @_base.api
 def scale_by_proximal_sgd(
-    learning_rate: _base.ScalarOrSchedule, l1: _base.ScalarOrSchedule = 0.0, l2: _base.ScalarOrSchedule = 0.0
-) -> _base.GradientTransformation:
+    learning_rate: _protocol.ScalarOrSchedule, l1: _protocol.ScalarOrSchedule = 0.0, l2: _protocol.ScalarOrSchedule = 0.0
+) -> _protocol.GradientTransformation:
     r"""Proximal gradient descent (FOBOS), TF's `ApplyProximalGradientDescent`; outputs `var - var_new`.
 
     .. math::
@@ -68,9 +68,9 @@ def scale_by_proximal_sgd(
       splitting*, JMLR 2009.
     """
     fn = "scale_by_proximal_sgd"
-    _base.check_learning_rate(fn, learning_rate)
-    _base.check_nonnegative(fn, "l1", l1)
-    _base.check_nonnegative(fn, "l2", l2)
+    _checks.check_learning_rate(fn, learning_rate)
+    _checks.check_nonnegative(fn, "l1", l1)
+    _checks.check_nonnegative(fn, "l2", l2)
 
     def init_fn(params):
         del params
@@ -79,7 +79,7 @@ def scale_by_proximal_sgd(
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
         if params is None:
-            raise _base.missing_params(fn)
+            raise _protocol.missing_params(fn)
         lr_, l1_, l2_ = (_tree.resolve(h, state.count) for h in (learning_rate, l1, l2))
 
         def rule(g, var):
@@ -90,23 +90,23 @@ def scale_by_proximal_sgd(
                                  names=("updates", "params"))
         return out, ScaleByProximalSGDState(count=_tree.increment(state.count))
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)
 
 
 class ScaleByProximalAdagradState(NamedTuple):
     """State of `scale_by_proximal_adagrad`."""
 
     count: jax.Array  # int32: completed updates
-    accumulator: _base.Updates  # TF slot "accumulator" (starts at initial_accumulator_value)
+    accumulator: _protocol.Updates  # TF slot "accumulator" (starts at initial_accumulator_value)
 
 
 @_base.api
 def scale_by_proximal_adagrad(
-    learning_rate: _base.ScalarOrSchedule,
+    learning_rate: _protocol.ScalarOrSchedule,
     initial_accumulator_value: float = 0.1,
-    l1: _base.ScalarOrSchedule = 0.0,
-    l2: _base.ScalarOrSchedule = 0.0,
-) -> _base.GradientTransformation:
+    l1: _protocol.ScalarOrSchedule = 0.0,
+    l2: _protocol.ScalarOrSchedule = 0.0,
+) -> _protocol.GradientTransformation:
     r"""Proximal Adagrad (FOBOS with Adagrad's rate), TF's `ApplyProximalAdagrad`; outputs `var - var_new`.
 
     .. math::
@@ -141,11 +141,11 @@ def scale_by_proximal_adagrad(
       Duchi, Singer, JMLR 2009 (FOBOS); Duchi, Hazan, Singer, JMLR 2011 (Adagrad).
     """
     fn = "scale_by_proximal_adagrad"
-    _base.check_learning_rate(fn, learning_rate)
-    _base.check_number(fn, "initial_accumulator_value", initial_accumulator_value)
-    _base.check_positive(fn, "initial_accumulator_value", initial_accumulator_value)
-    _base.check_nonnegative(fn, "l1", l1)
-    _base.check_nonnegative(fn, "l2", l2)
+    _checks.check_learning_rate(fn, learning_rate)
+    _checks.check_number(fn, "initial_accumulator_value", initial_accumulator_value)
+    _checks.check_positive(fn, "initial_accumulator_value", initial_accumulator_value)
+    _checks.check_nonnegative(fn, "l1", l1)
+    _checks.check_nonnegative(fn, "l2", l2)
 
     def init_fn(params):
         return ScaleByProximalAdagradState(
@@ -155,7 +155,7 @@ def scale_by_proximal_adagrad(
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
         if params is None:
-            raise _base.missing_params(fn)
+            raise _protocol.missing_params(fn)
         lr_, l1_, l2_ = (_tree.resolve(h, state.count) for h in (learning_rate, l1, l2))
 
         def rule(g, accum, var):
@@ -168,4 +168,4 @@ def scale_by_proximal_adagrad(
                                      params, names=("updates", "state.accumulator", "params"))
         return out, ScaleByProximalAdagradState(count=_tree.increment(state.count), accumulator=accum)
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)

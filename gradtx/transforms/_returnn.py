@@ -14,14 +14,14 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _tree
+from gradtx import _base, _checks, _protocol, _tree
 
 
 class ScaleByNeuralOptimizer1State(NamedTuple):
     """State of `scale_by_neural_optimizer1`."""
 
     count: jax.Array  # int32: completed updates
-    m: _base.Updates  # RETURNN slot "m": running average of the gradient (starts at 0)
+    m: _protocol.Updates  # RETURNN slot "m": running average of the gradient (starts at 0)
 
 
 def _decayed_add(g, slot, decay, rows):
@@ -47,8 +47,8 @@ def _like_g(g, values):
 
 @_base.api
 def scale_by_neural_optimizer1(
-    b1: _base.ScalarOrSchedule = 0.9, decrease_factor: _base.ScalarOrSchedule = 0.1
-) -> _base.GradientTransformation:
+    b1: _protocol.ScalarOrSchedule = 0.9, decrease_factor: _protocol.ScalarOrSchedule = 0.1
+) -> _protocol.GradientTransformation:
     r"""RETURNN's NeuralOptimizer1: keep the gradient where its sign agrees with its running mean, shrink it elsewhere.
 
     .. math::
@@ -82,8 +82,8 @@ def scale_by_neural_optimizer1(
       ICML 2017.
     """
     fn = "scale_by_neural_optimizer1"
-    _base.check_in_range(fn, "b1", b1, 0.0, 1.0)
-    _base.check_nonnegative(fn, "decrease_factor", decrease_factor)
+    _checks.check_in_range(fn, "b1", b1, 0.0, 1.0)
+    _checks.check_nonnegative(fn, "decrease_factor", decrease_factor)
 
     def init_fn(params):
         return ScaleByNeuralOptimizer1State(_tree.zero_count(), _tree.zeros_like(params))
@@ -102,21 +102,21 @@ def scale_by_neural_optimizer1(
         out, m = _tree.split_map(fn, leaf, 2, updates, state.m, names=("updates", "state.m"))
         return out, ScaleByNeuralOptimizer1State(_tree.increment(state.count), m)
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)
 
 
 class ScaleByGradVarianceState(NamedTuple):
     """State of `scale_by_grad_variance`."""
 
     count: jax.Array  # int32: completed updates
-    m: _base.Updates  # RETURNN slot "m": running mean of the gradient (starts at 0)
-    v: _base.Updates  # RETURNN slot "v": running mean of (g - m)^2 (starts at 0)
+    m: _protocol.Updates  # RETURNN slot "m": running mean of the gradient (starts at 0)
+    v: _protocol.Updates  # RETURNN slot "v": running mean of (g - m)^2 (starts at 0)
 
 
 @_base.api
 def scale_by_grad_variance(
-    b1: _base.ScalarOrSchedule = 0.9, b2: _base.ScalarOrSchedule = 0.999, eps: _base.ScalarOrSchedule = 1e-8
-) -> _base.GradientTransformation:
+    b1: _protocol.ScalarOrSchedule = 0.9, b2: _protocol.ScalarOrSchedule = 0.999, eps: _protocol.ScalarOrSchedule = 1e-8
+) -> _protocol.GradientTransformation:
     r"""RETURNN's GradVarianceScaled: shrink the gradient where it deviates from its mean more than usual.
 
     .. math::
@@ -149,9 +149,9 @@ def scale_by_grad_variance(
       RETURNN section pins its arithmetic).
     """
     fn = "scale_by_grad_variance"
-    _base.check_in_range(fn, "b1", b1, 0.0, 1.0)
-    _base.check_in_range(fn, "b2", b2, 0.0, 1.0)
-    _base.check_nonnegative(fn, "eps", eps)
+    _checks.check_in_range(fn, "b1", b1, 0.0, 1.0)
+    _checks.check_in_range(fn, "b2", b2, 0.0, 1.0)
+    _checks.check_nonnegative(fn, "eps", eps)
 
     def init_fn(params):
         return ScaleByGradVarianceState(_tree.zero_count(), _tree.zeros_like(params), _tree.zeros_like(params))
@@ -172,7 +172,7 @@ def scale_by_grad_variance(
         out, m, v = _tree.split_map(fn, leaf, 3, updates, state.m, state.v, names=("updates", "state.m", "state.v"))
         return out, ScaleByGradVarianceState(_tree.increment(state.count), m, v)
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)
 
 
 class ScaleByL2NormalizationState(NamedTuple):
@@ -182,7 +182,7 @@ class ScaleByL2NormalizationState(NamedTuple):
 
 
 @_base.api
-def scale_by_l2_normalization(eps: _base.ScalarOrSchedule = 1e-12) -> _base.GradientTransformation:
+def scale_by_l2_normalization(eps: _protocol.ScalarOrSchedule = 1e-12) -> _protocol.GradientTransformation:
     r"""Divide each gradient tensor by its L2 norm (`tf.nn.l2_normalize(g, None)`), as RETURNN's NormalizedSGD.
 
     .. math:: u = g \,/\, \sqrt{\max(\textstyle\sum g^2, \epsilon)}
@@ -209,12 +209,12 @@ def scale_by_l2_normalization(eps: _base.ScalarOrSchedule = 1e-12) -> _base.Grad
       RETURNN, `returnn/tf/updater.py`: `NormalizedSGD`; TensorFlow, `tf.nn.l2_normalize`.
     """
     fn = "scale_by_l2_normalization"
-    _base.check_nonnegative(fn, "eps", eps)
+    _checks.check_nonnegative(fn, "eps", eps)
     scheduled = _tree.any_schedule(eps)
 
     def init_fn(params):
         del params
-        return ScaleByL2NormalizationState(_tree.zero_count()) if scheduled else _base.EmptyState()
+        return ScaleByL2NormalizationState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
@@ -228,4 +228,4 @@ def scale_by_l2_normalization(eps: _base.ScalarOrSchedule = 1e-12) -> _base.Grad
         out = _tree.map_updates(fn, leaf, updates)
         return out, (ScaleByL2NormalizationState(_tree.increment(state.count)) if scheduled else state)
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _protocol.GradientTransformation(init_fn, update_fn)

@@ -7,27 +7,27 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree, sparse
 
 
 class ScaleByRmspropState(NamedTuple):
     """State of `scale_by_rmsprop`."""
 
     count: jax.Array  # int32: completed updates
-    rms: _base.Updates  # TF slot "rms": mean square (starts at ONES, as TF1's RMSPropOptimizer)
-    momentum: _base.Updates  # TF slot "momentum": the last step (starts at 0)
-    mg: _base.Updates  # TF slot "mg": mean gradient when centered (starts at 0), else None
+    rms: _protocol.Updates  # TF slot "rms": mean square (starts at ONES, as TF1's RMSPropOptimizer)
+    momentum: _protocol.Updates  # TF slot "momentum": the last step (starts at 0)
+    mg: _protocol.Updates  # TF slot "mg": mean gradient when centered (starts at 0), else None
 
 
 @_base.api
 def scale_by_rmsprop(
-    learning_rate: _base.ScalarOrSchedule,
-    decay: _base.ScalarOrSchedule = 0.9,
-    momentum: _base.ScalarOrSchedule = 0.0,
-    eps: _base.ScalarOrSchedule = 1e-10,
+    learning_rate: _protocol.ScalarOrSchedule,
+    decay: _protocol.ScalarOrSchedule = 0.9,
+    momentum: _protocol.ScalarOrSchedule = 0.0,
+    eps: _protocol.ScalarOrSchedule = 1e-10,
     *,
     centered: bool = False,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""RMSProp as TF1 computes it (rate and momentum inside the kernel); outputs the descent step.
 
     .. math::
@@ -68,11 +68,11 @@ def scale_by_rmsprop(
       (centered).
     """
     fn = "scale_by_rmsprop"
-    _base.check_learning_rate(fn, learning_rate)
-    _base.check_in_range(fn, "decay", decay, 0.0, 1.0)
-    _base.check_in_range(fn, "momentum", momentum, 0.0, 1.0)
-    _base.check_nonnegative(fn, "eps", eps)
-    _base.check_bool(fn, "centered", centered)
+    _checks.check_learning_rate(fn, learning_rate)
+    _checks.check_in_range(fn, "decay", decay, 0.0, 1.0)
+    _checks.check_in_range(fn, "momentum", momentum, 0.0, 1.0)
+    _checks.check_nonnegative(fn, "eps", eps)
+    _checks.check_bool(fn, "centered", centered)
 
     def init_fn(params):
         return ScaleByRmspropState(
@@ -104,4 +104,4 @@ def scale_by_rmsprop(
             count=_tree.increment(state.count), rms=out[1], momentum=out[2], mg=out[3] if centered else None
         )
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)

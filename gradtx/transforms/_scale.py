@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 
 import jax
 
-from gradtx import _base, _tree
+from gradtx import _base, _checks, _protocol, _tree
 
 
 class ScaleByScheduleState(NamedTuple):
@@ -15,7 +15,7 @@ class ScaleByScheduleState(NamedTuple):
     count: jax.Array  # int32: completed updates
 
 
-def _scaled(fn: str, factor: Any, sign: float) -> _base.GradientTransformation:
+def _scaled(fn: str, factor: Any, sign: float) -> _protocol.GradientTransformation:
     """Multiply every update by `sign * factor`, with `count` in the state when `factor` is a schedule."""
 
     def apply(updates, value):
@@ -37,21 +37,21 @@ def _scaled(fn: str, factor: Any, sign: float) -> _base.GradientTransformation:
             out = apply(updates, _tree.resolve(factor, state.count))
             return out, ScaleByScheduleState(count=_tree.increment(state.count))
 
-        return _base.ElementWise(init_fn, update_fn)
+        return _protocol.ElementWise(init_fn, update_fn)
 
     def init_fn(params):
         del params
-        return _base.EmptyState()
+        return _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
         return apply(updates, factor), state
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)
 
 
 @_base.api
-def scale(step_size: _base.ScalarOrSchedule) -> _base.GradientTransformation:
+def scale(step_size: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Multiply every update by `step_size`.
 
     .. math:: u \leftarrow s_t \, u
@@ -72,12 +72,12 @@ def scale(step_size: _base.ScalarOrSchedule) -> _base.GradientTransformation:
         >>> tx.update(jnp.array([2.0, 4.0]), tx.init(None))[0]
         Array([1., 2.], dtype=float32)
     """
-    _base.check_hyperparam("scale", "step_size", step_size)
+    _checks.check_hyperparam("scale", "step_size", step_size)
     return _scaled("scale", step_size, 1.0)
 
 
 @_base.api
-def scale_by_schedule(step_size_fn: _base.Schedule) -> _base.GradientTransformation:
+def scale_by_schedule(step_size_fn: _protocol.Schedule) -> _protocol.GradientTransformation:
     r"""Multiply every update by `step_size_fn(count)`, where `count` is the number of completed steps.
 
     .. math:: u \leftarrow s(t-1) \, u \quad\text{in step } t
@@ -100,14 +100,14 @@ def scale_by_schedule(step_size_fn: _base.Schedule) -> _base.GradientTransformat
         >>> u
         Array([0.5, 0.5], dtype=float32)
     """
-    _base.check_callable("scale_by_schedule", "step_size_fn", step_size_fn)
+    _checks.check_callable("scale_by_schedule", "step_size_fn", step_size_fn)
     return _scaled("scale_by_schedule", step_size_fn, 1.0)
 
 
 @_base.api
 def scale_by_learning_rate(
-    learning_rate: _base.ScalarOrSchedule, *, flip_sign: bool = True
-) -> _base.GradientTransformation:
+    learning_rate: _protocol.ScalarOrSchedule, *, flip_sign: bool = True
+) -> _protocol.GradientTransformation:
     r"""Turn a descent direction into an update: multiply by `-learning_rate`.
 
     The last link of most optimizer chains, and the only transform that flips the sign
@@ -135,7 +135,7 @@ def scale_by_learning_rate(
         >>> tx.update(jnp.array([1.0, -2.0]), tx.init(None))[0]
         Array([-0.1,  0.2], dtype=float32)
     """
-    _base.check_learning_rate("scale_by_learning_rate", learning_rate)
-    _base.check_bool("scale_by_learning_rate", "flip_sign", flip_sign)
+    _checks.check_learning_rate("scale_by_learning_rate", learning_rate)
+    _checks.check_bool("scale_by_learning_rate", "flip_sign", flip_sign)
     return _scaled("scale_by_learning_rate", learning_rate, -1.0 if flip_sign else 1.0)
 

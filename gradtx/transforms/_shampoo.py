@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree
+from gradtx import _base, _checks, _protocol, _tree
 
 _ITER_COUNT = 100  # the Schur-Newton root: at most this many iterations ...
 _ITER_TOL = 1e-6  # ... stopping once max|M - I| <= this (contrib's `iter_count`, `epsilon`)
@@ -28,9 +28,9 @@ class ScaleByShampooState(NamedTuple):
     """
 
     count: jax.Array  # int32: completed updates; contrib's `step` is count + 1
-    gbar: _base.Updates  # TF slot "gbar": the averaged gradient (stays 0 when gbar_decay == 0)
-    mat_gbar: _base.Updates  # TF slots "Gbar_<i>": [d_i, d_i] statistics, or [d_i] when d_i > max_matrix_size
-    mat_h: _base.Updates  # TF slots "H_<i>": the last root [d_i, d_i] (from I) if svd_interval > 1, else None
+    gbar: _protocol.Updates  # TF slot "gbar": the averaged gradient (stays 0 when gbar_decay == 0)
+    mat_gbar: _protocol.Updates  # TF slots "Gbar_<i>": [d_i, d_i] statistics, or [d_i] when d_i > max_matrix_size
+    mat_h: _protocol.Updates  # TF slots "H_<i>": the last root [d_i, d_i] (from I) if svd_interval > 1, else None
 
 
 def _dims(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -105,7 +105,7 @@ def _root_order(fn: str, rank: int, alpha: float) -> int:
     p = rank / float(alpha)
     if not (p >= 1 and abs(p - round(p)) <= 1e-9 * p):
         raise ValueError(
-            f"`{_base.api_name(fn)}`: with `use_iterative_root=True`, rank / `alpha` must be a positive integer "
+            f"`{_checks.api_name(fn)}`: with `use_iterative_root=True`, rank / `alpha` must be a positive integer "
             f"(the Schur-Newton iteration takes integer roots); a leaf of rank {rank} with alpha={alpha!r} "
             f"gives {p!r}. Use an alpha such as 0.5 or 1.0, or the SVD root."
         )
@@ -116,16 +116,16 @@ def _root_order(fn: str, rank: int, alpha: float) -> int:
 def scale_by_shampoo(
     *,
     max_matrix_size: int = 768,
-    gbar_decay: _base.ScalarOrSchedule = 0.0,
-    gbar_weight: _base.ScalarOrSchedule = 1.0,
-    mat_gbar_decay: _base.ScalarOrSchedule = 1.0,
-    mat_gbar_weight: _base.ScalarOrSchedule = 1.0,
+    gbar_decay: _protocol.ScalarOrSchedule = 0.0,
+    gbar_weight: _protocol.ScalarOrSchedule = 1.0,
+    mat_gbar_decay: _protocol.ScalarOrSchedule = 1.0,
+    mat_gbar_weight: _protocol.ScalarOrSchedule = 1.0,
     svd_interval: int = 1,
     precond_update_interval: int = 1,
-    eps: _base.ScalarOrSchedule = 1e-4,
-    alpha: _base.ScalarOrSchedule = 0.5,
+    eps: _protocol.ScalarOrSchedule = 1e-4,
+    alpha: _protocol.ScalarOrSchedule = 0.5,
     use_iterative_root: bool = False,
-) -> _base.GradientTransformation:
+) -> _protocol.GradientTransformation:
     r"""Shampoo's preconditioned gradient: one matrix root per tensor dimension, as contrib computes it.
 
     For a leaf of rank r with gradient :math:`g` (step :math:`t` = count + 1), in order:
@@ -199,20 +199,20 @@ def scale_by_shampoo(
       root and its inverse*, SIAM J. Matrix Anal. Appl. 28(3), 2006.
     """
     fn = "scale_by_shampoo"
-    _base.check_int(fn, "max_matrix_size", max_matrix_size, minimum=0)
-    _base.check_in_range(fn, "gbar_decay", gbar_decay, 0.0, 1.0)
-    _base.check_nonnegative(fn, "gbar_weight", gbar_weight)
-    _base.check_in_range(fn, "mat_gbar_decay", mat_gbar_decay, 0.0, 1.0)
-    _base.check_nonnegative(fn, "mat_gbar_weight", mat_gbar_weight)
-    _base.check_int(fn, "svd_interval", svd_interval, minimum=1)
-    _base.check_int(fn, "precond_update_interval", precond_update_interval, minimum=1)
-    _base.check_nonnegative(fn, "eps", eps)
-    _base.check_bool(fn, "use_iterative_root", use_iterative_root)
+    _checks.check_int(fn, "max_matrix_size", max_matrix_size, minimum=0)
+    _checks.check_in_range(fn, "gbar_decay", gbar_decay, 0.0, 1.0)
+    _checks.check_nonnegative(fn, "gbar_weight", gbar_weight)
+    _checks.check_in_range(fn, "mat_gbar_decay", mat_gbar_decay, 0.0, 1.0)
+    _checks.check_nonnegative(fn, "mat_gbar_weight", mat_gbar_weight)
+    _checks.check_int(fn, "svd_interval", svd_interval, minimum=1)
+    _checks.check_int(fn, "precond_update_interval", precond_update_interval, minimum=1)
+    _checks.check_nonnegative(fn, "eps", eps)
+    _checks.check_bool(fn, "use_iterative_root", use_iterative_root)
     if use_iterative_root:
-        _base.check_number(fn, "alpha", alpha)
-        _base.check_positive(fn, "alpha", alpha)
+        _checks.check_number(fn, "alpha", alpha)
+        _checks.check_positive(fn, "alpha", alpha)
     else:
-        _base.check_nonnegative(fn, "alpha", alpha)
+        _checks.check_nonnegative(fn, "alpha", alpha)
 
     def is_matrix(d: int) -> bool:
         return d <= max_matrix_size
@@ -301,4 +301,4 @@ def scale_by_shampoo(
         new_state = ScaleByShampooState(_tree.increment(state.count), gbar, mat_g, mat_h)
         return out, new_state
 
-    return _base.GradientTransformation(init_fn, update_fn)
+    return _protocol.GradientTransformation(init_fn, update_fn)

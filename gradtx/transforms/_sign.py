@@ -14,26 +14,26 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _tree
+from gradtx import _base, _checks, _protocol, _tree
 
 
 class ScaleByAddSignState(NamedTuple):
     """State of `scale_by_addsign`."""
 
     count: jax.Array  # int32: completed updates
-    m: _base.Updates  # TF slot "m": moving average of the gradients (starts at 0)
+    m: _protocol.Updates  # TF slot "m": moving average of the gradients (starts at 0)
 
 
 class ScaleByPowerSignState(NamedTuple):
     """State of `scale_by_powersign`."""
 
     count: jax.Array  # int32: completed updates
-    m: _base.Updates  # TF slot "m": moving average of the gradients (starts at 0)
+    m: _protocol.Updates  # TF slot "m": moving average of the gradients (starts at 0)
 
 
 def _check_sign_decay(fn: str, sign_decay: Any) -> None:
     if sign_decay is not None:
-        _base.check_finite(fn, "sign_decay", sign_decay)
+        _checks.check_finite(fn, "sign_decay", sign_decay)
 
 
 def _sign_transform(fn, state_cls, beta, sign_decay, resolve_extra, multiplier):
@@ -69,15 +69,15 @@ def _sign_transform(fn, state_cls, beta, sign_decay, resolve_extra, multiplier):
         out, m = _tree.split_map(fn, leaf, 2, updates, state.m, names=("updates", "state.m"))
         return out, state_cls(count=_tree.increment(state.count), m=m)
 
-    return _base.ElementWise(init_fn, update_fn)
+    return _protocol.ElementWise(init_fn, update_fn)
 
 
 @_base.api
 def scale_by_addsign(
-    alpha: _base.ScalarOrSchedule = 1.0,
-    beta: _base.ScalarOrSchedule = 0.9,
-    sign_decay: _base.ScalarOrSchedule | None = None,
-) -> _base.GradientTransformation:
+    alpha: _protocol.ScalarOrSchedule = 1.0,
+    beta: _protocol.ScalarOrSchedule = 0.9,
+    sign_decay: _protocol.ScalarOrSchedule | None = None,
+) -> _protocol.GradientTransformation:
     r"""AddSign's scaling, exactly TF's `ApplyAddSign`: grow the step where gradient and momentum agree.
 
     .. math::
@@ -120,8 +120,8 @@ def scale_by_addsign(
       ICML 2017 (AddSign, section 5).
     """
     fn = "scale_by_addsign"
-    _base.check_finite(fn, "alpha", alpha)
-    _base.check_in_range(fn, "beta", beta, 0.0, 1.0)
+    _checks.check_finite(fn, "alpha", alpha)
+    _checks.check_in_range(fn, "beta", beta, 0.0, 1.0)
     _check_sign_decay(fn, sign_decay)
 
     def resolve_extra(count):
@@ -136,17 +136,17 @@ def scale_by_addsign(
 
 def _logbase(base: Any) -> Any:
     """`log(base)` for a known base as contrib computes it (`math.log`, in double); None when not known."""
-    if _base.is_schedule(base) or isinstance(base, jax.core.Tracer):
+    if _checks.is_schedule(base) or isinstance(base, jax.core.Tracer):
         return None
     return math.log(float(base))
 
 
 @_base.api
 def scale_by_powersign(
-    base: _base.ScalarOrSchedule = math.e,
-    beta: _base.ScalarOrSchedule = 0.9,
-    sign_decay: _base.ScalarOrSchedule | None = None,
-) -> _base.GradientTransformation:
+    base: _protocol.ScalarOrSchedule = math.e,
+    beta: _protocol.ScalarOrSchedule = 0.9,
+    sign_decay: _protocol.ScalarOrSchedule | None = None,
+) -> _protocol.GradientTransformation:
     r"""PowerSign's scaling, exactly TF's `ApplyPowerSign`: multiply or divide the step by `base`.
 
     .. math::
@@ -195,9 +195,9 @@ def scale_by_powersign(
       ICML 2017 (PowerSign, section 5).
     """
     fn = "scale_by_powersign"
-    _base.check_finite(fn, "base", base)
-    _base.check_positive(fn, "base", base)
-    _base.check_in_range(fn, "beta", beta, 0.0, 1.0)
+    _checks.check_finite(fn, "base", base)
+    _checks.check_positive(fn, "base", base)
+    _checks.check_in_range(fn, "beta", beta, 0.0, 1.0)
     _check_sign_decay(fn, sign_decay)
     known = _logbase(base)
 

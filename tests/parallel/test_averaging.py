@@ -6,12 +6,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import PartitionSpec as P
 
 import gradtx
 from gradtx.parallel import agn, elastic_average, model_average
 from gradtx.sparse import RowSparse
-from jax.sharding import PartitionSpec as P
-
 from tests.parallel import _util
 
 N, T = _util.N, 7

@@ -1,0 +1,183 @@
+"""Construction-time argument checks: every public factory validates its arguments with these.
+
+They all raise with one message form (see STYLE.md): which function, which argument, what
+was given, what is allowed -- "`ftrl`: `learning_rate_power` must be <= 0, got 0.5." The
+function named is the outermost public factory being called (`api_name`, set by
+`gradtx._base.api`), not the building block inside it that found the problem.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import numbers
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+_API_NAME: contextvars.ContextVar[str | None] = contextvars.ContextVar("gradtx_api_name", default=None)
+
+
+def api_name(fn: str) -> str:
+    """The public function to name in an error: the outermost `@api` function being called, else `fn`."""
+    return _API_NAME.get() or fn
+
+
+
+def is_schedule(value: Any) -> bool:
+    """True for a callable hyperparameter (a schedule `count -> value`)."""
+    return callable(value) and not isinstance(value, (jax.Array, np.ndarray))
+
+
+def _is_traced(value: Any) -> bool:
+    return isinstance(value, jax.core.Tracer)
+
+
+def _check_scalar_array(fn: str, name: str, value: Any) -> None:
+    if isinstance(value, (jax.Array, np.ndarray, np.generic)):
+        if np.ndim(value) != 0:
+            raise TypeError(f"`{api_name(fn)}`: `{name}` must be a scalar, got an array of shape {np.shape(value)}.")
+        if not (jnp.issubdtype(value.dtype, jnp.floating) or jnp.issubdtype(value.dtype, jnp.integer)):
+            raise TypeError(f"`{api_name(fn)}`: `{name}` must be a real number, got dtype {value.dtype}.")
+
+
+def _is_real(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (numbers.Real, jax.Array, np.ndarray, np.generic))
+
+
+def check_hyperparam(fn: str, name: str, value: Any) -> None:
+    """`value` must be a real number, a scalar array, or a schedule; bools and strings are refused.
+
+    Raises:
+      TypeError: if `value` is none of those.
+    """
+    if is_schedule(value):
+        return
+    if not _is_real(value):
+        raise TypeError(
+            f"`{api_name(fn)}`: `{name}` must be a number, a scalar array or a schedule (count -> value), "
+            f"got {value!r} of type {type(value).__name__}."
+        )
+    _check_scalar_array(fn, name, value)
+
+
+def check_number(fn: str, name: str, value: Any) -> None:
+    """`value` must be a real number or scalar array, not a schedule (initial slot values, step counts, ...).
+
+    Raises:
+      TypeError: for a schedule or a non-number.
+    """
+    if is_schedule(value):
+        raise TypeError(
+            f"`{api_name(fn)}`: `{name}` must be a number or a scalar array (not a schedule: it is used once, "
+            f"not per step), got {value!r}."
+        )
+    if not _is_real(value):
+        raise TypeError(
+            f"`{api_name(fn)}`: `{name}` must be a number or a scalar array, got {value!r} of type {type(value).__name__}."
+        )
+    _check_scalar_array(fn, name, value)
+
+
+def _concrete(value: Any) -> float | None:
+    """The value as a float when it is known at construction, else None (schedules, tracers)."""
+    if is_schedule(value) or _is_traced(value):
+        return None
+    return float(value)
+
+
+def _check(fn: str, name: str, value: Any, ok: Callable[[float], bool], allowed: str) -> None:
+    check_hyperparam(fn, name, value)
+    v = _concrete(value)
+    if v is not None and not ok(v):
+        raise ValueError(f"`{api_name(fn)}`: `{name}` must be {allowed}, got {value!r}.")
+
+
+def check_positive(fn: str, name: str, value: Any) -> None:
+    """`value` must be > 0 (skipped for schedules and traced values)."""
+    _check(fn, name, value, lambda v: v > 0, "> 0")
+
+
+def check_nonnegative(fn: str, name: str, value: Any) -> None:
+    """`value` must be >= 0 (skipped for schedules and traced values)."""
+    _check(fn, name, value, lambda v: v >= 0, ">= 0")
+
+
+def check_nonpositive(fn: str, name: str, value: Any) -> None:
+    """`value` must be <= 0 (skipped for schedules and traced values)."""
+    _check(fn, name, value, lambda v: v <= 0, "<= 0")
+
+
+def check_finite(fn: str, name: str, value: Any) -> None:
+    """`value` must be a finite number (skipped for schedules and traced values)."""
+    _check(fn, name, value, math.isfinite, "finite")
+
+
+def check_learning_rate(fn: str, value: Any) -> None:
+    """A learning rate must be finite and >= 0 (a negative rate is almost always a bug)."""
+    check_finite(fn, "learning_rate", value)
+    check_nonnegative(fn, "learning_rate", value)
+
+
+def check_in_range(
+    fn: str, name: str, value: Any, low: float, high: float, *, low_open: bool = False, high_open: bool = False
+) -> None:
+    """`value` must lie in the interval from `low` to `high` (open ends as flagged)."""
+    lb, rb = ("(" if low_open else "["), (")" if high_open else "]")
+
+    def ok(v: float) -> bool:
+        return (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
+
+    _check(fn, name, value, ok, f"in {lb}{low}, {high}{rb}")
+
+
+def check_bool(fn: str, name: str, value: Any) -> None:
+    """`value` must be a Python bool."""
+    if not isinstance(value, bool):
+        raise TypeError(f"`{api_name(fn)}`: `{name}` must be True or False, got {value!r} of type {type(value).__name__}.")
+
+
+def check_float_dtype(fn: str, name: str, value: Any) -> None:
+    """`value` must be None or a floating-point dtype (`jnp.bfloat16`, `"float16"`, `np.float32`...)."""
+    if value is None:
+        return
+    try:
+        dtype = jnp.dtype(value)
+    except TypeError:
+        dtype = None
+    if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(f"`{api_name(fn)}`: `{name}` must be None or a floating-point dtype, got {value!r}.")
+
+
+def check_int(fn: str, name: str, value: Any, *, minimum: int | None = None) -> None:
+    """`value` must be a Python int (not a bool), at least `minimum` when given."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"`{api_name(fn)}`: `{name}` must be an integer, got {value!r} of type {type(value).__name__}.")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"`{api_name(fn)}`: `{name}` must be >= {minimum}, got {value!r}.")
+
+
+def check_one_of(fn: str, name: str, value: Any, allowed: tuple[Any, ...]) -> None:
+    """`value` must be one of `allowed`."""
+    if value not in allowed:
+        raise ValueError(f"`{api_name(fn)}`: `{name}` must be one of {', '.join(map(repr, allowed))}; got {value!r}.")
+
+
+def check_transform(fn: str, name: str, value: Any) -> None:
+    """`value` must be a gradient transformation (gradtx's or optax's: anything with init and update)."""
+    if not (callable(getattr(value, "init", None)) and callable(getattr(value, "update", None))):
+        raise TypeError(
+            f"`{api_name(fn)}`: `{name}` must be a gradient transformation (with `init` and `update`), "
+            f"got {value!r} of type {type(value).__name__}."
+        )
+
+
+def check_callable(fn: str, name: str, value: Any) -> None:
+    """`value` must be callable."""
+    if not callable(value):
+        raise TypeError(f"`{api_name(fn)}`: `{name}` must be callable, got {value!r} of type {type(value).__name__}.")
+
+
+# --------------------------------------------------------------------------- interop
