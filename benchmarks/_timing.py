@@ -65,8 +65,12 @@ class Runner:
             self.peak_bytes = self.temp_bytes = None
         else:
             self.temp_bytes = int(stats.temp_size_in_bytes)
-            self.peak_bytes = int(stats.argument_size_in_bytes + stats.output_size_in_bytes
-                                  - stats.alias_size_in_bytes + stats.temp_size_in_bytes)
+            self.peak_bytes = int(
+                stats.argument_size_in_bytes
+                + stats.output_size_in_bytes
+                - stats.alias_size_in_bytes
+                + stats.temp_size_in_bytes
+            )
 
     def run(self, steps: int) -> float:
         """Seconds for `steps` steps, dispatched back to back and waited for at the end."""
@@ -85,7 +89,7 @@ _FREE = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}
 
 def count_kernels(hlo: str) -> int:
     """Instructions of the compiled step's entry computation that run (fusions, copies, sorts...): its kernels."""
-    entry = hlo[hlo.index("\nENTRY"):]
+    entry = hlo[hlo.index("\nENTRY") :]
     entry = entry[: entry.index("\n}")]
     ops = re.findall(r"^\s*(?:ROOT )?%\S+ = (?:\([^=]*?\)|\S+) ([\w-]+)\(", entry, flags=re.M)
     return sum(op not in _FREE for op in ops)
@@ -103,7 +107,7 @@ def interleaved(runners: list[Runner], rounds: int, min_round_s: float) -> dict[
         steps[r.contender.name] = max(1, math.ceil(min_round_s / max(one, 1e-6)))
     samples: dict[str, list[float]] = {r.contender.name: [] for r in runners}
     for i in range(rounds):
-        for r in runners[i % len(runners):] + runners[:i % len(runners)]:
+        for r in runners[i % len(runners) :] + runners[: i % len(runners)]:
             k = steps[r.contender.name]
             samples[r.contender.name].append(r.run(k) / k)
     return samples

@@ -35,14 +35,22 @@ def _value(t: dict) -> str:
     v = t["value"]
     if v is None:
         return "n/a"
-    return f"{v:.0%}" if t["metric"] == "bandwidth_fraction" else (f"{v:.0f}x" if t["metric"] == "speedup" else f"{v:.2f}x")
+    return (
+        f"{v:.0%}"
+        if t["metric"] == "bandwidth_fraction"
+        else (f"{v:.0f}x" if t["metric"] == "speedup" else f"{v:.2f}x")
+    )
 
 
 def _goal(t: dict) -> str:
     if "goal" not in t:
         return ""
     g = t["goal"]
-    shown = f"{g:.0%}" if t["metric"] == "bandwidth_fraction" else (f"{g:.0f}x" if t["metric"] == "speedup" else f"{g:.2f}x")
+    shown = (
+        f"{g:.0%}"
+        if t["metric"] == "bandwidth_fraction"
+        else (f"{g:.0f}x" if t["metric"] == "speedup" else f"{g:.2f}x")
+    )
     return f"{'≤' if t['op'] == '<=' else '≥'} {shown}"
 
 
@@ -68,17 +76,21 @@ def workload_table(w: dict, bandwidth: float) -> list[str]:
     rows = w["rows"]
     base = rows[_base_row(rows)]
     bandwidth = max((r["gbps"] for name, r in rows.items() if name.startswith("bw")), default=bandwidth)
-    lines = [f"**{w['title']}** — {w['leaves']:,} leaves, {w['params']:,} parameters, "
-             f"{w['bytes'] / 1e6:,.1f} MB touched per step by the math", "",
-             "| contender | step min (ms) | median (ms) | vs optax | GB/s | of bandwidth | kernels | compile (s) "
-             "| vs optax | peak memory | peak / (p+g+s) | what |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = [
+        f"**{w['title']}** — {w['leaves']:,} leaves, {w['params']:,} parameters, "
+        f"{w['bytes'] / 1e6:,.1f} MB touched per step by the math",
+        "",
+        "| contender | step min (ms) | median (ms) | vs optax | GB/s | of bandwidth | kernels | compile (s) "
+        "| vs optax | peak memory | peak / (p+g+s) | what |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
     for name, r in rows.items():
         peak = "" if r["peak_ratio"] is None else f"{r['peak_ratio']:.3f}"
         lines.append(
             f"| {name} | {r['min_ms']:.3f} | {r['median_ms']:.3f} | {_ratio(r['min_ms'], base['min_ms'])} "
             f"| {r['gbps']:.1f} | {r['gbps'] / bandwidth:.0%} | {r['kernels']:,} | {r['compile_s']:.2f} "
-            f"| {_ratio(r['compile_s'], base['compile_s'])} | {_bytes(r['peak_bytes'])} | {peak} | {r['note']} |")
+            f"| {_ratio(r['compile_s'], base['compile_s'])} | {_bytes(r['peak_bytes'])} | {peak} | {r['note']} |"
+        )
     return lines
 
 
@@ -91,14 +103,22 @@ def _collectives(c: dict | None) -> str:
 
 def sharding_table(s: dict) -> list[str]:
     """Collectives per compiled step on the 2-D mesh: gradtx per leaf, gradtx packed, optax."""
-    intro = (f"Under `jax.jit` with `NamedSharding` on a {s['mesh']}, a tree of {s['tree']}; the "
-             "compiled, donated step's collective instructions as *all-gather / all-reduce / other* "
-             "(reduce-scatter, collective-permute, all-to-all). Run by `python -m benchmarks.sharding`.")
-    lines = [intro, "", "| transform | gradtx (per leaf) | gradtx (packed parameters) | optax |",
-             "| --- | ---: | ---: | ---: |"]
+    intro = (
+        f"Under `jax.jit` with `NamedSharding` on a {s['mesh']}, a tree of {s['tree']}; the "
+        "compiled, donated step's collective instructions as *all-gather / all-reduce / other* "
+        "(reduce-scatter, collective-permute, all-to-all). Run by `python -m benchmarks.sharding`."
+    )
+    lines = [
+        intro,
+        "",
+        "| transform | gradtx (per leaf) | gradtx (packed parameters) | optax |",
+        "| --- | ---: | ---: | ---: |",
+    ]
     for name, row in s["transforms"].items():
-        lines.append(f"| {name} | {_collectives(row['gradtx'])} | {_collectives(row['gradtx packed'])} "
-                     f"| {_collectives(row['optax'])} |")
+        lines.append(
+            f"| {name} | {_collectives(row['gradtx'])} | {_collectives(row['gradtx packed'])} "
+            f"| {_collectives(row['optax'])} |"
+        )
     return lines
 
 
@@ -107,13 +127,19 @@ def platform_section(results: dict, chart: str | None) -> list[str]:
     v = m["versions"]
     title = "CPU" if m["platform"] == "cpu" else m["platform"].upper()
     where = f"{m['cpu']}, {m['cpu_count']} cores" if m["platform"] == "cpu" else m["device"]
-    lines = [f"## {title}: {where}",
-             "",
-             f"Measured {m['date']} with `{results['command']}` ({results['rounds']} interleaved rounds); "
-             f"gradtx {v['gradtx']}, jax {v['jax']}, jaxlib {v['jaxlib']}, optax {v['optax']}, "
-             f"numpy {v['numpy']}, Python {m['python']}. Memory bandwidth, measured with donated in-place "
-             f"kernels: {bw['best']:.1f} GB/s (scale {bw['scale']:.1f}, triad {bw['triad']:.1f}).", "",
-             "### Targets", "", *targets_table(results), ""]
+    lines = [
+        f"## {title}: {where}",
+        "",
+        f"Measured {m['date']} with `{results['command']}` ({results['rounds']} interleaved rounds); "
+        f"gradtx {v['gradtx']}, jax {v['jax']}, jaxlib {v['jaxlib']}, optax {v['optax']}, "
+        f"numpy {v['numpy']}, Python {m['python']}. Memory bandwidth, measured with donated in-place "
+        f"kernels: {bw['best']:.1f} GB/s (scale {bw['scale']:.1f}, triad {bw['triad']:.1f}).",
+        "",
+        "### Targets",
+        "",
+        *targets_table(results),
+        "",
+    ]
     for w in results["workloads"]:
         lines += [f"### {w['name']}", "", *workload_table(w, bw["best"]), ""]
     if results.get("sharding"):
@@ -123,7 +149,11 @@ def platform_section(results: dict, chart: str | None) -> list[str]:
     return lines
 
 
-WHO = ["gradtx", "gradtx packed", "jnp"]  # the bars of the chart: each workload's row of that name (or prefix)
+WHO = [
+    "gradtx",
+    "gradtx packed",
+    "jnp",
+]  # the bars of the chart: each workload's row of that name (or prefix)
 
 
 def _first(rows: dict, who: str) -> dict | None:
@@ -148,8 +178,10 @@ def chart(results: dict, path: pathlib.Path) -> None:
     workloads = results["workloads"]
     names = [w["name"] for w in workloads]
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
-    panels = [(axes[0], "rounds_ms", "step_ratio", "step time / optax's (median per-round ratio)"),
-              (axes[1], "compile_s", "compile_ratio", "compile time / optax's")]
+    panels = [
+        (axes[0], "rounds_ms", "step_ratio", "step time / optax's (median per-round ratio)"),
+        (axes[1], "compile_s", "compile_ratio", "compile time / optax's"),
+    ]
     for ax, key, metric, label in panels:
         for j, who in enumerate(WHO):
             vals = []
@@ -161,8 +193,13 @@ def chart(results: dict, path: pathlib.Path) -> None:
             for t in w["targets"]:
                 if t["metric"] == metric and t.get("a") in WHO:
                     j = WHO.index(t["a"])
-                    ax.plot([i + 0.27 * j - 0.13, i + 0.27 * j + 0.13], [t["goal"]] * 2, color="red", lw=2,
-                            label="target" if "target" not in ax.get_legend_handles_labels()[1] else None)
+                    ax.plot(
+                        [i + 0.27 * j - 0.13, i + 0.27 * j + 0.13],
+                        [t["goal"]] * 2,
+                        color="red",
+                        lw=2,
+                        label="target" if "target" not in ax.get_legend_handles_labels()[1] else None,
+                    )
         ax.axhline(1.0, color="k", lw=0.8)
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
@@ -229,7 +266,9 @@ def main(argv: list[str] | None = None) -> str:
     lines = [HEADER]
     for name in sorted(found, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n)):
         chart(found[name], charts / f"{name}.png")
-        lines += platform_section(found[name], f"{args.results.name}/{name}.png")  # as linked from benchmarks/
+        lines += platform_section(
+            found[name], f"{args.results.name}/{name}.png"
+        )  # as linked from benchmarks/
     text = "\n".join(lines).rstrip() + "\n"
     args.out.write_text(text)
     return text

@@ -61,13 +61,20 @@ def machine() -> dict[str, Any]:
         "cpu": cpu,
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
-        "versions": {"gradtx": gradtx.__version__, "jax": jax.__version__, "jaxlib": _version("jaxlib"),
-                     "optax": optax.__version__, "numpy": np.__version__},
+        "versions": {
+            "gradtx": gradtx.__version__,
+            "jax": jax.__version__,
+            "jaxlib": _version("jaxlib"),
+            "optax": optax.__version__,
+            "numpy": np.__version__,
+        },
         "date": datetime.date.today().isoformat(),
     }
 
 
-def measure(workload: workloads.Workload, bandwidth: float, rounds: int, min_round_s: float) -> dict[str, Any]:
+def measure(
+    workload: workloads.Workload, bandwidth: float, rounds: int, min_round_s: float
+) -> dict[str, Any]:
     """The rows of one workload: per contender, step and compile times, GB/s and memory."""
     runners = [_timing.Runner(c, workload.params, workload.grads) for c in workload.contenders]
     samples = _timing.interleaved(runners, rounds, min_round_s)
@@ -77,19 +84,30 @@ def measure(workload: workloads.Workload, bandwidth: float, rounds: int, min_rou
         touched = c.bytes if c.bytes is not None else workload.bytes
         gbps = touched / times.min() / 1e9
         rows[c.name] = {
-            "note": c.note, "bytes": touched,
-            "min_ms": float(times.min() * 1e3), "median_ms": float(np.median(times) * 1e3),
-            "compile_s": r.compile_s, "gbps": gbps, "kernels": r.kernels,
+            "note": c.note,
+            "bytes": touched,
+            "min_ms": float(times.min() * 1e3),
+            "median_ms": float(np.median(times) * 1e3),
+            "compile_s": r.compile_s,
+            "gbps": gbps,
+            "kernels": r.kernels,
             "rounds_ms": [float(t * 1e3) for t in times],
-            "live_bytes": r.live_bytes, "peak_bytes": r.peak_bytes, "temp_bytes": r.temp_bytes,
+            "live_bytes": r.live_bytes,
+            "peak_bytes": r.peak_bytes,
+            "temp_bytes": r.temp_bytes,
             "peak_ratio": None if r.peak_bytes is None else r.peak_bytes / r.live_bytes,
         }
     del runners
     gc.collect()
-    result = {"name": workload.name, "title": workload.title, "bytes": workload.bytes,
-              "optimizer_only": workload.optimizer_only,
-              "leaves": len(jax.tree.leaves(workload.params)),
-              "params": int(sum(x.size for x in jax.tree.leaves(workload.params))), "rows": rows}
+    result = {
+        "name": workload.name,
+        "title": workload.title,
+        "bytes": workload.bytes,
+        "optimizer_only": workload.optimizer_only,
+        "leaves": len(jax.tree.leaves(workload.params)),
+        "params": int(sum(x.size for x in jax.tree.leaves(workload.params))),
+        "rows": rows,
+    }
     result["targets"] = [evaluate(t, result, bandwidth) for t in workload.targets]
     return result
 
@@ -124,26 +142,49 @@ def evaluate(target: dict, workload: dict, bandwidth: float) -> dict:
 
 def memory_target(results: list[dict]) -> dict:
     """Peak memory of every gradtx step (XLA's buffer assignment) against params + grads + state."""
-    worst = max(((w, name, row["peak_ratio"]) for w in results if w.get("optimizer_only", True)
-                 for name, row in w["rows"].items()
-                 if name.startswith("gradtx") and row["peak_ratio"] is not None), key=lambda x: x[2], default=None)
+    worst = max(
+        (
+            (w, name, row["peak_ratio"])
+            for w in results
+            if w.get("optimizer_only", True)
+            for name, row in w["rows"].items()
+            if name.startswith("gradtx") and row["peak_ratio"] is not None
+        ),
+        key=lambda x: x[2],
+        default=None,
+    )
     if worst is None:
-        return {"label": "peak memory of a donated gradtx step", "metric": "peak_ratio", "value": None,
-                "met": False, "reason": "this backend reports no memory analysis"}
+        return {
+            "label": "peak memory of a donated gradtx step",
+            "metric": "peak_ratio",
+            "value": None,
+            "met": False,
+            "reason": "this backend reports no memory analysis",
+        }
     met = round(worst[2], 2) <= MEMORY_GOAL
-    return {"label": f"peak memory of a donated gradtx step / (params + grads + state), worst: "
-                     f"{worst[0]['name']} ({worst[1]})",
-            "metric": "peak_ratio", "op": "<=", "goal": MEMORY_GOAL, "workload": worst[0]["name"],
-            "value": worst[2], "met": met,
-            "reason": None if met else reasons.explain(worst[0], {"metric": "peak_ratio", "a": worst[1]})}
+    return {
+        "label": f"peak memory of a donated gradtx step / (params + grads + state), worst: "
+        f"{worst[0]['name']} ({worst[1]})",
+        "metric": "peak_ratio",
+        "op": "<=",
+        "goal": MEMORY_GOAL,
+        "workload": worst[0]["name"],
+        "value": worst[2],
+        "met": met,
+        "reason": None if met else reasons.explain(worst[0], {"metric": "peak_ratio", "a": worst[1]}),
+    }
 
 
 def sharding(sizes: str) -> dict:
     """Collectives per step on a 2-D mesh (`benchmarks.sharding`, in its own process: it needs 8 devices)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp) / "sharding.json"
-        subprocess.run([sys.executable, "-m", "benchmarks.sharding", "--sizes", sizes, "--json", str(path)],
-                       check=True, cwd=pathlib.Path(__file__).parent.parent, timeout=600)
+        subprocess.run(
+            [sys.executable, "-m", "benchmarks.sharding", "--sizes", sizes, "--json", str(path)],
+            check=True,
+            cwd=pathlib.Path(__file__).parent.parent,
+            timeout=600,
+        )
         return json.loads(path.read_text())
 
 
@@ -154,9 +195,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--min-round-ms", type=float, default=100.0)
     parser.add_argument("--json", type=pathlib.Path, help="where to write (default: results/<platform>.json)")
-    parser.add_argument("--no-report", action="store_true", help="do not regenerate RESULTS.md and the charts")
-    parser.add_argument("--no-sharding", action="store_true",
-                        help="do not count collectives on the 2-D mesh (keep the last counts)")
+    parser.add_argument(
+        "--no-report", action="store_true", help="do not regenerate RESULTS.md and the charts"
+    )
+    parser.add_argument(
+        "--no-sharding",
+        action="store_true",
+        help="do not count collectives on the 2-D mesh (keep the last counts)",
+    )
     args = parser.parse_args(argv)
     sizes = workloads.FULL if args.sizes == "full" else workloads.SMOKE
     info = machine()
@@ -164,7 +210,10 @@ def main(argv: list[str] | None = None) -> dict:
     previous = json.loads(path.read_text()) if args.only and path.exists() else {"workloads": []}
 
     bandwidth = _timing.memory_bandwidth(sizes.bandwidth_elems)
-    print(f"{info['device']} ({info['cpu_count']} CPUs): measured bandwidth {bandwidth['best']:.1f} GB/s", flush=True)
+    print(
+        f"{info['device']} ({info['cpu_count']} CPUs): measured bandwidth {bandwidth['best']:.1f} GB/s",
+        flush=True,
+    )
     results = [w for w in previous["workloads"] if args.only and w["name"] not in args.only]
     for name in workloads.ALL:
         if args.only and name not in args.only:
@@ -172,14 +221,24 @@ def main(argv: list[str] | None = None) -> dict:
         result = measure(workloads.ALL[name](sizes), bandwidth["best"], args.rounds, args.min_round_ms / 1e3)
         results.append(result)
         for row_name, row in result["rows"].items():
-            print(f"  {name:15s} {row_name:22s} {row['min_ms']:9.3f} ms (median {row['median_ms']:9.3f})"
-                  f"  compile {row['compile_s']:6.2f} s  {row['gbps']:7.1f} GB/s", flush=True)
+            print(
+                f"  {name:15s} {row_name:22s} {row['min_ms']:9.3f} ms (median {row['median_ms']:9.3f})"
+                f"  compile {row['compile_s']:6.2f} s  {row['gbps']:7.1f} GB/s",
+                flush=True,
+            )
     results.sort(key=lambda w: list(workloads.ALL).index(w["name"]))
     targets = [t for w in results for t in w["targets"]] + [memory_target(results)]
     command = "python -m benchmarks.run " + " ".join(argv if argv is not None else sys.argv[1:])
-    out = {"machine": info, "command": command.strip(), "sizes": args.sizes, "rounds": args.rounds,
-           "bandwidth": bandwidth, "workloads": results, "targets": targets,
-           "sharding": previous.get("sharding") if args.no_sharding else sharding(args.sizes)}
+    out = {
+        "machine": info,
+        "command": command.strip(),
+        "sizes": args.sizes,
+        "rounds": args.rounds,
+        "bandwidth": bandwidth,
+        "workloads": results,
+        "targets": targets,
+        "sharding": previous.get("sharding") if args.no_sharding else sharding(args.sizes),
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1) + "\n")
     for t in targets:

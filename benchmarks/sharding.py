@@ -38,9 +38,15 @@ def _measure(layers: int, rows: int, cols: int) -> dict[str, Any]:
     mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
     rng = np.random.default_rng(0)
     shapes = {"w": ((rows, cols), P("data", "model")), "b": ((cols,), P("model")), "ln": ((rows,), P())}
-    params = {f"layer{i}": {k: jax.device_put(jnp.asarray(rng.standard_normal(s) * 0.1, jnp.float32),
-                                              NamedSharding(mesh, spec)) for k, (s, spec) in shapes.items()}
-              for i in range(layers)}
+    params = {
+        f"layer{i}": {
+            k: jax.device_put(
+                jnp.asarray(rng.standard_normal(s) * 0.1, jnp.float32), NamedSharding(mesh, spec)
+            )
+            for k, (s, spec) in shapes.items()
+        }
+        for i in range(layers)
+    }
     grads = jax.tree.map(lambda p: p * 0.01, params)
 
     def collectives(tx, params, grads, apply):
@@ -54,12 +60,20 @@ def _measure(layers: int, rows: int, cols: int) -> dict[str, Any]:
     transforms = {
         "adam": (gradtx.adam(1e-3), optax.adam(1e-3)),
         "clip_by_global_norm + adamw": (
-            gradtx.chain(gradtx.clip_by_global_norm(1.0),
-                         gradtx.adamw(1e-3, weight_decay=1e-4, scale_decay_by_learning_rate=True)),
-            optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3, weight_decay=1e-4))),
-        "rmsprop": (gradtx.rmsprop(1e-3, decay=0.9, momentum=0.5), optax.rmsprop(1e-3, decay=0.9, momentum=0.5)),
-        "lars": (gradtx.lars(0.1, momentum=0.9, weight_decay=1e-4),
-                 optax.lars(0.1, weight_decay=1e-4, trust_coefficient=0.001, momentum=0.9)),
+            gradtx.chain(
+                gradtx.clip_by_global_norm(1.0),
+                gradtx.adamw(1e-3, weight_decay=1e-4, scale_decay_by_learning_rate=True),
+            ),
+            optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3, weight_decay=1e-4)),
+        ),
+        "rmsprop": (
+            gradtx.rmsprop(1e-3, decay=0.9, momentum=0.5),
+            optax.rmsprop(1e-3, decay=0.9, momentum=0.5),
+        ),
+        "lars": (
+            gradtx.lars(0.1, momentum=0.9, weight_decay=1e-4),
+            optax.lars(0.1, weight_decay=1e-4, trust_coefficient=0.001, momentum=0.9),
+        ),
         "shampoo": (gradtx.shampoo(0.1), None),
     }
     packed, packed_grads = gradtx.packing.pack(params), gradtx.packing.pack(grads)

@@ -38,9 +38,21 @@ class Sizes:
 
 
 FULL = Sizes()
-SMOKE = Sizes(big=4096, d_model=16, layers=2, vocab=64, small_leaves=20, small_size=10,
-              table_rows=512, table_dim=4, touched_rows=8, mlp_layers=4, mlp_width=4, mlp_batch=4,
-              bandwidth_elems=2**12)
+SMOKE = Sizes(
+    big=4096,
+    d_model=16,
+    layers=2,
+    vocab=64,
+    small_leaves=20,
+    small_size=10,
+    table_rows=512,
+    table_dim=4,
+    touched_rows=8,
+    mlp_layers=4,
+    mlp_width=4,
+    mlp_batch=4,
+    bandwidth_elems=2**12,
+)
 
 
 @dataclasses.dataclass
@@ -116,8 +128,13 @@ def jnp_adam(name: str, *, clip: float | None = None, weight_decay: float = 0.0)
 
 def jnp_sgd(name: str) -> Contender:
     """`p - lr * g` per leaf: no state, the least any update of these leaves can cost."""
-    return Contender(name, lambda params: (), lambda p, s, g: (jax.tree.map(lambda p, g: p - LR * g, p, g), s),
-                     note="bare `p - lr*g` per leaf: the least any update of these leaves costs", same_math=False)
+    return Contender(
+        name,
+        lambda params: (),
+        lambda p, s, g: (jax.tree.map(lambda p, g: p - LR * g, p, g), s),
+        note="bare `p - lr*g` per leaf: the least any update of these leaves costs",
+        same_math=False,
+    )
 
 
 def bandwidth_probe(n: int) -> Contender:
@@ -126,14 +143,21 @@ def bandwidth_probe(n: int) -> Contender:
     Run in the same rounds as the optimizers, its GB/s is the bandwidth this device gives
     to exactly that access pattern: the bound an Adam step is measured against.
     """
+
     def step(p, s, g):
         m, v = s
         add = lambda a, b: a + b
         return jax.tree.map(add, p, g), (jax.tree.map(add, m, g), jax.tree.map(add, v, g))
 
     init = lambda p: (jax.tree.map(jnp.zeros_like, p), jax.tree.map(jnp.zeros_like, p))
-    return Contender("bw adam-shaped", init, step, bytes=28 * n, same_math=False,
-                     note="bandwidth probe: `p, m, v += g`, Adam's 4 reads + 3 writes, no real math")
+    return Contender(
+        "bw adam-shaped",
+        init,
+        step,
+        bytes=28 * n,
+        same_math=False,
+        note="bandwidth probe: `p, m, v += g`, Adam's 4 reads + 3 writes, no real math",
+    )
 
 
 def jnp_lazy_adam(name: str, grads: tuple) -> Contender:
@@ -151,7 +175,11 @@ def jnp_lazy_adam(name: str, grads: tuple) -> Contender:
         mr = m[idx] + (g - m[idx]) * (1 - B1)
         vr = v[idx] + (g * g - v[idx]) * (1 - B2)
         table = params["table"].at[idx].add(-c * mr / (jnp.sqrt(vr) + EPS), unique_indices=True)
-        return {"table": table}, (t, m.at[idx].set(mr, unique_indices=True), v.at[idx].set(vr, unique_indices=True))
+        return {"table": table}, (
+            t,
+            m.at[idx].set(mr, unique_indices=True),
+            v.at[idx].set(vr, unique_indices=True),
+        )
 
     return Contender(name, init, step, grads=grads, note="hand-written gather/update/scatter on unique rows")
 
@@ -171,9 +199,19 @@ def transformer_tree(d: int, layers: int, vocab: int) -> dict:
     for i in range(layers):
         tree[f"layer{i:02d}"] = {
             "norm1": {"scale": zeros(d), "bias": zeros(d)},
-            "attn": {"qkv": zeros(d, 3 * d), "qkv_bias": zeros(3 * d), "out": zeros(d, d), "out_bias": zeros(d)},
+            "attn": {
+                "qkv": zeros(d, 3 * d),
+                "qkv_bias": zeros(3 * d),
+                "out": zeros(d, d),
+                "out_bias": zeros(d),
+            },
             "norm2": {"scale": zeros(d), "bias": zeros(d)},
-            "mlp": {"up": zeros(d, 4 * d), "up_bias": zeros(4 * d), "down": zeros(4 * d, d), "down_bias": zeros(d)},
+            "mlp": {
+                "up": zeros(d, 4 * d),
+                "up_bias": zeros(4 * d),
+                "down": zeros(4 * d, d),
+                "down_bias": zeros(d),
+            },
         }
     return tree
 
@@ -216,25 +254,49 @@ def big_adam(s: Sizes) -> Workload:
     params = {"w": jnp.full((s.big,), 0.01, jnp.float32)}
     n = s.big
     return Workload(
-        "big_adam", f"adam, one leaf of {n:,} float32", params, _random_like(params, 0, 1e-3),
-        [gradtx_contender("gradtx", gradtx.adam(LR, eps=EPS)), optax_contender("optax", optax.adam(LR, eps=EPS)), jnp_adam("jnp"),
-         gradtx_contender("gradtx mu_dtype=bf16", gradtx.adam(LR, eps=EPS, mu_dtype=jnp.bfloat16), bytes=24 * n,
-                          note="`m` stored in bfloat16 (24 bytes per parameter)", same_math=False),
-         bandwidth_probe(n)],
+        "big_adam",
+        f"adam, one leaf of {n:,} float32",
+        params,
+        _random_like(params, 0, 1e-3),
+        [
+            gradtx_contender("gradtx", gradtx.adam(LR, eps=EPS)),
+            optax_contender("optax", optax.adam(LR, eps=EPS)),
+            jnp_adam("jnp"),
+            gradtx_contender(
+                "gradtx mu_dtype=bf16",
+                gradtx.adam(LR, eps=EPS, mu_dtype=jnp.bfloat16),
+                bytes=24 * n,
+                note="`m` stored in bfloat16 (24 bytes per parameter)",
+                same_math=False,
+            ),
+            bandwidth_probe(n),
+        ],
         adam_bytes(n),
-        [_ratio_target("big-leaf adam: step, gradtx / optax", "step_ratio", 1.0),
-         {"label": "big-leaf adam: gradtx GB/s / measured bandwidth", "metric": "bandwidth_fraction",
-          "a": "gradtx", "op": ">=", "goal": 0.8}],
+        [
+            _ratio_target("big-leaf adam: step, gradtx / optax", "step_ratio", 1.0),
+            {
+                "label": "big-leaf adam: gradtx GB/s / measured bandwidth",
+                "metric": "bandwidth_fraction",
+                "a": "gradtx",
+                "op": ">=",
+                "goal": 0.8,
+            },
+        ],
     )
 
 
 def big_clip_adamw(s: Sizes) -> Workload:
     params = {"w": jnp.full((s.big,), 0.01, jnp.float32)}
     return Workload(
-        "big_clip_adamw", f"clip_by_global_norm + adamw, one leaf of {s.big:,}", params,
+        "big_clip_adamw",
+        f"clip_by_global_norm + adamw, one leaf of {s.big:,}",
+        params,
         _random_like(params, 1, 1e-3),
-        [gradtx_contender("gradtx", clip_adamw(gradtx)), optax_contender("optax", clip_adamw(optax)),
-         jnp_adam("jnp", clip=CLIP, weight_decay=WD)],
+        [
+            gradtx_contender("gradtx", clip_adamw(gradtx)),
+            optax_contender("optax", clip_adamw(optax)),
+            jnp_adam("jnp", clip=CLIP, weight_decay=WD),
+        ],
         adam_bytes(s.big, extra_grad_reads=1),
         [_ratio_target("clip_by_global_norm + adamw: step, gradtx / optax", "step_ratio", 0.6)],
     )
@@ -244,10 +306,15 @@ def transformer_clip_adamw(s: Sizes) -> Workload:
     params = transformer_tree(s.d_model, s.layers, s.vocab)
     leaves, n = len(jax.tree.leaves(params)), _size(params)
     return Workload(
-        "transformer", f"clip_by_global_norm + adamw, transformer-like tree ({leaves} leaves, {n / 1e6:.1f}M)",
-        params, _random_like(params, 2, 1e-3),
-        [gradtx_contender("gradtx", clip_adamw(gradtx)), optax_contender("optax", clip_adamw(optax)),
-         jnp_adam("jnp", clip=CLIP, weight_decay=WD)],
+        "transformer",
+        f"clip_by_global_norm + adamw, transformer-like tree ({leaves} leaves, {n / 1e6:.1f}M)",
+        params,
+        _random_like(params, 2, 1e-3),
+        [
+            gradtx_contender("gradtx", clip_adamw(gradtx)),
+            optax_contender("optax", clip_adamw(optax)),
+            jnp_adam("jnp", clip=CLIP, weight_decay=WD),
+        ],
         adam_bytes(n, extra_grad_reads=1),
         [_per_leaf_target("transformer-like tree, clip + adamw")],
     )
@@ -260,21 +327,46 @@ def many_small_adam(s: Sizes) -> Workload:
     packed = packing.pack(params)
 
     return Workload(
-        "many_small", f"adam, {count} float32", params, grads,
-        [gradtx_contender("gradtx", gradtx.adam(LR, eps=EPS), note="the alias, leaf by leaf"),
-         optax_contender("optax", optax.adam(LR, eps=EPS)),
-         gradtx_contender("gradtx packed", gradtx.adam(LR, eps=EPS), params=packed,
-                          grads=packing.pack(grads, layout=packed.layout),
-                          note="the same alias on packed parameters and gradients (gradtx.packing)"),
-         jnp_adam("jnp"), jnp_sgd("jnp sgd")],
+        "many_small",
+        f"adam, {count} float32",
+        params,
+        grads,
+        [
+            gradtx_contender("gradtx", gradtx.adam(LR, eps=EPS), note="the alias, leaf by leaf"),
+            optax_contender("optax", optax.adam(LR, eps=EPS)),
+            gradtx_contender(
+                "gradtx packed",
+                gradtx.adam(LR, eps=EPS),
+                params=packed,
+                grads=packing.pack(grads, layout=packed.layout),
+                note="the same alias on packed parameters and gradients (gradtx.packing)",
+            ),
+            jnp_adam("jnp"),
+            jnp_sgd("jnp sgd"),
+        ],
         adam_bytes(s.small_leaves * s.small_size),
-        [_per_leaf_target(f"{count}, adam"),
-         _ratio_target(f"{count}, adam on packed parameters: step, gradtx / optax", "step_ratio", 0.15,
-                       a="gradtx packed"),
-         _ratio_target(f"{count}, adam on packed parameters: compile, gradtx / optax", "compile_ratio", 0.2,
-                       a="gradtx packed"),
-         {"label": f"{count}, adam on packed parameters: peak memory / (params + grads + state)",
-          "metric": "peak_ratio", "a": "gradtx packed", "op": "<=", "goal": 1.05}],
+        [
+            _per_leaf_target(f"{count}, adam"),
+            _ratio_target(
+                f"{count}, adam on packed parameters: step, gradtx / optax",
+                "step_ratio",
+                0.15,
+                a="gradtx packed",
+            ),
+            _ratio_target(
+                f"{count}, adam on packed parameters: compile, gradtx / optax",
+                "compile_ratio",
+                0.2,
+                a="gradtx packed",
+            ),
+            {
+                "label": f"{count}, adam on packed parameters: peak memory / (params + grads + state)",
+                "metric": "peak_ratio",
+                "a": "gradtx packed",
+                "op": "<=",
+                "goal": 1.05,
+            },
+        ],
     )
 
 
@@ -282,8 +374,13 @@ def residual_mlp(s: Sizes) -> dict:
     """The parameters of a residual MLP: per layer a `width x width` kernel and a bias (small leaves)."""
     rng = np.random.default_rng(5)
     w = s.mlp_width
-    return {f"layer{i:03d}": {"w": jnp.asarray(rng.standard_normal((w, w)) / (4 * np.sqrt(w)), jnp.float32),
-                              "b": jnp.zeros((w,), jnp.float32)} for i in range(s.mlp_layers)}
+    return {
+        f"layer{i:03d}": {
+            "w": jnp.asarray(rng.standard_normal((w, w)) / (4 * np.sqrt(w)), jnp.float32),
+            "b": jnp.zeros((w,), jnp.float32),
+        }
+        for i in range(s.mlp_layers)
+    }
 
 
 def mlp_loss(params: Any, x: jax.Array) -> jax.Array:
@@ -294,9 +391,11 @@ def mlp_loss(params: Any, x: jax.Array) -> jax.Array:
     return jnp.mean(h * h)
 
 
-def train_contender(name: str, tx: Any, apply: Callable, *, packed: Any = None, note: str = "",
-                    **kw: Any) -> Contender:
+def train_contender(
+    name: str, tx: Any, apply: Callable, *, packed: Any = None, note: str = "", **kw: Any
+) -> Contender:
     """A whole train step `(params, state, x)`: forward, backward and the update; through views when `packed`."""
+
     def step(params, state, x):
         grads = jax.grad(lambda p: mlp_loss(packing.unpack(p), x))(params)
         updates, state = tx.update(grads, state, params)
@@ -311,19 +410,45 @@ def train_step(s: Sizes) -> Workload:
     packed = packing.pack(params)
     what = f"{2 * s.mlp_layers} leaves"
     return Workload(
-        "train_step", f"a whole train step (forward, backward, adam) of a residual MLP: {s.mlp_layers} layers of "
-        f"width {s.mlp_width}, batch {s.mlp_batch}", params, x,
-        [train_contender("gradtx", gradtx.adam(LR, eps=EPS), gradtx.apply_updates, note="the alias, leaf by leaf"),
-         train_contender("optax", optax.adam(LR, eps=EPS), optax.apply_updates),
-         train_contender("gradtx packed", gradtx.adam(LR, eps=EPS), gradtx.apply_updates, packed=packed,
-                         note="packed parameters: the model reads views, gradients arrive packed"),
-         train_contender("gradtx packed sgd", gradtx.sgd(LR), gradtx.apply_updates, packed=packed, same_math=False,
-                         note="the model's own work: forward, backward and a bare SGD step on the packed buffer")],
+        "train_step",
+        f"a whole train step (forward, backward, adam) of a residual MLP: {s.mlp_layers} layers of "
+        f"width {s.mlp_width}, batch {s.mlp_batch}",
+        params,
+        x,
+        [
+            train_contender(
+                "gradtx", gradtx.adam(LR, eps=EPS), gradtx.apply_updates, note="the alias, leaf by leaf"
+            ),
+            train_contender("optax", optax.adam(LR, eps=EPS), optax.apply_updates),
+            train_contender(
+                "gradtx packed",
+                gradtx.adam(LR, eps=EPS),
+                gradtx.apply_updates,
+                packed=packed,
+                note="packed parameters: the model reads views, gradients arrive packed",
+            ),
+            train_contender(
+                "gradtx packed sgd",
+                gradtx.sgd(LR),
+                gradtx.apply_updates,
+                packed=packed,
+                same_math=False,
+                note="the model's own work: forward, backward and a bare SGD step on the packed buffer",
+            ),
+        ],
         adam_bytes(_size(params)),
-        [_per_leaf_target(f"train step, {what}"),
-         _ratio_target(f"train step, {what}, packed: step, gradtx / optax", "step_ratio", 0.6, a="gradtx packed"),
-         _ratio_target(f"train step, {what}, packed: compile, gradtx / optax", "compile_ratio", 1.0,
-                       a="gradtx packed")],
+        [
+            _per_leaf_target(f"train step, {what}"),
+            _ratio_target(
+                f"train step, {what}, packed: step, gradtx / optax", "step_ratio", 0.6, a="gradtx packed"
+            ),
+            _ratio_target(
+                f"train step, {what}, packed: compile, gradtx / optax",
+                "compile_ratio",
+                1.0,
+                a="gradtx packed",
+            ),
+        ],
         optimizer_only=False,
     )
 
@@ -339,18 +464,45 @@ def sparse_lazy_adam(s: Sizes) -> Workload:
     row_bytes = adam_bytes(s.touched_rows * s.table_dim) + 4 * s.touched_rows
 
     return Workload(
-        "sparse", f"lazy_adam, {s.touched_rows:,} of {s.table_rows:,} rows x {s.table_dim} (RowSparse)",
-        params, sparse,
-        [gradtx_contender("gradtx lazy_adam", gradtx.lazy_adam(LR, eps=EPS), note="RowSparse gradient, O(touched rows)"),
-         jnp_lazy_adam("jnp lazy_adam", (idx, vals)),
-         gradtx_contender("gradtx adam (dense)", gradtx.adam(LR, eps=EPS), grads=dense, bytes=adam_bytes(_size(params)),
-                          note="the same gradient, dense"),
-         optax_contender("optax adam (dense)", optax.adam(LR, eps=EPS), grads=dense, bytes=adam_bytes(_size(params)))],
+        "sparse",
+        f"lazy_adam, {s.touched_rows:,} of {s.table_rows:,} rows x {s.table_dim} (RowSparse)",
+        params,
+        sparse,
+        [
+            gradtx_contender(
+                "gradtx lazy_adam", gradtx.lazy_adam(LR, eps=EPS), note="RowSparse gradient, O(touched rows)"
+            ),
+            jnp_lazy_adam("jnp lazy_adam", (idx, vals)),
+            gradtx_contender(
+                "gradtx adam (dense)",
+                gradtx.adam(LR, eps=EPS),
+                grads=dense,
+                bytes=adam_bytes(_size(params)),
+                note="the same gradient, dense",
+            ),
+            optax_contender(
+                "optax adam (dense)", optax.adam(LR, eps=EPS), grads=dense, bytes=adam_bytes(_size(params))
+            ),
+        ],
         row_bytes,
-        [{"label": "sparse workload, dense adam: step, gradtx (per leaf) / optax", "metric": "step_ratio",
-          "a": "gradtx adam (dense)", "b": "optax adam (dense)", "op": "<=", "goal": PER_LEAF_GOAL},
-         {"label": f"sparse lazy_adam ({s.touched_rows:,} of {s.table_rows:,} rows): speedup over dense adam",
-          "metric": "speedup", "a": "gradtx adam (dense)", "b": "gradtx lazy_adam", "op": ">=", "goal": 50.0}],
+        [
+            {
+                "label": "sparse workload, dense adam: step, gradtx (per leaf) / optax",
+                "metric": "step_ratio",
+                "a": "gradtx adam (dense)",
+                "b": "optax adam (dense)",
+                "op": "<=",
+                "goal": PER_LEAF_GOAL,
+            },
+            {
+                "label": f"sparse lazy_adam ({s.touched_rows:,} of {s.table_rows:,} rows): speedup over dense adam",
+                "metric": "speedup",
+                "a": "gradtx adam (dense)",
+                "b": "gradtx lazy_adam",
+                "op": ">=",
+                "goal": 50.0,
+            },
+        ],
     )
 
 

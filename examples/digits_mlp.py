@@ -45,7 +45,7 @@ def load_digits(seed: int = 0):
 def init_mlp(key: jax.Array, sizes=(64, 128, 64, 10)):
     """He-initialised dense layers."""
     params = []
-    for k, (n_in, n_out) in zip(jax.random.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:])):
+    for k, (n_in, n_out) in zip(jax.random.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:], strict=True), strict=True):
         params.append({"w": jax.random.normal(k, (n_in, n_out)) * np.sqrt(2.0 / n_in), "b": jnp.zeros(n_out)})
     return params
 
@@ -74,11 +74,13 @@ def train(tx: gradtx.GradientTransformation, data, *, steps: int, batch_size: in
 
     step = jax.jit(step, donate_argnums=(0, 1))
     rng = np.random.default_rng(seed)
-    order = np.concatenate([rng.permutation(len(x_train)) for _ in range(steps * batch_size // len(x_train) + 1)])
+    order = np.concatenate(
+        [rng.permutation(len(x_train)) for _ in range(steps * batch_size // len(x_train) + 1)]
+    )
     losses = np.empty(steps, np.float32)
     t_start = None
     for i in progress(range(steps)):
-        idx = order[i * batch_size:(i + 1) * batch_size]
+        idx = order[i * batch_size : (i + 1) * batch_size]
         params, state, loss = step(params, state, x_train[idx], y_train[idx])
         losses[i] = loss  # waits for the step, so the timing below is honest
         if i == 0:
@@ -100,16 +102,20 @@ def main(argv=None) -> int:
     from tqdm import tqdm
 
     data = load_digits(args.seed)
-    print(f"digits: {len(data[0])} train / {len(data[1])} test images, 8x8, 10 classes; "
-          f"MLP 64-128-64-10; {args.steps} steps of batch {args.batch_size}; jax {jax.__version__} on "
-          f"{jax.devices()[0].platform}")
+    print(
+        f"digits: {len(data[0])} train / {len(data[1])} test images, 8x8, 10 classes; "
+        f"MLP 64-128-64-10; {args.steps} steps of batch {args.batch_size}; jax {jax.__version__} on "
+        f"{jax.devices()[0].platform}"
+    )
     results = {}
     for label, make in RUNS.items():
+
         def progress(it, label=label):
             return tqdm(it, desc=f"{label:<24}", disable=args.no_progress, leave=True, mininterval=0.2)
 
-        results[label] = train(make(), data, steps=args.steps, batch_size=args.batch_size, seed=args.seed,
-                               progress=progress)
+        results[label] = train(
+            make(), data, steps=args.steps, batch_size=args.batch_size, seed=args.seed, progress=progress
+        )
 
     width = max(map(len, results)) + 2
     print(f"\n{'optimizer':<{width}}{'final loss':>12}{'test acc':>10}{'steps/s':>10}")

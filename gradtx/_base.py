@@ -44,9 +44,6 @@ def api(factory: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-
-
-
 def _accepts_extra_args(update: Callable[..., Any]) -> bool:
     try:
         sig = inspect.signature(update)
@@ -97,7 +94,9 @@ def with_extra_args_support(tx: Any) -> GradientTransformation:
     return packing.leaf_wise(GradientTransformation(tx.init, update))
 
 
-def composite(init_fn: Callable[..., Any], update_fn: Callable[..., Any], *members: Any) -> GradientTransformation:
+def composite(
+    init_fn: Callable[..., Any], update_fn: Callable[..., Any], *members: Any
+) -> GradientTransformation:
     """A transform that runs `members` on the trees it is given (a chain, a wrapper), of their kind.
 
     `ElementWise` when every member is (its own rule must then treat elements alike too:
@@ -133,6 +132,7 @@ def apply_updates(params: Params, updates: Updates) -> Params:
         >>> gradtx.apply_updates({"w": jnp.ones(2, jnp.bfloat16)}, {"w": jnp.array([0.5, -0.5])})["w"]
         Array([1.5, 0.5], dtype=bfloat16)
     """
+
     def add(p, u):
         if p is None or u is None:
             return p

@@ -25,7 +25,6 @@ def api_name(fn: str) -> str:
     return _API_NAME.get() or fn
 
 
-
 def is_schedule(value: Any) -> bool:
     """True for a callable hyperparameter (a schedule `count -> value`)."""
     return callable(value) and not isinstance(value, (jax.Array, np.ndarray))
@@ -38,13 +37,17 @@ def _is_traced(value: Any) -> bool:
 def _check_scalar_array(fn: str, name: str, value: Any) -> None:
     if isinstance(value, (jax.Array, np.ndarray, np.generic)):
         if np.ndim(value) != 0:
-            raise TypeError(f"`{api_name(fn)}`: `{name}` must be a scalar, got an array of shape {np.shape(value)}.")
+            raise TypeError(
+                f"`{api_name(fn)}`: `{name}` must be a scalar, got an array of shape {np.shape(value)}."
+            )
         if not (jnp.issubdtype(value.dtype, jnp.floating) or jnp.issubdtype(value.dtype, jnp.integer)):
             raise TypeError(f"`{api_name(fn)}`: `{name}` must be a real number, got dtype {value.dtype}.")
 
 
 def _is_real(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (numbers.Real, jax.Array, np.ndarray, np.generic))
+    return not isinstance(value, bool) and isinstance(
+        value, (numbers.Real, jax.Array, np.ndarray, np.generic)
+    )
 
 
 def check_hyperparam(fn: str, name: str, value: Any) -> None:
@@ -122,7 +125,14 @@ def check_learning_rate(fn: str, value: Any) -> None:
 
 
 def check_in_range(
-    fn: str, name: str, value: Any, low: float, high: float, *, low_open: bool = False, high_open: bool = False
+    fn: str,
+    name: str,
+    value: Any,
+    low: float,
+    high: float,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
 ) -> None:
     """`value` must lie in the interval from `low` to `high` (open ends as flagged)."""
     lb, rb = ("(" if low_open else "["), (")" if high_open else "]")
@@ -136,7 +146,9 @@ def check_in_range(
 def check_bool(fn: str, name: str, value: Any) -> None:
     """`value` must be a Python bool."""
     if not isinstance(value, bool):
-        raise TypeError(f"`{api_name(fn)}`: `{name}` must be True or False, got {value!r} of type {type(value).__name__}.")
+        raise TypeError(
+            f"`{api_name(fn)}`: `{name}` must be True or False, got {value!r} of type {type(value).__name__}."
+        )
 
 
 def check_float_dtype(fn: str, name: str, value: Any) -> None:
@@ -154,7 +166,9 @@ def check_float_dtype(fn: str, name: str, value: Any) -> None:
 def check_int(fn: str, name: str, value: Any, *, minimum: int | None = None) -> None:
     """`value` must be a Python int (not a bool), at least `minimum` when given."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"`{api_name(fn)}`: `{name}` must be an integer, got {value!r} of type {type(value).__name__}.")
+        raise TypeError(
+            f"`{api_name(fn)}`: `{name}` must be an integer, got {value!r} of type {type(value).__name__}."
+        )
     if minimum is not None and value < minimum:
         raise ValueError(f"`{api_name(fn)}`: `{name}` must be >= {minimum}, got {value!r}.")
 
@@ -162,7 +176,9 @@ def check_int(fn: str, name: str, value: Any, *, minimum: int | None = None) -> 
 def check_one_of(fn: str, name: str, value: Any, allowed: tuple[Any, ...]) -> None:
     """`value` must be one of `allowed`."""
     if value not in allowed:
-        raise ValueError(f"`{api_name(fn)}`: `{name}` must be one of {', '.join(map(repr, allowed))}; got {value!r}.")
+        raise ValueError(
+            f"`{api_name(fn)}`: `{name}` must be one of {', '.join(map(repr, allowed))}; got {value!r}."
+        )
 
 
 def check_transform(fn: str, name: str, value: Any) -> None:
@@ -177,7 +193,9 @@ def check_transform(fn: str, name: str, value: Any) -> None:
 def check_callable(fn: str, name: str, value: Any) -> None:
     """`value` must be callable."""
     if not callable(value):
-        raise TypeError(f"`{api_name(fn)}`: `{name}` must be callable, got {value!r} of type {type(value).__name__}.")
+        raise TypeError(
+            f"`{api_name(fn)}`: `{name}` must be callable, got {value!r} of type {type(value).__name__}."
+        )
 
 
 # --------------------------------------------------------------------------- interop

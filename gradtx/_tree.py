@@ -139,7 +139,7 @@ def flatten_updates(
     leaves, treedef = jax.tree.flatten(tree, is_leaf=_is_update_leaf)
     labels = names or ("updates",) + tuple(f"tree {i + 1}" for i in range(len(rest)))
     flat_rest = []
-    for label, other in zip(labels[1:], rest):
+    for label, other in zip(labels[1:], rest, strict=True):
         try:
             flat_rest.append(treedef.flatten_up_to(other))
         except (ValueError, TypeError):
@@ -168,7 +168,7 @@ def map_updates(
       names: what each tree is, for the error message.
     """
     leaves, flat_rest, treedef = flatten_updates(fn_name, tree, *rest, names=names)
-    out = [None if x is None else f(x, *xs) for x, *xs in zip(leaves, *flat_rest)]
+    out = [None if x is None else f(x, *xs) for x, *xs in zip(leaves, *flat_rest, strict=True)]
     return treedef.unflatten(out)
 
 
@@ -189,7 +189,7 @@ def split_map(
     unchanged, as TF leaves the slots of a variable that got no gradient.
     """
     leaves, flat_rest, treedef = flatten_updates(fn_name, tree, *rest, names=names)
-    out = [(None, *xs[: n - 1]) if x is None else f(x, *xs) for x, *xs in zip(leaves, *flat_rest)]
+    out = [(None, *xs[: n - 1]) if x is None else f(x, *xs) for x, *xs in zip(leaves, *flat_rest, strict=True)]
     return tuple(treedef.unflatten([o[i] for o in out]) for i in range(n))
 
 
@@ -203,7 +203,7 @@ def split_leaves(f: Callable[..., tuple[Any, ...]], n: int, tree: Any, *rest: An
     """`map_leaves` with `f` returning an `n`-tuple per leaf; returns `n` trees."""
     leaves, treedef = jax.tree.flatten(tree, is_leaf=_is_update_leaf)
     flat_rest = [treedef.flatten_up_to(r) for r in rest]
-    outs = [f(x, *xs) for x, *xs in zip(leaves, *flat_rest)]
+    outs = [f(x, *xs) for x, *xs in zip(leaves, *flat_rest, strict=True)]
     return tuple(treedef.unflatten([o[i] for o in outs]) for i in range(n))
 
 
@@ -212,6 +212,7 @@ def where(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
 
     Row-sparse leaves select their values (both sides must share the indices).
     """
+
     def pick(a, b):
         if a is None:
             return None
@@ -284,7 +285,7 @@ def resolve_mask(fn_name: str, mask: Any, params: Any, *, arg: str = "mask") -> 
         mask = mask(params)
     leaves, flat_params, treedef = flatten_updates(fn_name, mask, params, names=(f"`{arg}`", "params"))
     out = []
-    for m, p in zip(leaves, flat_params[0]):
+    for m, p in zip(leaves, flat_params[0], strict=True):
         if m is None or p is None:
             out.append(None)
             continue
@@ -303,8 +304,14 @@ def select(fn_name: str, mask_tree: Any, tree: Any) -> Any:
 
 def merge(fn_name: str, mask_tree: Any, where_true: Any, where_false: Any) -> Any:
     """Leaves of `where_true` where the mask is True, of `where_false` elsewhere."""
-    return map_updates(fn_name, lambda m, a, b: a if m else b, mask_tree, where_true, where_false,
-                       names=("mask", "inner updates", "updates"))
+    return map_updates(
+        fn_name,
+        lambda m, a, b: a if m else b,
+        mask_tree,
+        where_true,
+        where_false,
+        names=("mask", "inner updates", "updates"),
+    )
 
 
 # --------------------------------------------------------------------------- key paths

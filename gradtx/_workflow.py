@@ -46,6 +46,7 @@ def compute_gradients(
         >>> float(loss), float(grads["a"]), grads["b"]
         (6.0, 3.0, None)
     """
+
     def scalar_loss(p):
         out = loss_fn(packing.unpack(p), *args)
         loss = out[0] if has_aux else out
@@ -58,15 +59,24 @@ def compute_gradients(
     (grads,) = pullback(cotangent)
     if var_list is not None:
         if packing.has_packed(params):
-            raise ValueError("`compute_gradients`: `var_list` selects parameters by key path, which packed "
-                             "parameters do not have; pass `var_list=None` (or train them unpacked).")
-        grads = _tree.select("compute_gradients", _tree.resolve_mask("compute_gradients", var_list, params,
-                                                                      arg="var_list"), grads)
+            raise ValueError(
+                "`compute_gradients`: `var_list` selects parameters by key path, which packed "
+                "parameters do not have; pass `var_list=None` (or train them unpacked)."
+            )
+        grads = _tree.select(
+            "compute_gradients",
+            _tree.resolve_mask("compute_gradients", var_list, params, arg="var_list"),
+            grads,
+        )
     return out, grads
 
 
 def apply_gradients(
-    tx: _protocol.GradientTransformation, grads: Any, opt_state: Any, params: _protocol.Params, **extra_args: Any
+    tx: _protocol.GradientTransformation,
+    grads: Any,
+    opt_state: Any,
+    params: _protocol.Params,
+    **extra_args: Any,
 ) -> tuple[_protocol.Params, Any]:
     """One optimizer step from given gradients (TF's `Optimizer.apply_gradients`): `(new_params, new_state)`.
 
@@ -102,7 +112,11 @@ def apply_gradients(
 
 
 def minimize(
-    loss_fn: Callable[..., Any], tx: _protocol.GradientTransformation, *, var_list: Any = None, has_aux: bool = False
+    loss_fn: Callable[..., Any],
+    tx: _protocol.GradientTransformation,
+    *,
+    var_list: Any = None,
+    has_aux: bool = False,
 ) -> Callable[..., tuple[_protocol.Params, Any, Any]]:
     """TF's `Optimizer.minimize` as a jittable step: `step(params, opt_state, *batch) -> (params, opt_state, loss)`.
 

@@ -67,7 +67,9 @@ def save_npz(path: str | os.PathLike, tree: Any) -> None:
     arrays, dtypes = {}, {}
     for key, leaf in _entries(tree):
         if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-            raise TypeError(f"`save_npz`: the leaf {key} is a typed PRNG key; store `jax.random.key_data(key)` instead.")
+            raise TypeError(
+                f"`save_npz`: the leaf {key} is a typed PRNG key; store `jax.random.key_data(key)` instead."
+            )
         value = np.asarray(leaf)
         dtypes[key or "<root>"] = value.dtype.name
         if value.dtype.kind == "V":  # bfloat16 and other ml_dtypes: NumPy stores their bits
@@ -113,16 +115,19 @@ def load_npz(path: str | os.PathLike, target: Any) -> Any:
     wanted = {k or "<root>" for k, _ in entries}
     missing, extra = sorted(wanted - set(stored)), sorted(set(stored) - wanted)
     if missing or extra:
-        raise ValueError(f"`load_npz`: {path} does not match the target: missing {missing[:8]}, "
-                         f"unexpected {extra[:8]}.")
+        raise ValueError(
+            f"`load_npz`: {path} does not match the target: missing {missing[:8]}, unexpected {extra[:8]}."
+        )
     leaves = []
-    for (_, node), part in zip(nodes, shapes):
+    for (_, node), part in zip(nodes, shapes, strict=True):
         arrays = []
         for key, like in part:
             value = stored[key or "<root>"]
             if tuple(value.shape) != tuple(like.shape) or value.dtype != np.dtype(like.dtype):
-                raise ValueError(f"`load_npz`: {key} is {value.dtype}{list(value.shape)} in {path}, "
-                                 f"but the target wants {np.dtype(like.dtype)}{list(like.shape)}.")
+                raise ValueError(
+                    f"`load_npz`: {key} is {value.dtype}{list(value.shape)} in {path}, "
+                    f"but the target wants {np.dtype(like.dtype)}{list(like.shape)}."
+                )
             arrays.append(jnp.asarray(value))
         if packing.is_packed(node):  # the leaves packed again, into the target's layout
             tree = jax.tree.unflatten(jax.tree.structure(jax.eval_shape(packing.unpack, node)), arrays)

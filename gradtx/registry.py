@@ -39,8 +39,18 @@ TF_ARG_NAMES: Mapping[str, str] = {
 }
 """TF argument name -> gradtx argument name; applied when the factory takes the gradtx name."""
 
-TF_IGNORED_ARGS = ("use_locking", "name", "accum_name", "linear_name", "num_worker", "is_chief",
-                   "ea_custom_getter", "ma_custom_getter", "custom_getter", "synchronous")
+TF_IGNORED_ARGS = (
+    "use_locking",
+    "name",
+    "accum_name",
+    "linear_name",
+    "num_worker",
+    "is_chief",
+    "ea_custom_getter",
+    "ma_custom_getter",
+    "custom_getter",
+    "synchronous",
+)
 """TF constructor arguments with no meaning for a pure transform (variable names, locking): accepted and dropped."""
 
 SPARSE_RULES = ("rows", "all_rows", "dense", "custom")
@@ -256,9 +266,13 @@ def translate_kwargs(name: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
             spellings = own + [tf for tf, ours in TF_ARG_NAMES.items() if ours in params]
             close = difflib.get_close_matches(k, spellings, n=2, cutoff=0.6)
             hint = f" Did you mean {' or '.join(f'`{c}`' for c in close)}?" if close else ""
-            raise TypeError(f"`gradtx.get({name!r})`: unknown argument `{k}`; `{e.name}` takes {', '.join(own)}.{hint}")
+            raise TypeError(
+                f"`gradtx.get({name!r})`: unknown argument `{k}`; `{e.name}` takes {', '.join(own)}.{hint}"
+            )
         if target in out:
-            raise TypeError(f"`gradtx.get({name!r})`: `{target}` is given twice (as `{k}` and as `{target}`).")
+            raise TypeError(
+                f"`gradtx.get({name!r})`: `{target}` is given twice (as `{k}` and as `{target}`)."
+            )
         out[target] = v
     return out
 
@@ -313,10 +327,23 @@ def from_config(config: Mapping[str, Any]) -> _protocol.GradientTransformation:
         >>> tx = gradtx.from_config({"class": "adam", "learning_rate": 1e-3, "epsilon": 1e-6})
     """
     if not isinstance(config, Mapping) or not isinstance(config.get("class"), str):
-        raise TypeError(f"`from_config`: `config` must be a dict with a string \"class\", got {config!r}.")
+        raise TypeError(f'`from_config`: `config` must be a dict with a string "class", got {config!r}.')
     kwargs = {k: v for k, v in config.items() if k != "class"}
     return get(config["class"], **kwargs)
 
 
-__all__ = ["Entry", "KINDS", "SPARSE_RULES", "TF_ARG_NAMES", "TF_IGNORED_ARGS", "entries",
-           "entry", "from_config", "get", "names", "register", "translate_kwargs", "unregister"]
+__all__ = [
+    "Entry",
+    "KINDS",
+    "SPARSE_RULES",
+    "TF_ARG_NAMES",
+    "TF_IGNORED_ARGS",
+    "entries",
+    "entry",
+    "from_config",
+    "get",
+    "names",
+    "register",
+    "translate_kwargs",
+    "unregister",
+]

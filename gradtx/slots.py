@@ -50,7 +50,7 @@ def _merge(name: str, found: list[tuple[str, Any]]) -> Any:
     is_leaf = lambda x: x is None  # noqa: E731
     treedefs = {jax.tree.structure(t, is_leaf=is_leaf) for t in trees}
     if len(treedefs) == 1:
-        columns = list(zip(*(jax.tree.leaves(t, is_leaf=is_leaf) for t in trees)))
+        columns = list(zip(*(jax.tree.leaves(t, is_leaf=is_leaf) for t in trees), strict=True))
         if all(sum(x is not None for x in col) <= 1 for col in columns):
             merged = [next((x for x in col if x is not None), None) for col in columns]
             return treedefs.pop().unflatten(merged)
@@ -102,7 +102,9 @@ def get_slot(state: Any, name: str, path: Any = None) -> Any:
     """
     found = [(where, tree) for n, where, tree in _walk(state, "state") if n == name]
     if not found:
-        raise _protocol.UnknownNameError(f"`get_slot`: no slot named {name!r}; the state has {slot_names(state)}.")
+        raise _protocol.UnknownNameError(
+            f"`get_slot`: no slot named {name!r}; the state has {slot_names(state)}."
+        )
     tree = found[0][1] if len(found) == 1 else _merge(name, found)
     if path is None:
         return tree

@@ -49,14 +49,22 @@ class RowSparse:
 
     _gradtx_row_sparse = True
     __slots__ = ("indices", "values", "dense_shape", "unique")
+    indices: jax.Array
+    values: jax.Array
+    dense_shape: tuple[int, ...]
+    unique: bool
 
     def __init__(self, indices: Any, values: Any, dense_shape: Sequence[int], *, unique: bool = False):
         indices, values = jnp.asarray(indices), jnp.asarray(values)
         dense_shape = tuple(int(d) for d in dense_shape)
         if not jnp.issubdtype(indices.dtype, jnp.integer):
             raise TypeError(f"`RowSparse`: `indices` must be an integer array, got dtype {indices.dtype}.")
-        if indices.ndim != 1 or values.ndim != len(dense_shape) or values.shape[0] != indices.shape[0] \
-                or values.shape[1:] != dense_shape[1:]:
+        if (
+            indices.ndim != 1
+            or values.ndim != len(dense_shape)
+            or values.shape[0] != indices.shape[0]
+            or values.shape[1:] != dense_shape[1:]
+        ):
             raise ValueError(
                 f"`RowSparse`: `indices` must have shape [k] and `values` shape [k, *dense_shape[1:]]; got "
                 f"indices {indices.shape}, values {values.shape}, dense_shape {dense_shape}."
@@ -76,7 +84,7 @@ class RowSparse:
     def tree_flatten_with_keys(self):
         """The pytree children `indices` and `values` with their key paths; the shape and flag are static."""
         keys = (jax.tree_util.GetAttrKey("indices"), jax.tree_util.GetAttrKey("values"))
-        return tuple(zip(keys, (self.indices, self.values))), (self.dense_shape, self.unique)
+        return tuple(zip(keys, (self.indices, self.values), strict=True)), (self.dense_shape, self.unique)
 
     @classmethod
     def tree_unflatten(cls, aux, children):
@@ -85,8 +93,10 @@ class RowSparse:
         return obj
 
     def __repr__(self) -> str:
-        return (f"RowSparse(indices={self.indices!r}, values={self.values!r}, "
-                f"dense_shape={self.dense_shape}, unique={self.unique})")
+        return (
+            f"RowSparse(indices={self.indices!r}, values={self.values!r}, "
+            f"dense_shape={self.dense_shape}, unique={self.unique})"
+        )
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -139,13 +149,19 @@ class RowSparse:
         segment = jnp.cumsum(first.astype(jnp.int32)) - 1  # of each sorted entry
         uniq = jnp.full((k,), self.num_rows, jnp.int32).at[segment].set(sorted_ids)
         inverse = jnp.zeros((k,), jnp.int32).at[order].set(segment, unique_indices=True)
-        summed = jax.ops.segment_sum(self.values, inverse, num_segments=k)  # in the order of the entries, as TF
+        summed = jax.ops.segment_sum(
+            self.values, inverse, num_segments=k
+        )  # in the order of the entries, as TF
         out = RowSparse.tree_unflatten((self.dense_shape, True), (uniq, summed))
         return out.with_values(out.zero_padding(summed))
 
     def todense(self) -> jax.Array:
         """The dense gradient (O(table): only for rules that have no sparse form)."""
-        return jnp.zeros(self.dense_shape, self.values.dtype).at[self._rows_or_oob()].add(self.values, mode="drop")
+        return (
+            jnp.zeros(self.dense_shape, self.values.dtype)
+            .at[self._rows_or_oob()]
+            .add(self.values, mode="drop")
+        )
 
     def gather(self, table: jax.Array) -> jax.Array:
         """The rows `indices` of `table` (zeros for padding entries)."""
@@ -210,10 +226,12 @@ def apply_rows(
         args.append(g.gather(param))
     update_rows, *new_rows = rule(*args)
     update = g.with_values(g.zero_padding(update_rows))
-    return (update, *(g.scatter(s, r) for s, r in zip(slots, new_rows)))
+    return (update, *(g.scatter(s, r) for s, r in zip(slots, new_rows, strict=True)))
 
 
-def lift(rule: Callable[..., tuple[jax.Array, ...]], *, with_param: bool = False) -> Callable[..., tuple[Any, ...]]:
+def lift(
+    rule: Callable[..., tuple[jax.Array, ...]], *, with_param: bool = False
+) -> Callable[..., tuple[Any, ...]]:
     """A per-leaf function from a dense per-element rule: dense gradients get `rule`, row-sparse
     ones get it on their touched rows only (`apply_rows`, TF's `SparseApply*` semantics).
 
@@ -286,7 +304,9 @@ def value_and_grad(
     """
     _checks.check_callable("value_and_grad", "loss_fn", loss_fn)
     if not isinstance(lookups, Mapping) or not lookups:
-        raise TypeError(f"`value_and_grad`: `lookups` must be a non-empty dict path -> argument position, got {lookups!r}.")
+        raise TypeError(
+            f"`value_and_grad`: `lookups` must be a non-empty dict path -> argument position, got {lookups!r}."
+        )
     for path, pos in lookups.items():
         _checks.check_int("value_and_grad", f"lookups[{path!r}]", pos, minimum=1)
 
@@ -297,11 +317,15 @@ def value_and_grad(
         rows_of: dict[str, tuple[jax.Array, int]] = {}
         for path, pos in lookups.items():
             if path not in leaves:
-                raise ValueError(f"`value_and_grad`: `lookups` names {path!r}, which is not a leaf of params; "
-                                 f"leaves: {sorted(leaves)}.")
+                raise ValueError(
+                    f"`value_and_grad`: `lookups` names {path!r}, which is not a leaf of params; "
+                    f"leaves: {sorted(leaves)}."
+                )
             if pos > len(args):
-                raise ValueError(f"`value_and_grad`: `lookups[{path!r}]` = {pos}, but the loss got {len(args)} "
-                                 f"argument(s) after params.")
+                raise ValueError(
+                    f"`value_and_grad`: `lookups[{path!r}]` = {pos}, but the loss got {len(args)} "
+                    f"argument(s) after params."
+                )
             table = leaves[path][1]
             if pos not in remapped:
                 ids = jnp.asarray(args[pos - 1])
@@ -310,16 +334,23 @@ def value_and_grad(
                 remapped[pos] = (uniq, inverse.reshape(ids.shape), table.shape[0])
             uniq, _, n = remapped[pos]
             if n != table.shape[0]:
-                raise ValueError(f"`value_and_grad`: tables sharing ids argument {pos} must have the same "
-                                 f"number of rows; {path!r} has {table.shape[0]}, another has {n}.")
+                raise ValueError(
+                    f"`value_and_grad`: tables sharing ids argument {pos} must have the same "
+                    f"number of rows; {path!r} has {table.shape[0]}, another has {n}."
+                )
             rows_of[path] = (jnp.where(uniq >= 0, uniq, n).astype(jnp.int32), n)
         for pos, (_, inverse, _) in remapped.items():
             args[pos - 1] = inverse
 
         def substituted(p):
             return jax.tree_util.tree_map_with_path(
-                lambda kp, x: x.at[rows_of[_tree.path_str(kp)][0]].get(mode="fill", fill_value=0)
-                if _tree.path_str(kp) in rows_of else x, p)
+                lambda kp, x: (
+                    x.at[rows_of[_tree.path_str(kp)][0]].get(mode="fill", fill_value=0)
+                    if _tree.path_str(kp) in rows_of
+                    else x
+                ),
+                p,
+            )
 
         small = substituted(params)
         out, grads = jax.value_and_grad(loss_fn, has_aux=has_aux)(small, *args)
@@ -352,10 +383,14 @@ def densify(tree: Any) -> Any:
         >>> densify({"emb": RowSparse(jnp.array([0, 0]), jnp.ones((2, 1)), (2, 1)), "b": jnp.ones(1)})["emb"][:, 0]
         Array([2., 0.], dtype=float32)
     """
-    return jax.tree.map(lambda x: x.todense() if _tree.is_row_sparse(x) else x, tree, is_leaf=_tree.is_row_sparse)
+    return jax.tree.map(
+        lambda x: x.todense() if _tree.is_row_sparse(x) else x, tree, is_leaf=_tree.is_row_sparse
+    )
 
 
-def random_row_sparse(key: jax.Array, dense_shape: Sequence[int], k: int, dtype: Any = jnp.float32) -> RowSparse:
+def random_row_sparse(
+    key: jax.Array, dense_shape: Sequence[int], k: int, dtype: Any = jnp.float32
+) -> RowSparse:
     """A random `RowSparse` with `k` (possibly repeated) rows: for tests, examples and benchmarks.
 
     Args:

@@ -55,25 +55,35 @@ def _error(message: str) -> ValueError:
 def _check_learning_rate(learning_rate: Any) -> None:
     if learning_rate is None or _checks.is_schedule(learning_rate):
         return
-    if isinstance(learning_rate, bool) or not isinstance(learning_rate, (numbers.Real, jax.Array)) \
-            or jnp.ndim(learning_rate) != 0:
+    if (
+        isinstance(learning_rate, bool)
+        or not isinstance(learning_rate, (numbers.Real, jax.Array))
+        or jnp.ndim(learning_rate) != 0
+    ):
         raise _error(f"`learning_rate` must be a float, a 0-d array or a schedule, got {learning_rate!r}.")
     if not isinstance(learning_rate, jax.core.Tracer) and not float(learning_rate) >= 0:
         raise _error(f"`learning_rate` must be >= 0, got {learning_rate!r}.")
 
 
-def _optimizer_builder(optimizer: Any, learning_rate: Any) -> Callable[[Any], _protocol.GradientTransformation]:
+def _optimizer_builder(
+    optimizer: Any, learning_rate: Any
+) -> Callable[[Any], _protocol.GradientTransformation]:
     """A function `lr -> transform` for each way TF accepts an optimizer."""
     if isinstance(optimizer, str):
         if learning_rate is None:
-            raise _error(f"`learning_rate` is None, but it must be given when `optimizer` is a name ({optimizer!r}).")
+            raise _error(
+                f"`learning_rate` is None, but it must be given when `optimizer` is a name ({optimizer!r})."
+            )
         try:
             factory = registry.entry(optimizer).factory
         except _protocol.UnknownNameError as err:
             raise _error(f"`optimizer` {optimizer!r} is unknown: {err}") from None
         needed = [
-            p.name for p in inspect.signature(factory).parameters.values()
-            if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "learning_rate"
+            p.name
+            for p in inspect.signature(factory).parameters.values()
+            if p.default is p.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            and p.name != "learning_rate"
         ]
         if needed:
             args = ", ".join(f"{n}=..." for n in needed)
@@ -86,6 +96,7 @@ def _optimizer_builder(optimizer: Any, learning_rate: Any) -> Callable[[Any], _p
     if callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None)):
         return lambda lr: optimizer  # an instance: the rate only shows in the metrics, as in TF
     if callable(optimizer):
+
         def build(lr):
             tx = optimizer(lr) if learning_rate is not None else optimizer()
             if not (callable(getattr(tx, "init", None)) and callable(getattr(tx, "update", None))):
@@ -178,10 +189,14 @@ def optimize_loss(
     _check_learning_rate(learning_rate)
     if learning_rate_decay_fn is not None:
         _checks.check_callable("optimize_loss", "learning_rate_decay_fn", learning_rate_decay_fn)
-    if clip_gradients is not None and (isinstance(clip_gradients, bool) or not (
-            isinstance(clip_gradients, numbers.Real) or callable(clip_gradients))):
-        raise _error(f"`clip_gradients` must be a float or a callable, got {clip_gradients!r} "
-                     f"of type {type(clip_gradients).__name__}.")
+    if clip_gradients is not None and (
+        isinstance(clip_gradients, bool)
+        or not (isinstance(clip_gradients, numbers.Real) or callable(clip_gradients))
+    ):
+        raise _error(
+            f"`clip_gradients` must be a float or a callable, got {clip_gradients!r} "
+            f"of type {type(clip_gradients).__name__}."
+        )
     if isinstance(clip_gradients, numbers.Real):
         _checks.check_positive("optimize_loss", "clip_gradients", clip_gradients)
     if gradient_noise_scale is not None:
@@ -195,7 +210,9 @@ def optimize_loss(
     _checks.check_int("optimize_loss", "seed", seed)
 
     build_optimizer = _optimizer_builder(optimizer, learning_rate)
-    initial_lr = None if learning_rate is None else _lr_at(learning_rate, learning_rate_decay_fn, jnp.int32(0))
+    initial_lr = (
+        None if learning_rate is None else _lr_at(learning_rate, learning_rate_decay_fn, jnp.int32(0))
+    )
     build_optimizer(initial_lr)  # fail now on an unknown name or a bad factory
 
     pre = combinators.chain(
@@ -221,9 +238,11 @@ def optimize_loss(
         if variables is None:
             return jax.tree.map(lambda _: True, params)
         if packing.has_packed(params):
-            raise _error("`variables` selects parameters by key path, which packed parameters do not have; "
-                         "pass `variables=None` and freeze parameters inside the optimizer (`gradtx.freeze`), "
-                         "or train them unpacked.")
+            raise _error(
+                "`variables` selects parameters by key path, which packed parameters do not have; "
+                "pass `variables=None` and freeze parameters inside the optimizer (`gradtx.freeze`), "
+                "or train them unpacked."
+            )
         return _tree.resolve_mask("optimize_loss", variables, params, arg="variables")
 
     def init(params):
@@ -255,7 +274,11 @@ def optimize_loss(
             raise _error("there are no gradients: no parameter is trainable (check `variables`).")
         p = _tree.select("optimize_loss", mask, params)
         rng, noise_key = jax.random.split(jax.random.wrap_key_data(train_state.rng))
-        lr = None if learning_rate is None else _lr_at(learning_rate, learning_rate_decay_fn, train_state.global_step)
+        lr = (
+            None
+            if learning_rate is None
+            else _lr_at(learning_rate, learning_rate_decay_fn, train_state.global_step)
+        )
 
         grads, pre_state = pre.update(grads, st.preprocess, p, key=noise_key)
         pre_clip = grads
@@ -270,8 +293,12 @@ def optimize_loss(
             metrics = parallel.mean_over(metrics, axis_name)
             clip_state = parallel.mean_over(clip_state, axis_name)
         global_step = train_state.global_step + (1 if increment_global_step else 0)
-        new_state = TrainState(new_params, OptimizeLossState(pre_state, clip_state, opt_state),
-                               jnp.asarray(global_step, jnp.int32), jax.random.key_data(rng))
+        new_state = TrainState(
+            new_params,
+            OptimizeLossState(pre_state, clip_state, opt_state),
+            jnp.asarray(global_step, jnp.int32),
+            jax.random.key_data(rng),
+        )
         return new_state, metrics
 
     return OptimizeLoss(init, step)
@@ -301,8 +328,9 @@ def _metrics(summaries, loss, lr, pre_clip, grads, clip_gradients, clip_state, a
             if clip_gradients is not None:
                 metrics["clipped_gradient_norm"] = _tree.global_norm(grads)
     if "gradients" in summaries or "gradient_norm" in summaries:
-        per_variable = _tree.map_updates("optimize_loss", lambda g: jnp.sqrt(_tree.squared_norm(g)),
-                                         packing.unpack(grads))
+        per_variable = _tree.map_updates(
+            "optimize_loss", lambda g: jnp.sqrt(_tree.squared_norm(g)), packing.unpack(grads)
+        )
         for name in ("gradients", "gradient_norm"):
             if name in summaries:
                 metrics[name] = per_variable

@@ -37,12 +37,14 @@ def to_gradtx(grads_seq, shapes=SHAPES, dtype=None):
     """The same gradients for gradtx: `(indices, values)` pairs become `RowSparse` (optionally cast)."""
     cast = (lambda x: np.asarray(x, dtype)) if dtype is not None else (lambda x: x)
     return [
-        [RowSparse(g[0], cast(g[1]), s) if isinstance(g, tuple) else cast(g) for g, s in zip(step, shapes)]
+        [RowSparse(g[0], cast(g[1]), s) if isinstance(g, tuple) else cast(g) for g, s in zip(step, shapes, strict=True)]
         for step in grads_seq
     ]
 
 
-def random_grads(seed: int, shapes: Sequence[tuple[int, ...]], steps: int, scale: float = 1.0) -> list[list[np.ndarray]]:
+def random_grads(
+    seed: int, shapes: Sequence[tuple[int, ...]], steps: int, scale: float = 1.0
+) -> list[list[np.ndarray]]:
     """`steps` lists of float32 gradients, one per shape, reproducible from `seed`."""
     rng = np.random.default_rng(seed)
     return [[(scale * rng.standard_normal(s)).astype(np.float32) for s in shapes] for _ in range(steps)]
@@ -73,14 +75,19 @@ def run(
     return out, state
 
 
-def assert_trees_close(actual: Any, expected: Any, *, rtol: float = 1e-5, atol: float = 1e-6, msg: str = "") -> None:
+def assert_trees_close(
+    actual: Any, expected: Any, *, rtol: float = 1e-5, atol: float = 1e-6, msg: str = ""
+) -> None:
     """Leaf-by-leaf `np.testing.assert_allclose`, with the key path in the message."""
     leaves_e = jax.tree_util.tree_flatten_with_path(expected)[0]
     leaves_a = jax.tree.leaves(actual)
     assert len(leaves_a) == len(leaves_e), f"{msg}: {len(leaves_a)} leaves vs {len(leaves_e)}"
-    for (path, e), a in zip(leaves_e, leaves_a):
+    for (path, e), a in zip(leaves_e, leaves_a, strict=True):
         np.testing.assert_allclose(
-            np.asarray(a, np.float64), np.asarray(e, np.float64), rtol=rtol, atol=atol,
+            np.asarray(a, np.float64),
+            np.asarray(e, np.float64),
+            rtol=rtol,
+            atol=atol,
             err_msg=f"{msg} at {jax.tree_util.keystr(path)}",
         )
 
@@ -91,8 +98,17 @@ def shape_dtypes(tree: Any) -> Any:
     return treedef, [(tuple(jnp.shape(x)), jnp.result_type(x)) for x in leaves]
 
 
-def compare_to_reference(make_tx, make_ref, *, sparse: bool, x64: bool, slots=(), seed: int = 3,
-                         extra_args=None, atol32: float = 1e-6):
+def compare_to_reference(
+    make_tx,
+    make_ref,
+    *,
+    sparse: bool,
+    x64: bool,
+    slots=(),
+    seed: int = 3,
+    extra_args=None,
+    atol32: float = 1e-6,
+):
     """Run `make_tx()` against the float64 reference `make_ref()` (tests/reference*.py) for 20 steps.
 
     Float32 must agree to TF's tolerance (rtol 1e-5); float64 (jax x64) to 1e-10, which pins
@@ -112,7 +128,9 @@ def compare_to_reference(make_tx, make_ref, *, sparse: bool, x64: bool, slots=()
     else:
         actual, state = run(make_tx(), params, to_gradtx(grads), extra_args_seq=extra)
         tol = {"rtol": 1e-5, "atol": atol32}
-    for t, (a, e) in enumerate(zip(actual, expected)):
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         assert_trees_close(a, e, msg=f"params after step {t + 1}", **tol)
     for slot in slots:
-        assert_trees_close(gradtx.get_slot(state, slot), [s[slot] for s in ref_slots], msg=f"slot {slot}", **tol)
+        assert_trees_close(
+            gradtx.get_slot(state, slot), [s[slot] for s in ref_slots], msg=f"slot {slot}", **tol
+        )

@@ -123,7 +123,9 @@ def _alpha(lr, b1, b2, t):
     return lr * np.sqrt(1 - b2**t) / (1 - b1**t)
 
 
-def adam(lr: float, b1: float, b2: float, eps: float, nesterov: bool = False, lazy: bool = False) -> Reference:
+def adam(
+    lr: float, b1: float, b2: float, eps: float, nesterov: bool = False, lazy: bool = False
+) -> Reference:
     """ApplyAdam (epsilon-hat); sparse: TF1 Adam (all rows), contrib Nadam (nesterov) or LazyAdam (lazy)."""
 
     def step(var, g, s, t):
@@ -155,8 +157,8 @@ def ftrl(lr, power=-0.5, init=0.1, l1=0.0, l2=0.0, shrinkage=0.0, beta=0.0) -> R
     def step(var, g, s, t):
         accum, linear = s["accum"], s["linear"]
         new_accum = accum + g * g
-        linear = linear + (g + 2 * shrinkage * var) - (new_accum ** -power - accum ** -power) / lr * var
-        quadratic = new_accum ** -power / lr + 2 * l2_adj
+        linear = linear + (g + 2 * shrinkage * var) - (new_accum**-power - accum**-power) / lr * var
+        quadratic = new_accum**-power / lr + 2 * l2_adj
         new = np.where(np.abs(linear) > l1, (l1 * np.sign(linear) - linear) / quadratic, 0.0)
         return new, {"accum": new_accum, "linear": linear}
 

@@ -11,7 +11,11 @@ from gradtx import _base, _checks, _protocol
 
 def test_apply_updates_adds_and_keeps_each_param_dtype():
     params = {"a": jnp.ones(2, jnp.bfloat16), "b": jnp.ones(2, jnp.float32), "c": jnp.ones(2, jnp.float16)}
-    updates = {"a": jnp.array([0.5, -0.25], jnp.float32), "b": jnp.array([1.0, 2.0]), "c": jnp.array([0.5, 0.5])}
+    updates = {
+        "a": jnp.array([0.5, -0.25], jnp.float32),
+        "b": jnp.array([1.0, 2.0]),
+        "c": jnp.array([0.5, 0.5]),
+    }
     out = gradtx.apply_updates(params, updates)
     assert {k: v.dtype for k, v in out.items()} == {"a": jnp.bfloat16, "b": jnp.float32, "c": jnp.float16}
     np.testing.assert_array_equal(np.asarray(out["a"], np.float32), [1.5, 0.75])
@@ -25,7 +29,9 @@ def test_apply_updates_keeps_none_leaves():
 
 
 def test_apply_updates_reports_mismatched_trees_with_key_paths():
-    with pytest.raises(gradtx.TreeMismatchError, match=r"`apply_updates`: params and updates.*only in params: \['b'\]"):
+    with pytest.raises(
+        gradtx.TreeMismatchError, match=r"`apply_updates`: params and updates.*only in params: \['b'\]"
+    ):
         gradtx.apply_updates({"a": jnp.ones(2), "b": jnp.ones(2)}, {"a": jnp.ones(2)})
 
 

@@ -46,12 +46,27 @@ def test_every_contender_computes_the_same_parameters(name, monkeypatch):
     assert len(results) >= 3
     reference = results[w.contenders[0].name]
     for who, params in results.items():
-        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=who), params, reference)
+        jax.tree.map(
+            lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=who),
+            params,
+            reference,
+        )
 
 
 def test_smoke_run_writes_results_and_report(tmp_path):
-    out = run.main(["--sizes", "smoke", "--rounds", "2", "--min-round-ms", "1",
-                    "--json", str(tmp_path / "cpu.json"), "--no-report"])
+    out = run.main(
+        [
+            "--sizes",
+            "smoke",
+            "--rounds",
+            "2",
+            "--min-round-ms",
+            "1",
+            "--json",
+            str(tmp_path / "cpu.json"),
+            "--no-report",
+        ]
+    )
     assert [w["name"] for w in out["workloads"]] == list(workloads.ALL)
     for w in out["workloads"]:
         for row in w["rows"].values():
@@ -69,8 +84,18 @@ def test_smoke_run_writes_results_and_report(tmp_path):
 
 def test_only_keeps_the_other_workloads(tmp_path):
     path = tmp_path / "cpu.json"
-    args = ["--sizes", "smoke", "--rounds", "1", "--min-round-ms", "1", "--json", str(path), "--no-report",
-            "--no-sharding"]
+    args = [
+        "--sizes",
+        "smoke",
+        "--rounds",
+        "1",
+        "--min-round-ms",
+        "1",
+        "--json",
+        str(path),
+        "--no-report",
+        "--no-sharding",
+    ]
     run.main(args + ["--only", "big_adam", "sparse"])
     out = run.main(args + ["--only", "sparse"])
     assert [w["name"] for w in out["workloads"]] == ["big_adam", "sparse"]
@@ -81,5 +106,9 @@ def test_committed_results_match_the_committed_report(tmp_path):
     assert (committed / "cpu.json").exists(), "run `make bench` and commit benchmarks/results"
     cpu = json.loads((committed / "cpu.json").read_text())
     assert cpu["sizes"] == "full" and [w["name"] for w in cpu["workloads"]] == list(workloads.ALL)
-    text = report.main(["--results", str(committed), "--charts", str(tmp_path), "--out", str(tmp_path / "R.md")])
-    assert text == (ROOT / "benchmarks" / "RESULTS.md").read_text(), "re-render with `python -m benchmarks.report`"
+    text = report.main(
+        ["--results", str(committed), "--charts", str(tmp_path), "--out", str(tmp_path / "R.md")]
+    )
+    assert text == (ROOT / "benchmarks" / "RESULTS.md").read_text(), (
+        "re-render with `python -m benchmarks.report`"
+    )

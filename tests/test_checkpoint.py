@@ -18,8 +18,9 @@ def _loss(p, x, y):
 
 
 def _trainer():
-    return gradtx.optimize_loss(_loss, "Adam", learning_rate=0.05, clip_gradients=1.0, gradient_noise_scale=0.01,
-                                summaries=["loss"])
+    return gradtx.optimize_loss(
+        _loss, "Adam", learning_rate=0.05, clip_gradients=1.0, gradient_noise_scale=0.01, summaries=["loss"]
+    )
 
 
 def _steps(trainer, state, n):

@@ -33,7 +33,10 @@ BY_ENTRY = pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
 def _params(dtype=jnp.float32):
     rng = np.random.default_rng(0)
     return {
-        "dense": {"kernel": jnp.asarray(rng.standard_normal((4, 3)), dtype), "bias": jnp.asarray(rng.standard_normal(3), dtype)},
+        "dense": {
+            "kernel": jnp.asarray(rng.standard_normal((4, 3)), dtype),
+            "bias": jnp.asarray(rng.standard_normal(3), dtype),
+        },
         "scalar": jnp.asarray(0.5, dtype),
         "layers": [jnp.asarray(rng.standard_normal(5), dtype)],
     }
@@ -110,9 +113,14 @@ def test_jit_no_retrace_stable_state_and_eager_agreement(entry):
 def test_donated_step_writes_params_and_state_in_place(entry):
     """With params and state donated, every output buffer is a donated input: no hidden copies (wrappers included)."""
     tx = _build(entry)
-    params = {"dense": {"kernel": jax.ShapeDtypeStruct((256, 256), jnp.float32),
-                        "bias": jax.ShapeDtypeStruct((256,), jnp.float32)},
-              "scalar": jax.ShapeDtypeStruct((), jnp.float32), "layers": [jax.ShapeDtypeStruct((300,), jnp.float32)]}
+    params = {
+        "dense": {
+            "kernel": jax.ShapeDtypeStruct((256, 256), jnp.float32),
+            "bias": jax.ShapeDtypeStruct((256,), jnp.float32),
+        },
+        "scalar": jax.ShapeDtypeStruct((), jnp.float32),
+        "layers": [jax.ShapeDtypeStruct((300,), jnp.float32)],
+    }
     step = jax.jit(lambda p, s, g: _apply(entry, tx, p, s, g, 0), donate_argnums=(0, 1))
     memory = step.lower(params, jax.eval_shape(tx.init, params), params).compile().memory_analysis()
     if memory is None:
@@ -138,7 +146,9 @@ def test_dtypes_are_kept(entry, dtype):
     entry, tx, step, _ = _built(entry.name)
     params = _params(dtype)
     state0 = tx.init(params)
-    updates, state1 = jax.jit(lambda g, s, p: tx.update(g, s, p, **entry.extra(0)))(_grads(params), state0, params)
+    updates, state1 = jax.jit(lambda g, s, p: tx.update(g, s, p, **entry.extra(0)))(
+        _grads(params), state0, params
+    )
     assert jax.tree.map(lambda u: u.dtype, updates) == jax.tree.map(lambda p: p.dtype, params)
     assert helpers.shape_dtypes(state1) == helpers.shape_dtypes(state0)
     new_params = gradtx.apply_updates(params, updates)
@@ -172,8 +182,9 @@ def test_unknown_extra_args_are_ignored(entry):
     params = _params()
     state = tx.init(params)
     plain = tx.update(_grads(params), state, params, **entry.extra(0))
-    with_extra = tx.update(_grads(params), state, params, some_unknown_argument=jnp.ones(3), another=None,
-                           **entry.extra(0))
+    with_extra = tx.update(
+        _grads(params), state, params, some_unknown_argument=jnp.ones(3), another=None, **entry.extra(0)
+    )
     helpers.assert_trees_close(with_extra, plain, rtol=0, atol=0)
 
 
@@ -187,8 +198,11 @@ def _numeric_hyperparams(entry):
     return [k for k in _numeric_args(entry) if not k.startswith("initial_")]
 
 
-@pytest.mark.parametrize("entry", [e for e in ENTRIES if len(_numeric_args(e)) > len(_numeric_hyperparams(e))],
-                         ids=lambda e: e.name)
+@pytest.mark.parametrize(
+    "entry",
+    [e for e in ENTRIES if len(_numeric_args(e)) > len(_numeric_hyperparams(e))],
+    ids=lambda e: e.name,
+)
 def test_initial_slot_values_refuse_schedules(entry):
     for name in set(_numeric_args(entry)) - set(_numeric_hyperparams(entry)):
         with pytest.raises(TypeError, match=rf"`{name}` must be a number or a scalar array \(not a schedule"):
@@ -200,8 +214,13 @@ def test_every_numeric_hyperparameter_accepts_a_schedule(entry):
     params = _params()
     grads = [_grads(params, seed) for seed in range(3)]
     plain = _run(entry, _build(entry), params, grads)[0]
-    scheduled = _build(entry, **{name: (lambda count, v=entry.example[name]: jnp.asarray(v, jnp.float32))
-                               for name in _numeric_hyperparams(entry)})
+    scheduled = _build(
+        entry,
+        **{
+            name: (lambda count, v=entry.example[name]: jnp.asarray(v, jnp.float32))
+            for name in _numeric_hyperparams(entry)
+        },
+    )
     helpers.assert_trees_close(_run(entry, scheduled, params, grads)[0], plain, rtol=1e-6, atol=1e-7)
 
 
@@ -219,7 +238,7 @@ def test_inject_hyperparams_equals_the_plain_call(entry):
 def _quadratic_loss(params, target, curvature):
     return sum(
         0.5 * jnp.sum(c * (p - t) ** 2)
-        for p, t, c in zip(jax.tree.leaves(params), jax.tree.leaves(target), jax.tree.leaves(curvature))
+        for p, t, c in zip(jax.tree.leaves(params), jax.tree.leaves(target), jax.tree.leaves(curvature), strict=True)
     )
 
 
@@ -244,12 +263,20 @@ def test_optimizer_converges_on_a_quadratic(entry):
 def _sparse_problem():
     """An embedding-like table ("kernel", 8 rows) with a row-sparse gradient, and a dense vector ("bias")."""
     rng = np.random.default_rng(5)
-    params = {"dense": {"kernel": jnp.asarray(rng.standard_normal((8, 3)), jnp.float32),
-                        "bias": jnp.asarray(rng.standard_normal(4), jnp.float32)}}
+    params = {
+        "dense": {
+            "kernel": jnp.asarray(rng.standard_normal((8, 3)), jnp.float32),
+            "bias": jnp.asarray(rng.standard_normal(4), jnp.float32),
+        }
+    }
     idx = jnp.array([1, 4, 4, 6])
     vals = jnp.asarray(rng.standard_normal((4, 3)), jnp.float32)
-    grads = {"dense": {"kernel": RowSparse(idx, vals, (8, 3)),
-                       "bias": jnp.asarray(rng.standard_normal(4), jnp.float32)}}
+    grads = {
+        "dense": {
+            "kernel": RowSparse(idx, vals, (8, 3)),
+            "bias": jnp.asarray(rng.standard_normal(4), jnp.float32),
+        }
+    }
     return params, grads
 
 
@@ -263,14 +290,18 @@ def test_row_sparse_gradients_follow_the_declared_rule(entry):
     dense_grads = {"dense": {**grads["dense"], "kernel": grads["dense"]["kernel"].todense()}}
     if entry.sparse in ("dense", "all_rows"):
         expected, _ = step(params, tx.init(params), dense_grads, 0)
-        helpers.assert_trees_close(new, expected, rtol=1e-6, atol=1e-6)  # XLA may fuse the densified path differently
+        helpers.assert_trees_close(
+            new, expected, rtol=1e-6, atol=1e-6
+        )  # XLA may fuse the densified path differently
     elif entry.sparse == "rows":
         table, new_table = params["dense"]["kernel"], new["dense"]["kernel"]
         rows = np.array([1, 4, 6])
         untouched = np.setdiff1d(np.arange(8), rows)
         np.testing.assert_array_equal(new_table[untouched], table[untouched])
         sub = {"dense": {"kernel": table[rows], "bias": params["dense"]["bias"]}}
-        sub_grads = {"dense": {"kernel": dense_grads["dense"]["kernel"][rows], "bias": grads["dense"]["bias"]}}
+        sub_grads = {
+            "dense": {"kernel": dense_grads["dense"]["kernel"][rows], "bias": grads["dense"]["bias"]}
+        }
         expected, _ = step(sub, tx.init(sub), sub_grads, 0)
         helpers.assert_trees_close(new_table[rows], expected["dense"]["kernel"], rtol=1e-6, atol=1e-7)
         helpers.assert_trees_close(new["dense"]["bias"], expected["dense"]["bias"], rtol=0, atol=0)
@@ -289,12 +320,18 @@ def test_row_sparse_gradients_follow_the_declared_rule(entry):
 def test_parallel_wrappers_raise_outside_the_mapped_axis(entry):
     tx, params = entry.build(), _params()
     with pytest.raises(ValueError, match=rf"`{entry.name}`: the axis name 'data' is not bound here"):
-        tx.update(_grads(params), jax.eval_shape(tx.init, params) if entry.name == "sharded_state" else tx.init(params),
-                  params)
+        tx.update(
+            _grads(params),
+            jax.eval_shape(tx.init, params) if entry.name == "sharded_state" else tx.init(params),
+            params,
+        )
 
 
 def test_missing_extra_argument_is_a_clear_error():
     tx = gradtx.adam_gs(0.1)
-    with pytest.raises(gradtx.MissingExtraArgError, match=r"needs the extra argument `global_step`; call it as "
-                                                          r"`tx.update\(grads, state, params, global_step=step\)`"):
+    with pytest.raises(
+        gradtx.MissingExtraArgError,
+        match=r"needs the extra argument `global_step`; call it as "
+        r"`tx.update\(grads, state, params, global_step=step\)`",
+    ):
         tx.update(jnp.ones(2), tx.init(jnp.zeros(2)))

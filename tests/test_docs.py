@@ -8,13 +8,24 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import itertools
 
 import pytest
 
 from gradtx import registry
 
-PUBLIC_MODULES = ["gradtx", "gradtx.transforms", "gradtx.combinators", "gradtx.optimizers", "gradtx.schedules",
-                  "gradtx.sparse", "gradtx.parallel", "gradtx.registry", "gradtx.checkpoint", "gradtx.packing"]
+PUBLIC_MODULES = [
+    "gradtx",
+    "gradtx.transforms",
+    "gradtx.combinators",
+    "gradtx.optimizers",
+    "gradtx.schedules",
+    "gradtx.sparse",
+    "gradtx.parallel",
+    "gradtx.registry",
+    "gradtx.checkpoint",
+    "gradtx.packing",
+]
 
 
 def _public() -> list[tuple[str, object]]:
@@ -31,8 +42,11 @@ def _public() -> list[tuple[str, object]]:
 
 
 PUBLIC = _public()
-OURS = [(n, o) for n, o in PUBLIC if getattr(o, "__module__", "").startswith("gradtx")
-        and (inspect.isfunction(o) or inspect.isclass(o))]
+OURS = [
+    (n, o)
+    for n, o in PUBLIC
+    if getattr(o, "__module__", "").startswith("gradtx") and (inspect.isfunction(o) or inspect.isclass(o))
+]
 FUNCTIONS = [(n, o) for n, o in OURS if inspect.isfunction(o)]
 CLASSES = [(n, o) for n, o in OURS if inspect.isclass(o)]
 ALIASES = [(n, o) for n, o in PUBLIC if (n, o) not in OURS and not inspect.ismodule(o)]
@@ -40,7 +54,11 @@ ALIASES = [(n, o) for n, o in PUBLIC if (n, o) not in OURS and not inspect.ismod
 
 def _own_doc(obj) -> str:
     doc = obj.__dict__.get("__doc__") if inspect.isclass(obj) else obj.__doc__
-    if inspect.isclass(obj) and hasattr(obj, "_fields") and doc == f"{obj.__name__}({', '.join(obj._fields)})":
+    if (
+        inspect.isclass(obj)
+        and hasattr(obj, "_fields")
+        and doc == f"{obj.__name__}({', '.join(obj._fields)})"
+    ):
         return ""  # the one namedtuple writes by itself
     return inspect.cleandoc(doc or "")
 
@@ -49,17 +67,35 @@ def _attribute_docstrings(module_name: str) -> dict[str, str]:
     """`name = value` followed by a string literal, in a module's source (how type aliases are documented)."""
     tree = ast.parse(inspect.getsource(importlib.import_module(module_name)))
     docs = {}
-    for stmt, nxt in zip(tree.body, tree.body[1:]):
-        if not (isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+    for stmt, nxt in itertools.pairwise(tree.body):
+        if not (
+            isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
             continue
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+        targets = (
+            stmt.targets
+            if isinstance(stmt, ast.Assign)
+            else [stmt.target]
+            if isinstance(stmt, ast.AnnAssign)
+            else []
+        )
         docs.update({t.id: nxt.value.value for t in targets if isinstance(t, ast.Name)})
     return docs
 
 
-ATTRIBUTE_DOCS = {k: v for m in ["gradtx._protocol", "gradtx.train", "gradtx._catalog", "gradtx.packing._layout",
-                                   *PUBLIC_MODULES[1:]]
-                  for k, v in _attribute_docstrings(m).items()}
+ATTRIBUTE_DOCS = {
+    k: v
+    for m in [
+        "gradtx._protocol",
+        "gradtx.train",
+        "gradtx._catalog",
+        "gradtx.packing._layout",
+        *PUBLIC_MODULES[1:],
+    ]
+    for k, v in _attribute_docstrings(m).items()
+}
 
 
 def test_the_public_api_is_what_these_tests_cover():
@@ -76,7 +112,9 @@ def test_every_public_function_and_class_has_a_summary(name, obj):
 
 @pytest.mark.parametrize("name, obj", ALIASES, ids=[n for n, _ in ALIASES])
 def test_every_public_constant_and_type_alias_has_an_attribute_docstring(name, obj):
-    assert name.rsplit(".", 1)[1] in ATTRIBUTE_DOCS, f"{name}: document it with a string literal after its assignment"
+    assert name.rsplit(".", 1)[1] in ATTRIBUTE_DOCS, (
+        f"{name}: document it with a string literal after its assignment"
+    )
 
 
 @pytest.mark.parametrize("name, fn", FUNCTIONS, ids=[n for n, _ in FUNCTIONS])
@@ -115,7 +153,9 @@ _NAMED = [e for e in registry.entries("optimizer") if e.reference]
 
 @pytest.mark.parametrize("entry", _NAMED, ids=[e.name for e in _NAMED])
 def test_optimizers_name_the_system_they_reproduce(entry):
-    reproduced = entry.reference.split()[-1].rsplit(".", 1)[-1]  # "tf.compat.v1.train.AdamOptimizer" -> "AdamOptimizer"
+    reproduced = entry.reference.split()[-1].rsplit(".", 1)[
+        -1
+    ]  # "tf.compat.v1.train.AdamOptimizer" -> "AdamOptimizer"
     assert reproduced in _own_doc(entry.factory), f"{entry.name}: its docstring should name {reproduced}"
 
 
@@ -124,4 +164,6 @@ _FACTORIES = [e for e in registry.entries() if inspect.signature(e.factory).para
 
 @pytest.mark.parametrize("entry", _FACTORIES, ids=[e.name for e in _FACTORIES])
 def test_factories_document_the_errors_their_arguments_raise(entry):
-    assert "Raises:" in _own_doc(entry.factory), f"{entry.name}: checks its arguments but has no Raises section"
+    assert "Raises:" in _own_doc(entry.factory), (
+        f"{entry.name}: checks its arguments but has no Raises section"
+    )

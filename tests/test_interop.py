@@ -26,7 +26,9 @@ def test_gradtx_transform_inside_optax_chain():
     a, _ = helpers.run(mixed, PARAMS, GRADS)
     b, _ = helpers.run(native, PARAMS, GRADS)
     helpers.assert_trees_close(a, b, rtol=0, atol=0)
-    clipped = [jax.tree.map(lambda g, n=optax.tree.norm(gs): g * jnp.minimum(1.0, 1.0 / n), gs) for gs in GRADS]
+    clipped = [
+        jax.tree.map(lambda g, n=optax.tree.norm(gs): g * jnp.minimum(1.0, 1.0 / n), gs) for gs in GRADS
+    ]
     c, _ = helpers.run(gradtx.momentum(0.1, 0.9, nesterov=True), PARAMS, clipped)
     helpers.assert_trees_close(a, c, rtol=1e-6, atol=1e-7)
 
@@ -59,4 +61,6 @@ def test_gradtx_optimizer_in_flax_train_state():
 def test_optax_apply_updates_accepts_gradtx_updates():
     tx = gradtx.sgd(0.1)
     u, _ = tx.update(GRADS[0], tx.init(PARAMS), PARAMS)
-    helpers.assert_trees_close(optax.apply_updates(PARAMS, u), gradtx.apply_updates(PARAMS, u), rtol=0, atol=0)
+    helpers.assert_trees_close(
+        optax.apply_updates(PARAMS, u), gradtx.apply_updates(PARAMS, u), rtol=0, atol=0
+    )

@@ -30,7 +30,10 @@ def _mixed_tree():
     f32 = lambda *s: jnp.asarray(rng.standard_normal(s), jnp.float32)
     return {
         "dense": Pair(f32(4, 3), f32(3)),
-        "half": [jnp.asarray(rng.standard_normal(5), jnp.bfloat16), jnp.asarray(rng.standard_normal((2, 2)), jnp.float16)],
+        "half": [
+            jnp.asarray(rng.standard_normal(5), jnp.bfloat16),
+            jnp.asarray(rng.standard_normal((2, 2)), jnp.float16),
+        ],
         "scalar": jnp.asarray(0.5, jnp.float32),
         "big": f32(300),
         "steps": jnp.arange(3),
@@ -42,12 +45,18 @@ def _mixed_tree():
 def test_pack_groups_small_float_leaves_by_dtype_and_unpack_gives_them_back_exactly():
     tree = _mixed_tree()
     packed = packing.pack(tree, max_leaf_size=100)
-    assert [(g.dtype, g.length) for g in packed.layout.groups] == [("float32", 16), ("bfloat16", 5), ("float16", 4)]
+    assert [(g.dtype, g.length) for g in packed.layout.groups] == [
+        ("float32", 16),
+        ("bfloat16", 5),
+        ("float16", 4),
+    ]
     assert len(packed.buffers) == 3 + 3  # the groups, then "big", "empty", "steps" as they are
     assert [packed.buffers[i] is tree[k] for i, k in [(3, "big"), (4, "empty"), (5, "steps")]] == [True] * 3
     out = packing.unpack(packed)
-    assert jax.tree.structure(out, is_leaf=lambda x: x is None) == jax.tree.structure(tree, is_leaf=lambda x: x is None)
-    for a, b in zip(jax.tree.leaves(out), jax.tree.leaves(tree)):
+    assert jax.tree.structure(out, is_leaf=lambda x: x is None) == jax.tree.structure(
+        tree, is_leaf=lambda x: x is None
+    )
+    for a, b in zip(jax.tree.leaves(out), jax.tree.leaves(tree), strict=True):
         assert a.dtype == b.dtype and a.shape == b.shape
         np.testing.assert_array_equal(np.asarray(a, np.float64), np.asarray(b, np.float64))
     assert out["none"] is None and isinstance(out["dense"], Pair)
@@ -55,7 +64,9 @@ def test_pack_groups_small_float_leaves_by_dtype_and_unpack_gives_them_back_exac
 
 def test_pack_accepts_shape_dtype_structs_and_another_tree_in_the_same_layout():
     tree = _mixed_tree()
-    abstract = packing.pack(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree))
+    abstract = packing.pack(
+        jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
+    )
     packed = packing.pack(tree)
     assert abstract.layout == packed.layout
     unplaced = packing.layout_of(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), tree))
@@ -68,7 +79,12 @@ def test_pack_accepts_shape_dtype_structs_and_another_tree_in_the_same_layout():
 
 
 def test_gradients_through_unpack_arrive_packed_and_equal_the_per_leaf_ones():
-    tree = {"w": jnp.arange(6.0).reshape(2, 3), "b": jnp.ones(3), "unused": jnp.ones(4), "big": jnp.ones(70_000)}
+    tree = {
+        "w": jnp.arange(6.0).reshape(2, 3),
+        "b": jnp.ones(3),
+        "unused": jnp.ones(4),
+        "big": jnp.ones(70_000),
+    }
 
     def loss(t):
         return jnp.sum(jnp.sin(t["w"]) @ t["b"]) + jnp.sum(t["big"] ** 2)
@@ -77,7 +93,7 @@ def test_gradients_through_unpack_arrive_packed_and_equal_the_per_leaf_ones():
     grads = jax.jit(jax.grad(lambda p: loss(packing.unpack(p))))(packed)
     assert packing.is_packed(grads) and grads.layout == packed.layout
     expected = jax.grad(loss)(tree)
-    for a, b in zip(jax.tree.leaves(packing.unpack(grads)), jax.tree.leaves(expected)):
+    for a, b in zip(jax.tree.leaves(packing.unpack(grads)), jax.tree.leaves(expected), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6)
     assert not np.any(packing.unpack(grads)["unused"])
 
@@ -108,23 +124,59 @@ def test_every_registered_factory_gives_its_per_leaf_numbers_on_packed_params(en
     packed_grads = [packing.pack(g, layout=packed.layout) for g in grads]
     tx = _build(entry)
     actual, packed_state = helpers.run(tx, packed, packed_grads, extra_args_seq=extra)
-    tol = GGT_TOLERANCE if "ggt" in entry.name else {"rtol": 2e-7, "atol": 1e-7}  # sign decays: exp's last bit
-    for t, (a, e) in enumerate(zip(actual, expected)):
+    tol = (
+        GGT_TOLERANCE if "ggt" in entry.name else {"rtol": 2e-7, "atol": 1e-7}
+    )  # sign decays: exp's last bit
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         assert packing.is_packed(a)
         helpers.assert_trees_close(packing.unpack(a), e, msg=f"{entry.name}: step {t + 1}", **tol)
     for name in gradtx.slot_names(state):
-        helpers.assert_trees_close(gradtx.get_slot(packed_state, name), gradtx.get_slot(state, name),
-                                   msg=f"{entry.name}: slot {name}", **tol)
+        helpers.assert_trees_close(
+            gradtx.get_slot(packed_state, name),
+            gradtx.get_slot(state, name),
+            msg=f"{entry.name}: slot {name}",
+            **tol,
+        )
     if isinstance(tx, gradtx.ElementWise):  # its slots are buffers, not leaves
-        assert len(jax.tree.leaves(packed_state)) < len(jax.tree.leaves(state)) or not gradtx.slot_names(state)
+        assert len(jax.tree.leaves(packed_state)) < len(jax.tree.leaves(state)) or not gradtx.slot_names(
+            state
+        )
 
 
 def test_the_kinds_of_the_catalogue():
     element_wise = {e.name for e in ENTRIES if isinstance(e.build(), gradtx.ElementWise)}
-    assert {"adam", "sgd", "momentum", "rmsprop", "ftrl", "adagrad", "adamw", "lazy_adam", "nadam", "ggt",
-            "clip_by_global_norm", "accumulate_gradients", "apply_if_finite", "moving_average"} <= element_wise
-    assert not {"lars", "shampoo", "normalized_sgd", "clip_by_norm", "masked", "partition", "freeze",
-                "add_noise", "scale_gradients", "transform_gradients", "per_leaf"} & element_wise
+    assert {
+        "adam",
+        "sgd",
+        "momentum",
+        "rmsprop",
+        "ftrl",
+        "adagrad",
+        "adamw",
+        "lazy_adam",
+        "nadam",
+        "ggt",
+        "clip_by_global_norm",
+        "accumulate_gradients",
+        "apply_if_finite",
+        "moving_average",
+    } <= element_wise
+    assert (
+        not {
+            "lars",
+            "shampoo",
+            "normalized_sgd",
+            "clip_by_norm",
+            "masked",
+            "partition",
+            "freeze",
+            "add_noise",
+            "scale_gradients",
+            "transform_gradients",
+            "per_leaf",
+        }
+        & element_wise
+    )
     for e in ENTRIES:
         assert isinstance(e.build(), (gradtx.ElementWise, gradtx.LeafWise)), e.name
 
@@ -170,11 +222,12 @@ def test_slots_and_npz_checkpoints_read_packed_states_by_leaf_name(tmp_path):
     assert "[0].m['dense']['kernel']" in np.load(path).files  # the name an unpacked state gives it
     restored = gradtx.checkpoint.load_npz(path, jax.eval_shape(tx.init, packed))
     assert packing.is_packed(restored[0].m)
-    for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(state)):
+    for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(state), strict=True):
         np.testing.assert_array_equal(np.asarray(a, np.float32), np.asarray(b, np.float32))
     unpacked = gradtx.checkpoint.load_npz(path, tx.init(params))  # a packed run resumes unpacked ...
-    np.testing.assert_array_equal(np.asarray(gradtx.get_slot(unpacked, "m", "dense/kernel"), np.float32),
-                                  np.asarray(m, np.float32))
+    np.testing.assert_array_equal(
+        np.asarray(gradtx.get_slot(unpacked, "m", "dense/kernel"), np.float32), np.asarray(m, np.float32)
+    )
     gradtx.checkpoint.save_npz(tmp_path / "unpacked.npz", unpacked)  # ... and the other way
     again = gradtx.checkpoint.load_npz(tmp_path / "unpacked.npz", tx.init(packed))
     assert again[0].m.layout == state[0].m.layout
@@ -189,8 +242,9 @@ def test_optimize_loss_trains_packed_params_with_one_line():
     def loss(p, x, y):
         return jnp.mean((x @ p["w"] + p["b"] - y) ** 2)
 
-    trainer = gradtx.optimize_loss(loss, "Adam", learning_rate=0.1, clip_gradients=5.0,
-                                   summaries=["loss", "gradient_norm"])
+    trainer = gradtx.optimize_loss(
+        loss, "Adam", learning_rate=0.1, clip_gradients=5.0, summaries=["loss", "gradient_norm"]
+    )
     plain, packed = trainer.init(params), trainer.init(packing.pack(params))  # the one line
     step = jax.jit(trainer.step)
     for _ in range(50):
@@ -208,7 +262,7 @@ def test_flax_train_state_with_packed_params():
 
     params = _params()
     packed = packing.pack(params)
-    loss = lambda p: sum(jnp.sum(x ** 2) for x in jax.tree.leaves(p))
+    loss = lambda p: sum(jnp.sum(x**2) for x in jax.tree.leaves(p))
     state = train_state.TrainState.create(apply_fn=None, params=packed, tx=gradtx.adam(0.1))
     grads = jax.grad(lambda p: loss(packing.unpack(p)))(state.params)
     state = state.apply_gradients(grads=grads)
@@ -228,12 +282,15 @@ def test_flax_serialization_stores_packed_trees_by_leaf_name():
     data = flax.serialization.to_bytes(state)
     restored = flax.serialization.from_bytes(make(packing.pack(params)), data)
     assert packing.is_packed(restored.params) and packing.is_packed(restored.opt_state[0].m)
-    for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(state)):
+    for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(state), strict=True):
         np.testing.assert_array_equal(a, b)
     as_leaves = flax.serialization.from_bytes(make(params), data)  # the same names unpacked
-    np.testing.assert_array_equal(as_leaves.params["dense"]["kernel"], packing.unpack(state.params)["dense"]["kernel"])
-    np.testing.assert_array_equal(as_leaves.opt_state[0].m["layers"][0],
-                                  packing.unpack(state.opt_state[0].m)["layers"][0])
+    np.testing.assert_array_equal(
+        as_leaves.params["dense"]["kernel"], packing.unpack(state.params)["dense"]["kernel"]
+    )
+    np.testing.assert_array_equal(
+        as_leaves.opt_state[0].m["layers"][0], packing.unpack(state.opt_state[0].m)["layers"][0]
+    )
 
 
 def test_orbax_round_trips_a_packed_training_state(tmp_path):
@@ -249,7 +306,7 @@ def test_orbax_round_trips_a_packed_training_state(tmp_path):
         checkpointer.wait_until_finished()
         restored = checkpointer.restore(tmp_path / "packed", jax.eval_shape(lambda: item))
     assert packing.is_packed(restored["params"]) and restored["params"].layout == packed.layout
-    for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(item)):
+    for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(item), strict=True):
         np.testing.assert_array_equal(a, b)
 
 
@@ -266,16 +323,22 @@ def test_registry_optimizers_are_plain_chains_without_layouts():
 def test_pack_and_unpack_errors():
     tree = {"a": jnp.ones((4, 3)), "b": jnp.ones(3)}
     packed = packing.pack(tree)
-    with pytest.raises(gradtx.TreeMismatchError, match=r"`pack`: the tree does not have the structure of the layout"):
+    with pytest.raises(
+        gradtx.TreeMismatchError, match=r"`pack`: the tree does not have the structure of the layout"
+    ):
         packing.pack({"a": jnp.ones((4, 3))}, layout=packed.layout)
-    with pytest.raises(gradtx.TreeMismatchError, match=r"`pack`: the leaf \['a'\] has shape \(3, 4\), but the layout"):
+    with pytest.raises(
+        gradtx.TreeMismatchError, match=r"`pack`: the leaf \['a'\] has shape \(3, 4\), but the layout"
+    ):
         packing.pack({"a": jnp.ones((3, 4)), "b": jnp.ones(3)}, layout=packed.layout)
     with pytest.raises(TypeError, match=r"`pack`: `layout` must be a `Layout`"):
         packing.pack(tree, layout="packed")
     with pytest.raises(TypeError, match=r"`pack`: `max_leaf_size` must be an int >= 0, got -1"):
         packing.pack(tree, max_leaf_size=-1)
     wrong = packing.Packed((jnp.ones(16),), packed.layout)
-    with pytest.raises(ValueError, match=r"`unpack`: buffer 0 has shape \(16,\), but its layout was made for \(15,\)"):
+    with pytest.raises(
+        ValueError, match=r"`unpack`: buffer 0 has shape \(16,\), but its layout was made for \(15,\)"
+    ):
         packing.unpack(wrong)
     stacked = packing.Packed((jnp.ones((2, 15)),), packed.layout)  # a leading dim on every buffer: fine
     assert packing.unpack(stacked)["a"].shape == (2, 4, 3)

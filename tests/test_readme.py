@@ -17,7 +17,9 @@ def test_readme_catalogue_table_is_current():
     tool = _tool()
     text = (ROOT / "README.md").read_text()
     assert tool.START in text and tool.END in text
-    assert text == tool.readme_with_table(text), "README table is stale: run `python tools/catalog_table.py --write`"
+    assert text == tool.readme_with_table(text), (
+        "README table is stale: run `python tools/catalog_table.py --write`"
+    )
 
 
 def test_every_registered_optimizer_has_a_catalogue_row():
@@ -51,7 +53,11 @@ def test_readme_data_parallel_step_runs_on_8_devices():
 
 def test_readme_packed_parameters_step_runs():
     text = (ROOT / "README.md").read_text()
-    code = text.split("## Sharded models and many small leaves", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    code = (
+        text.split("## Sharded models and many small leaves", 1)[1]
+        .split("```python", 1)[1]
+        .split("```", 1)[0]
+    )
     namespace: dict = {}
     exec(compile(code, "README packed parameters", "exec"), namespace)
     from gradtx import packing

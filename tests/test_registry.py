@@ -12,7 +12,9 @@ from tests import helpers
 def _same(a, b):
     params = {"w": jnp.arange(3.0)}
     grads = [{"w": jnp.array([1.0, -2.0, 0.5])}] * 3
-    helpers.assert_trees_close(helpers.run(a, params, grads)[0], helpers.run(b, params, grads)[0], rtol=0, atol=0)
+    helpers.assert_trees_close(
+        helpers.run(a, params, grads)[0], helpers.run(b, params, grads)[0], rtol=0, atol=0
+    )
 
 
 @pytest.mark.parametrize("name", ["momentum", "Momentum", "MomentumOptimizer", "MOMENTUM"])
@@ -20,29 +22,44 @@ def test_tf_class_and_optimize_loss_names_build_the_same_transform(name):
     _same(gradtx.get(name, learning_rate=0.1, momentum=0.9), gradtx.momentum(0.1, 0.9))
 
 
-@pytest.mark.parametrize("name", ["sgd", "SGD", "gradient_descent", "GradientDescent", "GradientDescentOptimizer"])
+@pytest.mark.parametrize(
+    "name", ["sgd", "SGD", "gradient_descent", "GradientDescent", "GradientDescentOptimizer"]
+)
 def test_gradient_descent_names(name):
     _same(gradtx.get(name, learning_rate=0.1), gradtx.sgd(0.1))
 
 
 def test_tf_argument_names_are_translated():
     _same(
-        gradtx.get("MomentumOptimizer", learning_rate=0.1, momentum=0.9, use_nesterov=True, use_locking=False, name="M"),
+        gradtx.get(
+            "MomentumOptimizer",
+            learning_rate=0.1,
+            momentum=0.9,
+            use_nesterov=True,
+            use_locking=False,
+            name="M",
+        ),
         gradtx.momentum(0.1, 0.9, nesterov=True),
     )
 
 
 def test_unknown_name_suggests_close_names():
-    with pytest.raises(KeyError, match=r"unknown optimizer or transform 'Momentun'\. Did you mean 'momentum'"):
+    with pytest.raises(
+        KeyError, match=r"unknown optimizer or transform 'Momentun'\. Did you mean 'momentum'"
+    ):
         gradtx.get("Momentun")
     with pytest.raises(ValueError, match=r"unknown optimizer"):  # also a ValueError, as optimize_loss raises
         gradtx.get("nothing_like_it")
 
 
 def test_unknown_and_duplicated_arguments_are_errors():
-    with pytest.raises(TypeError, match=r"`gradtx.get\('momentum'\)`: unknown argument `beta1`; `momentum` takes"):
+    with pytest.raises(
+        TypeError, match=r"`gradtx.get\('momentum'\)`: unknown argument `beta1`; `momentum` takes"
+    ):
         gradtx.get("momentum", learning_rate=0.1, momentum=0.9, beta1=0.9)
-    with pytest.raises(TypeError, match=r"unknown argument `beta_1`; `adam` takes .*\. Did you mean `beta1` or `beta2`\?"):
+    with pytest.raises(
+        TypeError, match=r"unknown argument `beta_1`; `adam` takes .*\. Did you mean `beta1` or `beta2`\?"
+    ):
         gradtx.get("AdamOptimizer", beta_1=0.9)  # Keras' spelling: the message points to TF's
     with pytest.raises(TypeError, match=r"`nesterov` is given twice"):
         gradtx.get("momentum", learning_rate=0.1, momentum=0.9, nesterov=True, use_nesterov=True)
@@ -57,14 +74,30 @@ def test_optimizer_names_lists_the_registered_optimizers():
 def test_every_public_factory_is_registered():
     """A factory exported at the top level is in the registry, so it joins the contract suite."""
     not_factories = {
-        "apply_updates", "chain", "named_chain", "stateless", "get", "with_extra_args_support", "from_config",
+        "apply_updates",
+        "chain",
+        "named_chain",
+        "stateless",
+        "get",
+        "with_extra_args_support",
+        "from_config",
         "inject_hyperparams",  # a factory of factories: the contract suite runs it over every entry
-        "optimize_loss", "minimize", "compute_gradients", "apply_gradients", "get_slot", "slot_names", "slots",
-        "averaged_params", "swap_averaged",  # read a moving_average state
+        "optimize_loss",
+        "minimize",
+        "compute_gradients",
+        "apply_gradients",
+        "get_slot",
+        "slot_names",
+        "slots",
+        "averaged_params",
+        "swap_averaged",  # read a moving_average state
     }
     public = [
-        n for n in gradtx.__all__
-        if n not in not_factories and callable(getattr(gradtx, n)) and not isinstance(getattr(gradtx, n), type)
+        n
+        for n in gradtx.__all__
+        if n not in not_factories
+        and callable(getattr(gradtx, n))
+        and not isinstance(getattr(gradtx, n), type)
         and n[0].islower()
     ]
     registered = {e.name for e in registry.entries()} | {a for e in registry.entries() for a in e.aliases}
@@ -72,7 +105,9 @@ def test_every_public_factory_is_registered():
 
 
 def test_register_refuses_a_taken_name():
-    with pytest.raises(ValueError, match=r"the name 'MomentumOptimizer' of 'other' is already taken by 'momentum'"):
+    with pytest.raises(
+        ValueError, match=r"the name 'MomentumOptimizer' of 'other' is already taken by 'momentum'"
+    ):
         registry.register(registry.Entry("other", gradtx.sgd, "optimizer", aliases=("MomentumOptimizer",)))
     assert "other" not in registry.names()
 
@@ -85,8 +120,10 @@ def test_entry_build_uses_the_example_and_overrides():
 
 
 def test_from_config_takes_returnn_style_dicts():
-    _same(gradtx.from_config({"class": "adam", "learning_rate": 0.1, "epsilon": 1e-6, "beta1": 0.8}),
-          gradtx.adam(0.1, b1=0.8, eps=1e-6))
+    _same(
+        gradtx.from_config({"class": "adam", "learning_rate": 0.1, "epsilon": 1e-6, "beta1": 0.8}),
+        gradtx.adam(0.1, b1=0.8, eps=1e-6),
+    )
     _same(gradtx.from_config({"class": "GradientDescent", "learning_rate": 0.1}), gradtx.sgd(0.1))
     with pytest.raises(TypeError, match=r'`from_config`: `config` must be a dict with a string "class"'):
         gradtx.from_config({"learning_rate": 0.1})

@@ -53,9 +53,13 @@ OPTIMIZERS = [e.name for e in registry.entries("optimizer")]
 def _params() -> dict:
     rng = np.random.default_rng(0)
     shapes = {"w": (32, 64), "b": (64,), "ln": (32,)}
-    return {f"layer{i}": {k: jax.device_put(jnp.asarray(rng.standard_normal(s), jnp.float32),
-                                            NamedSharding(MESH, SPECS[k])) for k, s in shapes.items()}
-            for i in range(6)}
+    return {
+        f"layer{i}": {
+            k: jax.device_put(jnp.asarray(rng.standard_normal(s), jnp.float32), NamedSharding(MESH, SPECS[k]))
+            for k, s in shapes.items()
+        }
+        for i in range(6)
+    }
 
 
 def _step(tx, extra, apply):
@@ -89,7 +93,7 @@ def _assert_slots_sharded_like(state, params, what: str) -> None:
         leaves = jax.tree.leaves(tree)
         if len(leaves) != len(param_leaves):
             continue  # per-dimension statistics (Shampoo): not shaped like the params
-        for p, s in zip(param_leaves, leaves):
+        for p, s in zip(param_leaves, leaves, strict=True):
             spec = p.sharding.spec
             if s.shape == p.shape:
                 want = NamedSharding(MESH, spec)
@@ -97,11 +101,16 @@ def _assert_slots_sharded_like(state, params, what: str) -> None:
                 want = NamedSharding(MESH, P(None, *spec))
             else:
                 continue
-            assert s.sharding.is_equivalent_to(want, s.ndim), f"{what}: slot {name!r} is {s.sharding}, not {want}"
+            assert s.sharding.is_equivalent_to(want, s.ndim), (
+                f"{what}: slot {name!r} is {s.sharding}, not {want}"
+            )
             checked += 1
-    for p, s in zip(jax.tree.leaves(params), jax.tree.leaves(state)):  # packed buffers: placed like the params'
-        if packing.is_packed(params) and s.shape == p.shape and s.ndim > 1:
-            assert s.sharding.is_equivalent_to(p.sharding, s.ndim), what
+    if packing.is_packed(params):  # every packed slot's buffers are placed like the params' buffers
+        for node in jax.tree.leaves(state, is_leaf=packing.is_packed):
+            if packing.is_packed(node):
+                for b, p in zip(node.buffers, params.buffers, strict=True):
+                    if b.shape == p.shape:
+                        assert b.sharding.is_equivalent_to(p.sharding, b.ndim), what
     assert checked or not gradtx.slot_names(state), f"{what}: no slot was checked"
 
 
@@ -127,11 +136,15 @@ def test_compiled_step_has_no_more_collectives_than_optax_and_slots_are_sharded_
 
 def test_the_issue_table_adam_and_clip_adamw():
     """gradtx's adam and chain(clip_by_global_norm, adamw) against optax's, on both layouts."""
-    clip_adamw = gradtx.chain(gradtx.clip_by_global_norm(1.0),
-                              gradtx.adamw(0.1, weight_decay=1e-4, scale_decay_by_learning_rate=True))
+    clip_adamw = gradtx.chain(
+        gradtx.clip_by_global_norm(1.0),
+        gradtx.adamw(0.1, weight_decay=1e-4, scale_decay_by_learning_rate=True),
+    )
     ours = {"adam": gradtx.adam(0.1), "clip+adamw": clip_adamw}
-    theirs = {"adam": optax.adam(0.1),
-              "clip+adamw": optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(0.1, weight_decay=1e-4))}
+    theirs = {
+        "adam": optax.adam(0.1),
+        "clip+adamw": optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(0.1, weight_decay=1e-4)),
+    }
     for label, tx in ours.items():
         reference = _run(theirs[label], {}, _params(), optax.apply_updates)[0]
         assert reference["all-gather"] == 0
@@ -145,10 +158,14 @@ def test_packing_a_sharded_model_moves_no_data():
     params = _params()
     packed = packing.pack(params)
     # groups in the order their first leaf comes: layer0's b, ln, w
-    assert [tuple(b.sharding.spec) for b in packed.buffers] == [("model", None), (None,), ("data", "model", None)]
+    assert [tuple(b.sharding.spec) for b in packed.buffers] == [
+        ("model", None),
+        (None,),
+        ("data", "model", None),
+    ]
     assert [b.shape for b in packed.buffers] == [(2, 6 * 32), (6 * 32,), (4, 2, 6 * 8 * 32)]
     views = jax.jit(packing.unpack)
-    for p, v in zip(jax.tree.leaves(params), jax.tree.leaves(views(packed))):
+    for p, v in zip(jax.tree.leaves(params), jax.tree.leaves(views(packed)), strict=True):
         np.testing.assert_array_equal(v, p)
         assert v.sharding.is_equivalent_to(p.sharding, v.ndim)
     assert sum(count(views.lower(packed).compile().as_text()).values()) == 0
@@ -185,7 +202,7 @@ def test_a_train_step_through_views_adds_no_collective():
     assert all(got[k] <= reference[k] for k in KINDS), (got, reference)
     new_packed, _ = jax.jit(packed_step)(packed, tx.init(packed), x)
     new_params, _ = jax.jit(per_leaf)(params, tx.init(params), x)
-    for a, b in zip(jax.tree.leaves(packing.unpack(new_packed)), jax.tree.leaves(new_params)):
+    for a, b in zip(jax.tree.leaves(packing.unpack(new_packed)), jax.tree.leaves(new_params), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
@@ -194,19 +211,21 @@ def test_explicit_axes_keep_sharded_leaves_as_they_are():
     mesh = jax.make_mesh((4, 2), ("data", "model"))
     assert set(mesh.axis_types) == {jax.sharding.AxisType.Explicit}
     put = lambda x, spec: jax.device_put(x, NamedSharding(mesh, spec))  # noqa: E731
-    params = {f"l{i}": {"w": put(jnp.ones((8, 4)) * i, P("data", "model")), "b": put(jnp.ones(4), P())}
-              for i in range(3)}
+    params = {
+        f"l{i}": {"w": put(jnp.ones((8, 4)) * i, P("data", "model")), "b": put(jnp.ones(4), P())}
+        for i in range(3)
+    }
     packed = packing.pack(params)
     assert [tuple(b.sharding.spec) for b in packed.buffers] == [(None,)] + [("data", "model")] * 3
     tx = gradtx.adam(0.1)
 
     def step(p, s):
-        grads = jax.grad(lambda q: sum(jnp.sum(x ** 2) for x in jax.tree.leaves(packing.unpack(q))))(p)
+        grads = jax.grad(lambda q: sum(jnp.sum(x**2) for x in jax.tree.leaves(packing.unpack(q))))(p)
         updates, s = tx.update(grads, s, p)
         return gradtx.apply_updates(p, updates), s
 
     with jax.set_mesh(mesh):
         new, _ = jax.jit(step)(packed, tx.init(packed))
-    for a, p in zip(jax.tree.leaves(packing.unpack(new)), jax.tree.leaves(params)):
+    for a, p in zip(jax.tree.leaves(packing.unpack(new)), jax.tree.leaves(params), strict=True):
         assert a.sharding.is_equivalent_to(p.sharding, a.ndim)
         np.testing.assert_allclose(a, p - 0.1 * (p != 0), rtol=1e-6)  # Adam's first step: -lr * sign(g)

@@ -27,7 +27,9 @@ def test_slots_through_wrappers_and_named_chains():
 
 
 def test_partition_slots_merge_into_one_tree():
-    tx = gradtx.partition({"a": gradtx.adam(0.1), "b": gradtx.adam(0.2)}, {"dense": {"kernel": "a", "bias": "b"}})
+    tx = gradtx.partition(
+        {"a": gradtx.adam(0.1), "b": gradtx.adam(0.2)}, {"dense": {"kernel": "a", "bias": "b"}}
+    )
     state = tx.init(PARAMS)
     m = gradtx.get_slot(state, "m")
     assert m["dense"]["kernel"].shape == (2, 2) and m["dense"]["bias"].shape == (2,)
@@ -45,7 +47,10 @@ def test_slot_errors():
     with pytest.raises(KeyError, match=r"the slot 'm' has no parameter 'dense/w'"):
         gradtx.get_slot(state, "m", "dense/w")
     overlap = gradtx.chain(gradtx.trace(0.9), gradtx.trace(0.5)).init(PARAMS)
-    with pytest.raises(ValueError, match=r"the slot 'momentum' exists in several places \(state\[0\].momentum, "
-                                         r"state\[1\].momentum\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"the slot 'momentum' exists in several places \(state\[0\].momentum, "
+        r"state\[1\].momentum\)",
+    ):
         gradtx.get_slot(overlap, "momentum")
     assert float(gradtx.get_slot(overlap[1], "momentum", "dense/bias")[0]) == 0.0

@@ -28,7 +28,11 @@ def test_row_sparse_is_a_pytree_of_indices_and_values():
 @pytest.mark.parametrize(
     "args, error, match",
     [
-        ((jnp.array([0.0]), jnp.ones((1, 2)), (3, 2)), TypeError, r"`RowSparse`: `indices` must be an integer array"),
+        (
+            (jnp.array([0.0]), jnp.ones((1, 2)), (3, 2)),
+            TypeError,
+            r"`RowSparse`: `indices` must be an integer array",
+        ),
         ((jnp.array([0, 1]), jnp.ones((1, 2)), (3, 2)), ValueError, r"`indices` must have shape \[k\]"),
         ((jnp.array([0]), jnp.ones((1, 3)), (3, 2)), ValueError, r"values \(1, 3\), dense_shape \(3, 2\)"),
     ],
@@ -75,11 +79,15 @@ def _embedding_loss(params, ids, labels):
 
 def test_value_and_grad_equals_the_dense_gradient():
     rng = np.random.default_rng(0)
-    params = {"emb": jnp.asarray(rng.standard_normal((50, 4)), jnp.float32),
-              "w": jnp.asarray(rng.standard_normal(4), jnp.float32)}
+    params = {
+        "emb": jnp.asarray(rng.standard_normal((50, 4)), jnp.float32),
+        "w": jnp.asarray(rng.standard_normal(4), jnp.float32),
+    }
     ids = jnp.array([[3, 7], [7, 7], [49, 0]])
     labels = jnp.array([1.0, -1.0, 0.5])
-    (loss, aux), grads = jax.jit(value_and_grad(_embedding_loss, {"emb": 1}, has_aux=True))(params, ids, labels)
+    (loss, aux), grads = jax.jit(value_and_grad(_embedding_loss, {"emb": 1}, has_aux=True))(
+        params, ids, labels
+    )
     (loss_d, aux_d), grads_d = jax.value_and_grad(_embedding_loss, has_aux=True)(params, ids, labels)
     np.testing.assert_allclose(loss, loss_d, rtol=1e-6)
     np.testing.assert_allclose(aux, aux_d, rtol=1e-6)
@@ -108,7 +116,9 @@ def test_value_and_grad_errors():
     with pytest.raises(ValueError, match=r"`value_and_grad`: `lookups\['emb'\]` must be >= 1, got 0"):
         value_and_grad(_embedding_loss, {"emb": 0})
     fn = value_and_grad(lambda p, ids: jnp.sum(p["emb"][ids]), {"table": 1})
-    with pytest.raises(ValueError, match=r"`lookups` names 'table', which is not a leaf of params; leaves: \['emb'\]"):
+    with pytest.raises(
+        ValueError, match=r"`lookups` names 'table', which is not a leaf of params; leaves: \['emb'\]"
+    ):
         fn({"emb": jnp.ones((3, 2))}, jnp.array([0]))
     fn = value_and_grad(lambda p, ids: jnp.sum(p["emb"][ids]), {"emb": 2})
     with pytest.raises(ValueError, match=r"`lookups\['emb'\]` = 2, but the loss got 1 argument"):
@@ -173,8 +183,9 @@ def test_sparse_step_equals_dense_on_touched_rows_and_needs_no_table_sized_tempo
     untouched = np.setdiff1d(np.arange(n_rows), rows)
     np.testing.assert_array_equal(new["emb"][untouched], params["emb"][untouched])
     # dense Adagrad adds g^2 = 0 to every untouched accumulator: the same numbers
-    helpers.assert_trees_close(gradtx.get_slot(state, "accumulator"), gradtx.get_slot(dense_state, "accumulator"),
-                               rtol=1e-6)
+    helpers.assert_trees_close(
+        gradtx.get_slot(state, "accumulator"), gradtx.get_slot(dense_state, "accumulator"), rtol=1e-6
+    )
 
 
 def test_densify_turns_row_sparse_leaves_into_arrays():
@@ -203,7 +214,12 @@ def table_sized_work(hlo: str, shape: str) -> list[str]:
             computations[name] = []
         elif name and " = " in line:
             computations[name].append(line.strip())
-    root_op = {n: _type_and_op(line)[1] for n, body in computations.items() for line in body if line.startswith("ROOT")}
+    root_op = {
+        n: _type_and_op(line)[1]
+        for n, body in computations.items()
+        for line in body
+        if line.startswith("ROOT")
+    }
     bad = []
     for line in computations["ENTRY"]:
         result, op = _type_and_op(line)
@@ -224,7 +240,7 @@ def _type_and_op(line: str) -> tuple[str, str]:
         for i, ch in enumerate(rhs):
             depth += {"(": 1, ")": -1}.get(ch, 0)
             if depth == 0:
-                return rhs[: i + 1], rhs[i + 1:].split("(", 1)[0].strip()
+                return rhs[: i + 1], rhs[i + 1 :].split("(", 1)[0].strip()
     result, rest = rhs.split(" ", 1)
     return result, rest.split("(", 1)[0].strip()
 
@@ -247,7 +263,9 @@ def test_every_touched_rows_optimizer_steps_in_o_of_touched_rows(entry):
     memory = compiled.memory_analysis()
     if memory is not None:
         assert memory.temp_size_in_bytes < n_rows * dim * 4 / 20, memory
-        assert memory.output_size_in_bytes - memory.alias_size_in_bytes < n_rows * dim * 4 / 20, memory  # donated
+        assert memory.output_size_in_bytes - memory.alias_size_in_bytes < n_rows * dim * 4 / 20, (
+            memory
+        )  # donated
 
 
 def test_the_o_of_touched_rows_check_sees_dense_work():
@@ -259,5 +277,10 @@ def test_the_o_of_touched_rows_check_sees_dense_work():
         updates, state = tx.update(grads, state, params)
         return gradtx.apply_updates(params, updates), state
 
-    hlo = jax.jit(step, donate_argnums=(0, 1)).lower(params, jax.eval_shape(tx.init, params), grads).compile().as_text()
+    hlo = (
+        jax.jit(step, donate_argnums=(0, 1))
+        .lower(params, jax.eval_shape(tx.init, params), grads)
+        .compile()
+        .as_text()
+    )
     assert table_sized_work(hlo, "f32[1000,4]")

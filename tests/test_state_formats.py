@@ -28,8 +28,9 @@ def _trained_by_name(name):
     entry = registry.entry(name)
     tx = _build(entry)
     params = _params()
-    _, state = helpers.run(tx, params, [_grads(params, 1), _grads(params, 2)],
-                           extra_args_seq=[entry.extra(0), entry.extra(1)])
+    _, state = helpers.run(
+        tx, params, [_grads(params, 1), _grads(params, 2)], extra_args_seq=[entry.extra(0), entry.extra(1)]
+    )
     return tx, params, state
 
 
@@ -46,8 +47,9 @@ def _resumes_like(entry, tx, params, restored, state):
 
 def _is_params_copy(tree, params) -> bool:
     is_none = lambda x: x is None
-    return (jax.tree.structure(tree, is_leaf=is_none) == jax.tree.structure(params, is_leaf=is_none)
-            and [jnp.shape(x) for x in jax.tree.leaves(tree)] == [jnp.shape(x) for x in jax.tree.leaves(params)])
+    return jax.tree.structure(tree, is_leaf=is_none) == jax.tree.structure(params, is_leaf=is_none) and [
+        jnp.shape(x) for x in jax.tree.leaves(tree)
+    ] == [jnp.shape(x) for x in jax.tree.leaves(params)]
 
 
 @BY_ENTRY
@@ -99,7 +101,9 @@ def test_npz_round_trips_and_resumes(entry, tmp_path):
     _resumes_like(entry, tx, params, restored, state)
 
 
-_ORBAX = [e for e in UNMAPPED if e.kind == "optimizer"]  # orbax is slow to start: the optimizers, and two wrappers
+_ORBAX = [
+    e for e in UNMAPPED if e.kind == "optimizer"
+]  # orbax is slow to start: the optimizers, and two wrappers
 _ORBAX += [e for e in UNMAPPED if e.name in ("inject_hyperparams", "partition")]
 
 

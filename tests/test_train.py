@@ -37,11 +37,16 @@ def test_optimize_loss_with_a_name_equals_the_plain_optimizer():
     assert float(metrics["learning_rate"]) == pytest.approx(0.1)
 
 
-@pytest.mark.parametrize("optimizer", [
-    gradtx.adagrad,  # a factory of the learning rate
-    lambda lr: gradtx.adagrad(lr),
-    "Adagrad", "adagrad", "AdagradOptimizer",
-])
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        gradtx.adagrad,  # a factory of the learning rate
+        lambda lr: gradtx.adagrad(lr),
+        "Adagrad",
+        "adagrad",
+        "AdagradOptimizer",
+    ],
+)
 def test_every_way_to_pass_an_optimizer(optimizer):
     state, _ = _train(gradtx.optimize_loss(loss_fn, optimizer, learning_rate=0.3))
     reference, _ = _train(gradtx.optimize_loss(loss_fn, gradtx.adagrad(0.3)))
@@ -50,7 +55,9 @@ def test_every_way_to_pass_an_optimizer(optimizer):
 
 def test_zero_argument_factory_when_learning_rate_is_none():
     state, metrics = _train(gradtx.optimize_loss(loss_fn, lambda: gradtx.momentum(0.1, 0.5)))
-    reference, _ = _train(gradtx.optimize_loss(loss_fn, lambda lr: gradtx.momentum(lr, 0.5), learning_rate=0.1))
+    reference, _ = _train(
+        gradtx.optimize_loss(loss_fn, lambda lr: gradtx.momentum(lr, 0.5), learning_rate=0.1)
+    )
     helpers.assert_trees_close(state.params, reference.params, rtol=0, atol=0)
     assert "learning_rate" not in metrics
 
@@ -72,15 +79,18 @@ def test_learning_rate_decay_fn_sees_the_global_step():
 
 
 def test_increment_global_step_false_keeps_the_step_and_the_decayed_rate():
-    trainer = gradtx.optimize_loss(loss_fn, "SGD", learning_rate=lambda step: 0.1 / (1.0 + step),
-                                   increment_global_step=False)
+    trainer = gradtx.optimize_loss(
+        loss_fn, "SGD", learning_rate=lambda step: 0.1 / (1.0 + step), increment_global_step=False
+    )
     state, metrics = _train(trainer, steps=3)
     assert int(state.global_step) == 0 and float(metrics["learning_rate"]) == pytest.approx(0.1)
 
 
 def test_clip_gradients_float_and_callable():
     state, metrics = _train(gradtx.optimize_loss(loss_fn, "SGD", learning_rate=0.1, clip_gradients=0.5))
-    assert float(metrics["clipped_gradient_norm"]) == pytest.approx(min(0.5, float(metrics["global_gradient_norm"])))
+    assert float(metrics["clipped_gradient_norm"]) == pytest.approx(
+        min(0.5, float(metrics["global_gradient_norm"]))
+    )
     halve = lambda g, p: jax.tree.map(lambda x: x / 2, g)  # noqa: E731
     a, _ = _train(gradtx.optimize_loss(loss_fn, "SGD", learning_rate=0.1, clip_gradients=halve))
     b, _ = _train(gradtx.optimize_loss(loss_fn, "SGD", learning_rate=0.05))
@@ -89,13 +99,16 @@ def test_clip_gradients_float_and_callable():
 
 def test_noise_comes_before_multipliers():
     """TF adds the noise first: a multiplier of 0 removes the noise of that variable too."""
-    trainer = gradtx.optimize_loss(loss_fn, "SGD", learning_rate=0.1, gradient_noise_scale=1.0,
-                                   gradient_multipliers={"dense/bias": 0.0})
+    trainer = gradtx.optimize_loss(
+        loss_fn, "SGD", learning_rate=0.1, gradient_noise_scale=1.0, gradient_multipliers={"dense/bias": 0.0}
+    )
     state, _ = _train(trainer, steps=2)
     assert float(state.params["dense"]["bias"]) == 0.0
     again, _ = _train(trainer, steps=2)
     helpers.assert_trees_close(state.params, again.params, rtol=0, atol=0)  # reproducible from the seed
-    other, _ = _train(gradtx.optimize_loss(loss_fn, "SGD", learning_rate=0.1, gradient_noise_scale=1.0, seed=1), 2)
+    other, _ = _train(
+        gradtx.optimize_loss(loss_fn, "SGD", learning_rate=0.1, gradient_noise_scale=1.0, seed=1), 2
+    )
     assert not np.allclose(other.params["dense"]["kernel"], state.params["dense"]["kernel"])
 
 
@@ -110,15 +123,28 @@ def test_summaries_gradients_and_aux():
     def with_aux(p, x, y):
         return loss_fn(p, x, y), {"mean_prediction": jnp.mean(x @ p["dense"]["kernel"])}
 
-    trainer = gradtx.optimize_loss(with_aux, "SGD", learning_rate=0.1, has_aux=True, clip_gradients=100.0,
-                                   summaries=["loss", "gradients", "gradient_norm"])
+    trainer = gradtx.optimize_loss(
+        with_aux,
+        "SGD",
+        learning_rate=0.1,
+        has_aux=True,
+        clip_gradients=100.0,
+        summaries=["loss", "gradients", "gradient_norm"],
+    )
     state = trainer.init(PARAMS)
     _, metrics = trainer.step(state, X, Y)
     grads = jax.grad(loss_fn)(PARAMS, X, Y)
-    np.testing.assert_allclose(metrics["gradients"]["dense"]["kernel"], jnp.linalg.norm(grads["dense"]["kernel"]),
-                               rtol=1e-6)
-    assert set(metrics) == {"loss", "gradients", "gradient_norm", "global_gradient_norm", "clipped_gradient_norm",
-                            "aux"}
+    np.testing.assert_allclose(
+        metrics["gradients"]["dense"]["kernel"], jnp.linalg.norm(grads["dense"]["kernel"]), rtol=1e-6
+    )
+    assert set(metrics) == {
+        "loss",
+        "gradients",
+        "gradient_norm",
+        "global_gradient_norm",
+        "clipped_gradient_norm",
+        "aux",
+    }
     assert "mean_prediction" in metrics["aux"]
 
 
@@ -126,16 +152,32 @@ def test_summaries_gradients_and_aux():
     "kwargs, match",
     [
         ({"optimizer": "Adam", "learning_rate": -0.1}, r"`learning_rate` must be >= 0, got -0.1"),
-        ({"optimizer": "Adam", "learning_rate": "0.1"}, r"`learning_rate` must be a float, a 0-d array or a schedule"),
+        (
+            {"optimizer": "Adam", "learning_rate": "0.1"},
+            r"`learning_rate` must be a float, a 0-d array or a schedule",
+        ),
         ({"optimizer": "Adam"}, r"`learning_rate` is None, but it must be given when `optimizer` is a name"),
-        ({"optimizer": "Adamm", "learning_rate": 0.1}, r"`optimizer` 'Adamm' is unknown: .*Did you mean 'adam'"),
-        ({"optimizer": "Momentum", "learning_rate": 0.1},
-         r"`optimizer` 'Momentum' \(`gradtx.momentum`\) needs `momentum`.*lambda lr: gradtx.momentum\(lr, momentum=...\)"),
+        (
+            {"optimizer": "Adamm", "learning_rate": 0.1},
+            r"`optimizer` 'Adamm' is unknown: .*Did you mean 'adam'",
+        ),
+        (
+            {"optimizer": "Momentum", "learning_rate": 0.1},
+            r"`optimizer` 'Momentum' \(`gradtx.momentum`\) needs `momentum`.*lambda lr: gradtx.momentum\(lr, momentum=...\)",
+        ),
         ({"optimizer": 3, "learning_rate": 0.1}, r"`optimizer` must be a registry name, a transform"),
-        ({"optimizer": lambda lr: "sgd", "learning_rate": 0.1}, r"`optimizer` must return a gradient transformation"),
-        ({"optimizer": "SGD", "learning_rate": 0.1, "clip_gradients": "1"}, r"`clip_gradients` must be a float or a callable"),
-        ({"optimizer": "SGD", "learning_rate": 0.1, "summaries": ["loss", "histograms"]},
-         r"`summaries` must be from \['learning_rate', 'loss', 'gradients', 'gradient_norm', 'global_gradient_norm'\]"),
+        (
+            {"optimizer": lambda lr: "sgd", "learning_rate": 0.1},
+            r"`optimizer` must return a gradient transformation",
+        ),
+        (
+            {"optimizer": "SGD", "learning_rate": 0.1, "clip_gradients": "1"},
+            r"`clip_gradients` must be a float or a callable",
+        ),
+        (
+            {"optimizer": "SGD", "learning_rate": 0.1, "summaries": ["loss", "histograms"]},
+            r"`summaries` must be from \['learning_rate', 'loss', 'gradients', 'gradient_norm', 'global_gradient_norm'\]",
+        ),
     ],
 )
 def test_optimize_loss_raises_value_errors_as_tf(kwargs, match):
@@ -147,7 +189,9 @@ def test_optimize_loss_errors_at_trace_time():
     trainer = gradtx.optimize_loss(lambda p, x, y: x @ p["dense"]["kernel"], "SGD", learning_rate=0.1)
     with pytest.raises(ValueError, match=r"`optimize_loss`: the loss must be a scalar, got shape \(16,\)"):
         trainer.step(trainer.init(PARAMS), X, Y)
-    trainer = gradtx.optimize_loss(loss_fn, "SGD", learning_rate=0.1, variables=lambda p: jax.tree.map(lambda _: False, p))
+    trainer = gradtx.optimize_loss(
+        loss_fn, "SGD", learning_rate=0.1, variables=lambda p: jax.tree.map(lambda _: False, p)
+    )
     with pytest.raises(ValueError, match=r"`optimize_loss`: there are no gradients"):
         trainer.step(trainer.init(PARAMS), X, Y)
 
@@ -182,8 +226,15 @@ def test_axis_name_averages_per_replica_gradients_over_the_devices(check_vma):
     kwargs = dict(learning_rate=0.1, summaries=["loss", "global_gradient_norm"])
     sharded = gradtx.optimize_loss(loss_fn, "Adam", axis_name="data", **kwargs)
     single = gradtx.optimize_loss(loss_fn, "Adam", **kwargs)
-    step = jax.jit(jax.shard_map(sharded.step, mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=(P(), P()),
-                                 check_vma=check_vma))
+    step = jax.jit(
+        jax.shard_map(
+            sharded.step,
+            mesh=mesh,
+            in_specs=(P(), P("data"), P("data")),
+            out_specs=(P(), P()),
+            check_vma=check_vma,
+        )
+    )
     x, y = (jax.device_put(a, NamedSharding(mesh, P("data"))) for a in (X, Y))
     a, b = sharded.init(jax.tree.map(jnp.copy, PARAMS)), single.init(jax.tree.map(jnp.copy, PARAMS))
     for _ in range(4):
@@ -202,10 +253,18 @@ def test_a_donated_optimize_loss_step_updates_the_train_state_in_place():
     def loss(p, x):
         return jnp.mean((x @ p["dense"]["kernel"] + p["dense"]["bias"]) ** 2)
 
-    trainer = gradtx.optimize_loss(loss, "Adam", learning_rate=0.1, clip_gradients=1.0, gradient_noise_scale=0.1,
-                                   gradient_multipliers={"bias": 2.0})
+    trainer = gradtx.optimize_loss(
+        loss,
+        "Adam",
+        learning_rate=0.1,
+        clip_gradients=1.0,
+        gradient_noise_scale=0.1,
+        gradient_multipliers={"bias": 2.0},
+    )
     state = jax.eval_shape(trainer.init, params)
     memory = jax.jit(trainer.step, donate_argnums=0).lower(state, x).compile().memory_analysis()
     if memory is None:
         pytest.skip("this backend reports no memory analysis")
-    assert memory.output_size_in_bytes - memory.alias_size_in_bytes <= 256, memory  # metrics and a few scalars
+    assert memory.output_size_in_bytes - memory.alias_size_in_bytes <= 256, (
+        memory
+    )  # metrics and a few scalars

@@ -61,8 +61,13 @@ def accumulate_gradients(tx: Any, every_k: int) -> _protocol.GradientTransformat
 
     def update_fn(updates, state, params=None, **extra_args):
         dense = sparse.densify(updates)
-        acc = _tree.map_updates(fn, lambda g, a: a + g.astype(a.dtype), dense, state.accumulator,
-                                names=("updates", "state.accumulator"))
+        acc = _tree.map_updates(
+            fn,
+            lambda g, a: a + g.astype(a.dtype),
+            dense,
+            state.accumulator,
+            names=("updates", "state.accumulator"),
+        )
         apply = (state.count + 1) % every_k == 0
 
         def applied(acc, inner_state):
@@ -127,8 +132,13 @@ def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientT
         out, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
         notfinite = jnp.where(finite, 0, state.notfinite_count + 1).astype(jnp.int32)
         take = finite | (notfinite > max_consecutive_errors)
-        zeros = _tree.map_updates(fn, lambda u: u.with_values(jnp.zeros_like(u.values)) if _tree.is_row_sparse(u)
-                                  else jnp.zeros_like(u), out)
+        zeros = _tree.map_updates(
+            fn,
+            lambda u: (
+                u.with_values(jnp.zeros_like(u.values)) if _tree.is_row_sparse(u) else jnp.zeros_like(u)
+            ),
+            out,
+        )
         out = _tree.where(take, out, zeros)
         inner_state = _tree.where(take, inner_state, state.inner_state)
         total = (state.total_notfinite + jnp.logical_not(finite)).astype(jnp.int32)

@@ -53,7 +53,7 @@ def chain(*transforms: Any) -> _protocol.GradientTransformation:
                 + "; pass the state returned by this chain's `init`."
             )
         new_state = []
-        for tx, s in zip(txs, state):
+        for tx, s in zip(txs, state, strict=True):
             updates, s = tx.update(updates, s, params, **extra_args)
             new_state.append(s)
         return updates, tuple(new_state)
@@ -84,16 +84,14 @@ def named_chain(*named_transforms: tuple[str, Any]) -> _protocol.GradientTransfo
     names = []
     for i, item in enumerate(named_transforms):
         if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
-            raise TypeError(
-                f"`named_chain`: argument {i} must be a (name, transform) pair, got {item!r}."
-            )
+            raise TypeError(f"`named_chain`: argument {i} must be a (name, transform) pair, got {item!r}.")
         if item[0] in names:
             raise ValueError(f"`named_chain`: the name {item[0]!r} is used twice; names must be unique.")
         names.append(item[0])
     txs = _prepare("named_chain", tuple(tx for _, tx in named_transforms), "transform")
 
     def init_fn(params):
-        return {name: tx.init(params) for name, tx in zip(names, txs)}
+        return {name: tx.init(params) for name, tx in zip(names, txs, strict=True)}
 
     def update_fn(updates, state, params=None, **extra_args):
         if not isinstance(state, dict) or sorted(state) != sorted(names):
@@ -102,7 +100,7 @@ def named_chain(*named_transforms: tuple[str, Any]) -> _protocol.GradientTransfo
                 f"{sorted(state) if isinstance(state, dict) else type(state).__name__}."
             )
         new_state = {}
-        for name, tx in zip(names, txs):
+        for name, tx in zip(names, txs, strict=True):
             updates, new_state[name] = tx.update(updates, state[name], params, **extra_args)
         return updates, new_state
 

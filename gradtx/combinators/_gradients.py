@@ -12,7 +12,9 @@ from gradtx import _base, _checks, _protocol, _tree
 
 
 @_base.api
-def transform_gradients(fn: Callable[[_protocol.Updates, _protocol.Params | None], _protocol.Updates]) -> _protocol.GradientTransformation:
+def transform_gradients(
+    fn: Callable[[_protocol.Updates, _protocol.Params | None], _protocol.Updates],
+) -> _protocol.GradientTransformation:
     """Any function of the gradients as a transform: optimize_loss's callable `clip_gradients`.
 
     TF's callable takes a list of `(gradient, variable)` pairs; here it takes the two
@@ -101,7 +103,9 @@ def add_noise(
 
     def update_fn(updates, state, params=None, *, key=None, **extra_args):
         del params, extra_args
-        base = key if key is not None else jax.random.fold_in(jax.random.wrap_key_data(state.key), state.count)
+        base = (
+            key if key is not None else jax.random.fold_in(jax.random.wrap_key_data(state.key), state.count)
+        )
         s = _tree.resolve(scale, state.count)
 
         def noisy(path, g):
@@ -110,18 +114,25 @@ def add_noise(
             # each leaf's noise depends on its own key path only, not on the other leaves
             k = jax.random.fold_in(base, zlib.crc32(_tree.path_str(path).encode()) & 0x7FFFFFFF)
             dense = g.todense() if _tree.is_row_sparse(g) else g
-            draw = (jax.random.truncated_normal(k, -2.0, 2.0, dense.shape, jnp.float32) if truncated
-                    else jax.random.normal(k, dense.shape, jnp.float32))
+            draw = (
+                jax.random.truncated_normal(k, -2.0, 2.0, dense.shape, jnp.float32)
+                if truncated
+                else jax.random.normal(k, dense.shape, jnp.float32)
+            )
             return dense + (draw * _tree.scalar(s)).astype(dense.dtype)
 
-        out = jax.tree_util.tree_map_with_path(noisy, updates, is_leaf=lambda x: x is None or _tree.is_row_sparse(x))
+        out = jax.tree_util.tree_map_with_path(
+            noisy, updates, is_leaf=lambda x: x is None or _tree.is_row_sparse(x)
+        )
         return out, AddNoiseState(_tree.increment(state.count), state.key)
 
     return _protocol.GradientTransformation(init_fn, update_fn)
 
 
 @_base.api
-def scale_gradients(multipliers: Mapping[str, _protocol.ScalarOrSchedule]) -> _protocol.GradientTransformation:
+def scale_gradients(
+    multipliers: Mapping[str, _protocol.ScalarOrSchedule],
+) -> _protocol.GradientTransformation:
     """Multiply the gradients of some parameters by constants (optimize_loss's `gradient_multipliers`).
 
     A key is a parameter's key path written with slashes (``"dense/kernel"``), or a glob
@@ -150,31 +161,43 @@ def scale_gradients(multipliers: Mapping[str, _protocol.ScalarOrSchedule]) -> _p
     """
     fn = "scale_gradients"
     if not isinstance(multipliers, Mapping) or not multipliers:
-        raise TypeError(f"`{_checks.api_name(fn)}`: `multipliers` must be a non-empty dict key -> factor, got {multipliers!r}.")
+        raise TypeError(
+            f"`{_checks.api_name(fn)}`: `multipliers` must be a non-empty dict key -> factor, got {multipliers!r}."
+        )
     for k, v in multipliers.items():
         if not isinstance(k, str):
-            raise TypeError(f"`{_checks.api_name(fn)}`: `multipliers` keys must be key-path strings, got {k!r}.")
+            raise TypeError(
+                f"`{_checks.api_name(fn)}`: `multipliers` keys must be key-path strings, got {k!r}."
+            )
         _checks.check_hyperparam(fn, f"multipliers[{k!r}]", v)
     scheduled = _tree.any_schedule(*multipliers.values())
 
     def factors(tree):
         """key -> factor for each leaf of `tree` (None where no key matches); checks the keys."""
         used, out = set(), []
-        flat = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: x is None or _tree.is_row_sparse(x))[0]
+        flat = jax.tree_util.tree_flatten_with_path(
+            tree, is_leaf=lambda x: x is None or _tree.is_row_sparse(x)
+        )[0]
         for path, leaf in flat:
             if leaf is None:
                 out.append(None)
                 continue
             name = _tree.path_str(path)
-            hits = [k for k in multipliers if k == name] or [k for k in multipliers if _tree.path_matches(k, path)]
+            hits = [k for k in multipliers if k == name] or [
+                k for k in multipliers if _tree.path_matches(k, path)
+            ]
             if len(hits) > 1:
-                raise ValueError(f"`{_checks.api_name(fn)}`: the parameter {name!r} is matched by several keys: {hits}.")
+                raise ValueError(
+                    f"`{_checks.api_name(fn)}`: the parameter {name!r} is matched by several keys: {hits}."
+                )
             used.update(hits)
             out.append(hits[0] if hits else None)
         unknown = sorted(set(multipliers) - used)
         if unknown and flat:  # (no leaves at all: a placeholder, as optax.tree.map_params passes)
             names = [_tree.path_str(p) for p, leaf in flat if leaf is not None]
-            raise ValueError(f"`{_checks.api_name(fn)}`: the keys {unknown} match no parameter; parameters: {names}.")
+            raise ValueError(
+                f"`{_checks.api_name(fn)}`: the keys {unknown} match no parameter; parameters: {names}."
+            )
         return out
 
     def init_fn(params):
@@ -197,7 +220,7 @@ def scale_gradients(multipliers: Mapping[str, _protocol.ScalarOrSchedule]) -> _p
                 return g.with_values(g.values * _tree.like(factor, g.values))
             return g * _tree.like(factor, g)
 
-        out = treedef.unflatten([scaled(g, k) for g, k in zip(leaves, keys)])
+        out = treedef.unflatten([scaled(g, k) for g, k in zip(leaves, keys, strict=True)])
         return out, (ScaleGradientsState(_tree.increment(state.count)) if scheduled else state)
 
     return _protocol.GradientTransformation(init_fn, update_fn)
@@ -207,4 +230,3 @@ class ScaleGradientsState(NamedTuple):
     """State of `scale_gradients` when a factor is a schedule."""
 
     count: jax.Array  # int32: completed updates
-

@@ -27,7 +27,11 @@ def _is_injectable(value: Any, annotation: Any) -> bool:
         return "ScalarOrSchedule" in str(annotation)
     if isinstance(value, bool):
         return False
-    if isinstance(value, (jax.Array, jnp.ndarray)) or isinstance(value, numbers.Real) and not isinstance(value, int):
+    if (
+        isinstance(value, (jax.Array, jnp.ndarray))
+        or isinstance(value, numbers.Real)
+        and not isinstance(value, int)
+    ):
         return jnp.ndim(value) == 0
     return False
 
@@ -91,7 +95,9 @@ def inject_hyperparams(
         var_args = tuple(arguments.pop(var_pos, ())) if var_pos else ()
 
         def injectable(name, value):
-            annotation = params[name].annotation if name in params else (params[var_kw].annotation if var_kw else "")
+            annotation = (
+                params[name].annotation if name in params else (params[var_kw].annotation if var_kw else "")
+            )
             return name not in static_args and _is_injectable(value, annotation)
 
         candidates = {**arguments, **keywords}
@@ -101,7 +107,9 @@ def inject_hyperparams(
 
         def build(values: dict) -> _protocol.GradientTransformation:
             call = {**static, **values}
-            positional = [call.pop(p.name) for p in params.values() if p.kind is inspect.Parameter.POSITIONAL_ONLY]
+            positional = [
+                call.pop(p.name) for p in params.values() if p.kind is inspect.Parameter.POSITIONAL_ONLY
+            ]
             return _base.with_extra_args_support(factory(*positional, *var_args, **call))
 
         def values_at(count):
@@ -114,10 +122,14 @@ def inject_hyperparams(
 
         def update_fn(updates, state, params=None, **extra_args):
             values = dict(state.hyperparams)
-            values.update({k: jnp.asarray(v(state.count), dtype) for k, v in numeric.items() if _checks.is_schedule(v)})
+            values.update(
+                {k: jnp.asarray(v(state.count), dtype) for k, v in numeric.items() if _checks.is_schedule(v)}
+            )
             new_updates, inner = build(values).update(updates, state.inner_state, params, **extra_args)
             return new_updates, InjectHyperparamsState(_tree.increment(state.count), values, inner)
 
-        return _base.composite(init_fn, update_fn, build(values_at(_tree.zero_count())))  # the inner one's kind
+        return _base.composite(
+            init_fn, update_fn, build(values_at(_tree.zero_count()))
+        )  # the inner one's kind
 
     return wrapped

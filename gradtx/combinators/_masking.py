@@ -19,10 +19,15 @@ class MaskedState(NamedTuple):
 
 
 def _check_mask(fn: str, mask: Any, arg: str = "mask") -> None:
-    if mask is None or isinstance(mask, (str, bytes)) or not (callable(mask) or isinstance(mask, (dict, list, tuple, bool))
-                                                             or hasattr(mask, "_fields")):
-        raise TypeError(f"`{_checks.api_name(fn)}`: `{arg}` must be a tree of bools, a function params -> tree of bools, or a "
-                        f"list of key-path patterns, got {mask!r}.")
+    if (
+        mask is None
+        or isinstance(mask, (str, bytes))
+        or not (callable(mask) or isinstance(mask, (dict, list, tuple, bool)) or hasattr(mask, "_fields"))
+    ):
+        raise TypeError(
+            f"`{_checks.api_name(fn)}`: `{arg}` must be a tree of bools, a function params -> tree of bools, or a "
+            f"list of key-path patterns, got {mask!r}."
+        )
 
 
 @_base.api
@@ -63,8 +68,9 @@ def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
     def update_fn(updates, state, params=None, **extra_args):
         m = _tree.resolve_mask("masked", mask, params if params is not None else updates)
         sub_params = None if params is None else _tree.select("masked", m, params)
-        inner_updates, inner_state = inner.update(_tree.select("masked", m, updates), state.inner_state,
-                                                  sub_params, **extra_args)
+        inner_updates, inner_state = inner.update(
+            _tree.select("masked", m, updates), state.inner_state, sub_params, **extra_args
+        )
         return _tree.merge("masked", m, inner_updates, updates), MaskedState(inner_state)
 
     return _protocol.GradientTransformation(init_fn, update_fn)
@@ -106,8 +112,9 @@ def freeze(mask: Mask) -> _protocol.GradientTransformation:
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
         m = _tree.resolve_mask("freeze", mask, params if params is not None else updates)
-        return _tree.map_updates("freeze", lambda frozen, g: zero(g) if frozen else g, m, updates,
-                                 names=("mask", "updates")), state
+        return _tree.map_updates(
+            "freeze", lambda frozen, g: zero(g) if frozen else g, m, updates, names=("mask", "updates")
+        ), state
 
     return _protocol.GradientTransformation(init_fn, update_fn)
 
@@ -143,18 +150,24 @@ def partition(
         (Array([-1.], dtype=float32), Array([-0.1], dtype=float32))
     """
     if not isinstance(transforms, Mapping) or not transforms:
-        raise TypeError(f"`partition`: `transforms` must be a non-empty dict label -> transform, got {transforms!r}.")
+        raise TypeError(
+            f"`partition`: `transforms` must be a non-empty dict label -> transform, got {transforms!r}."
+        )
     for label, tx in transforms.items():
         _checks.check_transform("partition", f"transforms[{label!r}]", tx)
     txs = {k: _base.with_extra_args_support(v) for k, v in transforms.items()}
 
     def labels_of(params):
         labels = param_labels(params) if callable(param_labels) else param_labels
-        leaves, _, treedef = _tree.flatten_updates("partition", labels, params, names=("`param_labels`", "params"))
+        leaves, _, treedef = _tree.flatten_updates(
+            "partition", labels, params, names=("`param_labels`", "params")
+        )
         unknown = sorted({repr(x) for x in leaves if x is not None and x not in txs})
         if unknown:
-            raise ValueError(f"`partition`: `param_labels` uses {', '.join(unknown)}, which have no transform; "
-                             f"`transforms` has {sorted(map(repr, txs))}.")
+            raise ValueError(
+                f"`partition`: `param_labels` uses {', '.join(unknown)}, which have no transform; "
+                f"`transforms` has {sorted(map(repr, txs))}."
+            )
         return {k: treedef.unflatten([None if x is None else x == k for x in leaves]) for k in txs}
 
     def init_fn(params):
@@ -166,9 +179,10 @@ def partition(
         out, new_state = updates, {}
         for k, tx in txs.items():
             sub = None if params is None else _tree.select("partition", masks[k], params)
-            u, new_state[k] = tx.update(_tree.select("partition", masks[k], updates), state[k], sub, **extra_args)
+            u, new_state[k] = tx.update(
+                _tree.select("partition", masks[k], updates), state[k], sub, **extra_args
+            )
             out = _tree.merge("partition", masks[k], u, out)
         return out, new_state
 
     return _protocol.GradientTransformation(init_fn, update_fn)
-

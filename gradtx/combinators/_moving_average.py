@@ -19,8 +19,9 @@ class MovingAverageState(NamedTuple):
 
 
 @_base.api
-def moving_average(tx: Any, average_decay: _protocol.ScalarOrSchedule = 0.9999, *, num_updates: bool = False
-                   ) -> _protocol.GradientTransformation:
+def moving_average(
+    tx: Any, average_decay: _protocol.ScalarOrSchedule = 0.9999, *, num_updates: bool = False
+) -> _protocol.GradientTransformation:
     r"""Keep exponential moving averages of the parameters after each step of `tx` (contrib's MovingAverageOptimizer).
 
     After the inner step produces the new parameters :math:`w_t`:
@@ -81,7 +82,9 @@ def moving_average(tx: Any, average_decay: _protocol.ScalarOrSchedule = 0.9999, 
         def average(a, w):
             return a - (a - w) * _tree.like(1 - decay, a)
 
-        averages = _tree.map_updates(fn, average, state.averages, new_params, names=("state.averages", "params"))
+        averages = _tree.map_updates(
+            fn, average, state.averages, new_params, names=("state.averages", "params")
+        )
         return out, MovingAverageState(_tree.increment(state.count), averages, inner_state)
 
     return _base.composite(init_fn, update_fn, inner)

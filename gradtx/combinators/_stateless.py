@@ -33,7 +33,9 @@ def identity() -> _protocol.GradientTransformation:
 
 
 @_base.api
-def stateless(f: Callable[[_protocol.Updates, _protocol.Params | None], _protocol.Updates]) -> _protocol.GradientTransformation:
+def stateless(
+    f: Callable[[_protocol.Updates, _protocol.Params | None], _protocol.Updates],
+) -> _protocol.GradientTransformation:
     """A transform from a function `f(updates, params) -> updates` that keeps no state.
 
     Args:

@@ -16,7 +16,9 @@ class ClipVariablesState(NamedTuple):
 
 
 @_base.api
-def clip_variables(max_norm: _protocol.ScalarOrSchedule, dims: Mapping[str, Sequence[int]]) -> _protocol.GradientTransformation:
+def clip_variables(
+    max_norm: _protocol.ScalarOrSchedule, dims: Mapping[str, Sequence[int]]
+) -> _protocol.GradientTransformation:
     r"""After the step, clip the L2 norm of chosen parameters along chosen axes (a projection of the params).
 
     Put it last in a chain: with `w' = w + u` the new parameters before clipping,
@@ -56,26 +58,41 @@ def clip_variables(max_norm: _protocol.ScalarOrSchedule, dims: Mapping[str, Sequ
     """
     fn = "clip_variables"
     _checks.check_nonnegative(fn, "max_norm", max_norm)
-    if not isinstance(dims, Mapping) or not dims or not all(
+    if (
+        not isinstance(dims, Mapping)
+        or not dims
+        or not all(
             isinstance(k, str) and isinstance(v, (list, tuple)) and all(isinstance(a, int) for a in v)
-            for k, v in dims.items()):
-        raise TypeError(f"`{_checks.api_name(fn)}`: `dims` must be a non-empty dict key path -> list of axes, got {dims!r}.")
+            for k, v in dims.items()
+        )
+    ):
+        raise TypeError(
+            f"`{_checks.api_name(fn)}`: `dims` must be a non-empty dict key path -> list of axes, got {dims!r}."
+        )
     scheduled = _tree.any_schedule(max_norm)
 
     def axes_of(params) -> list[Any]:
-        flat = jax.tree_util.tree_flatten_with_path(params, is_leaf=lambda x: x is None or _tree.is_row_sparse(x))[0]
+        flat = jax.tree_util.tree_flatten_with_path(
+            params, is_leaf=lambda x: x is None or _tree.is_row_sparse(x)
+        )[0]
         out, used = [], set()
         for path, p in flat:
             hits = [] if p is None else [k for k in dims if _tree.path_matches(k, path)]
             if len(hits) > 1:
-                raise ValueError(f"`{_checks.api_name(fn)}`: the parameter {_tree.path_str(path)!r} is matched by several keys: {hits}.")
+                raise ValueError(
+                    f"`{_checks.api_name(fn)}`: the parameter {_tree.path_str(path)!r} is matched by several keys: {hits}."
+                )
             if hits and any(not -len(p.shape) <= a < len(p.shape) for a in dims[hits[0]]):
-                raise ValueError(f"`{_checks.api_name(fn)}`: axes {list(dims[hits[0]])} are out of range for "
-                                 f"{_tree.path_str(path)!r} of shape {tuple(p.shape)}.")
+                raise ValueError(
+                    f"`{_checks.api_name(fn)}`: axes {list(dims[hits[0]])} are out of range for "
+                    f"{_tree.path_str(path)!r} of shape {tuple(p.shape)}."
+                )
             used.update(hits)
             out.append(tuple(a % len(p.shape) for a in dims[hits[0]]) if hits else None)
         if set(dims) - used and flat:  # (no leaves at all: a placeholder, as optax.tree.map_params passes)
-            raise ValueError(f"`{_checks.api_name(fn)}`: the keys {sorted(set(dims) - used)} match no parameter.")
+            raise ValueError(
+                f"`{_checks.api_name(fn)}`: the keys {sorted(set(dims) - used)} match no parameter."
+            )
         return out
 
     def init_fn(params):
@@ -102,7 +119,7 @@ def clip_variables(max_norm: _protocol.ScalarOrSchedule, dims: Mapping[str, Sequ
             moved = p + dense.astype(p.dtype)
             return (_tree.clip_to_norm(moved, c, axes) - p).astype(dense.dtype)
 
-        out = treedef.unflatten([project(u, p, a) for u, p, a in zip(leaves, flat_p, axes_of(params))])
+        out = treedef.unflatten([project(u, p, a) for u, p, a in zip(leaves, flat_p, axes_of(params), strict=True)])
         return out, (ClipVariablesState(_tree.increment(state.count)) if scheduled else state)
 
     return _protocol.GradientTransformation(init_fn, update_fn)

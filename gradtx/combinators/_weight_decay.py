@@ -17,7 +17,9 @@ class AddDecayedWeightsState(NamedTuple):
 
 
 @_base.api
-def add_decayed_weights(weight_decay: _protocol.ScalarOrSchedule, *, mask: Mask | None = None) -> _protocol.GradientTransformation:
+def add_decayed_weights(
+    weight_decay: _protocol.ScalarOrSchedule, *, mask: Mask | None = None
+) -> _protocol.GradientTransformation:
     r"""Add `weight_decay * params` to the updates (L2 regularization through the gradient).
 
     .. math:: u \leftarrow u + \lambda\, w
@@ -75,8 +77,11 @@ def add_decayed_weights(weight_decay: _protocol.ScalarOrSchedule, *, mask: Mask 
         out = _tree.map_updates(fn, leaf, updates, params, m, names=("updates", "params", "mask"))
         return out, (AddDecayedWeightsState(_tree.increment(state.count)) if scheduled else state)
 
-    return _protocol.ElementWise(init_fn, update_fn) if mask is None else _protocol.GradientTransformation(init_fn, update_fn)
-
+    return (
+        _protocol.ElementWise(init_fn, update_fn)
+        if mask is None
+        else _protocol.GradientTransformation(init_fn, update_fn)
+    )
 
 
 class DecoupledWeightDecayState(NamedTuple):
@@ -154,7 +159,9 @@ def decoupled_weight_decay(
         wd = _tree.resolve(weight_decay, state.count)
         if learning_rate is not None:
             wd = _tree.scalar(_tree.resolve(learning_rate, state.count)) * wd
-        on = _tree.resolve_mask(fn, mask, params) if mask is not None else jax.tree.map(lambda _: True, params)
+        on = (
+            _tree.resolve_mask(fn, mask, params) if mask is not None else jax.tree.map(lambda _: True, params)
+        )
         inner_updates, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
 
         def leaf(g, u, p, decay):
@@ -165,8 +172,9 @@ def decoupled_weight_decay(
                 return _add_rows(u, -_tree.like(wd, p) * g.gather(p), g)
             return u + (-_tree.like(wd, p) * p).astype(u.dtype)
 
-        out = _tree.map_updates(fn, leaf, updates, inner_updates, params, on,
-                                names=("updates", "inner updates", "params", "mask"))
+        out = _tree.map_updates(
+            fn, leaf, updates, inner_updates, params, on, names=("updates", "inner updates", "params", "mask")
+        )
         return out, DecoupledWeightDecayState(_tree.increment(state.count), inner_state)
 
     if mask is not None:  # key paths: leaf-wise (the mask is resolved on unpacked params)

@@ -59,8 +59,12 @@ def momentumw(
     """
     _checks.check_bool("momentumw", "scale_decay_by_learning_rate", scale_decay_by_learning_rate)
     momentum_chain = chain(trace(momentum, nesterov=nesterov), scale_by_learning_rate(learning_rate))
-    return decoupled_weight_decay(momentum_chain, weight_decay, mask=mask,
-                                  learning_rate=learning_rate if scale_decay_by_learning_rate else None)
+    return decoupled_weight_decay(
+        momentum_chain,
+        weight_decay,
+        mask=mask,
+        learning_rate=learning_rate if scale_decay_by_learning_rate else None,
+    )
 
 
 @_base.api
@@ -103,13 +107,16 @@ def lars(
         >>> gradtx.apply_updates(params, u)["w"]  # trust ratio |w| / |g| = 0.5
         Array([ 3., -1.], dtype=float32)
     """
-    return chain(scale_by_lars(momentum, weight_decay, eeta, eps, skip=skip, nesterov=nesterov),
-                 scale_by_learning_rate(learning_rate))
+    return chain(
+        scale_by_lars(momentum, weight_decay, eeta, eps, skip=skip, nesterov=nesterov),
+        scale_by_learning_rate(learning_rate),
+    )
 
 
 @_base.api
-def reg_adagrad(learning_rate: _protocol.ScalarOrSchedule, initial_accumulator_value: float = 0.1
-                ) -> _protocol.GradientTransformation:
+def reg_adagrad(
+    learning_rate: _protocol.ScalarOrSchedule, initial_accumulator_value: float = 0.1
+) -> _protocol.GradientTransformation:
     r"""RegAdagrad: `tf.contrib.opt.RegAdagradOptimizer`: Adagrad whose slots can be left alone for a step.
 
     A step called as `update(..., update_slots=False)` applies Adagrad's rate without
@@ -318,9 +325,15 @@ def shampoo(
     """
     return chain(
         scale_by_shampoo(
-            max_matrix_size=max_matrix_size, gbar_decay=gbar_decay, gbar_weight=gbar_weight,
-            mat_gbar_decay=mat_gbar_decay, mat_gbar_weight=mat_gbar_weight, svd_interval=svd_interval,
-            precond_update_interval=precond_update_interval, eps=eps, alpha=alpha,
+            max_matrix_size=max_matrix_size,
+            gbar_decay=gbar_decay,
+            gbar_weight=gbar_weight,
+            mat_gbar_decay=mat_gbar_decay,
+            mat_gbar_weight=mat_gbar_weight,
+            svd_interval=svd_interval,
+            precond_update_interval=precond_update_interval,
+            eps=eps,
+            alpha=alpha,
             use_iterative_root=use_iterative_root,
         ),
         scale_by_learning_rate(learning_rate),

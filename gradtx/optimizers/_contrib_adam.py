@@ -52,6 +52,7 @@ def adamax(
     """
     return chain(scale_by_adamax(b1, b2, eps), scale_by_learning_rate(learning_rate))
 
+
 @_doc
 @_base.api
 def adam_gs(
@@ -87,7 +88,11 @@ def adam_gs(
         >>> round(float(u[0]), 4)
         -0.1
     """
-    return chain(scale_by_adam(b1, b2, eps, use_global_step=True, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate))
+    return chain(
+        scale_by_adam(b1, b2, eps, use_global_step=True, mu_dtype=mu_dtype),
+        scale_by_learning_rate(learning_rate),
+    )
+
 
 @_doc
 @_base.api
@@ -123,7 +128,10 @@ def lazy_adam(
         >>> [round(float(x), 4) for x in gradtx.apply_updates(jnp.zeros((3, 2)), u)[:, 0]]
         [0.0, -0.1, 0.0]
     """
-    return chain(scale_by_adam(b1, b2, eps, lazy=True, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate))
+    return chain(
+        scale_by_adam(b1, b2, eps, lazy=True, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate)
+    )
+
 
 @_doc
 @_base.api
@@ -157,7 +165,11 @@ def lazy_adam_gs(
         >>> round(float(tx.update(jnp.array([2.0]), tx.init(jnp.zeros(1)), global_step=0)[0][0]), 4)
         -0.1
     """
-    return chain(scale_by_adam(b1, b2, eps, lazy=True, use_global_step=True, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate))
+    return chain(
+        scale_by_adam(b1, b2, eps, lazy=True, use_global_step=True, mu_dtype=mu_dtype),
+        scale_by_learning_rate(learning_rate),
+    )
+
 
 @_doc
 @_base.api
@@ -192,7 +204,10 @@ def nadam(
         >>> round(float(tx.update(jnp.array([2.0]), tx.init(jnp.zeros(1)))[0][0]), 4)
         -0.19
     """
-    return chain(scale_by_adam(b1, b2, eps, nesterov=True, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate))
+    return chain(
+        scale_by_adam(b1, b2, eps, nesterov=True, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate)
+    )
+
 
 @_doc
 @_base.api
@@ -236,9 +251,15 @@ def adamw(
         -1.1
     """
     _checks.check_bool("adamw", "scale_decay_by_learning_rate", scale_decay_by_learning_rate)
-    adam_chain = chain(scale_by_adam(b1, b2, eps, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate))  # = adam(...)
-    return decoupled_weight_decay(adam_chain, weight_decay, mask=mask,
-                                  learning_rate=learning_rate if scale_decay_by_learning_rate else None)
+    adam_chain = chain(
+        scale_by_adam(b1, b2, eps, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate)
+    )  # = adam(...)
+    return decoupled_weight_decay(
+        adam_chain,
+        weight_decay,
+        mask=mask,
+        learning_rate=learning_rate if scale_decay_by_learning_rate else None,
+    )
 
 
 __all__ = ["adam_gs", "adamax", "adamw", "lazy_adam", "lazy_adam_gs", "nadam"]

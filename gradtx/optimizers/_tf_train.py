@@ -94,7 +94,9 @@ def momentum(
 
 
 @_base.api
-def adagrad(learning_rate: _protocol.ScalarOrSchedule, initial_accumulator_value: float = 0.1) -> _protocol.GradientTransformation:
+def adagrad(
+    learning_rate: _protocol.ScalarOrSchedule, initial_accumulator_value: float = 0.1
+) -> _protocol.GradientTransformation:
     r"""Adagrad: `tf.compat.v1.train.AdagradOptimizer` (`ApplyAdagrad`).
 
     `accumulator += grad**2; var -= lr * grad / sqrt(accumulator)`, the accumulator
@@ -274,7 +276,9 @@ def ftrl(
         Array([-0.75,  0.  ], dtype=float32)
     """
     return chain(
-        scale_by_ftrl(learning_rate, learning_rate_power, initial_accumulator_value, l1, l2, l2_shrinkage, beta),
+        scale_by_ftrl(
+            learning_rate, learning_rate_power, initial_accumulator_value, l1, l2, l2_shrinkage, beta
+        ),
         scale_by_learning_rate(_DESCEND),
     )
 
@@ -318,7 +322,9 @@ def proximal_adagrad(
 
 @_base.api
 def proximal_sgd(
-    learning_rate: _protocol.ScalarOrSchedule, l1: _protocol.ScalarOrSchedule = 0.0, l2: _protocol.ScalarOrSchedule = 0.0
+    learning_rate: _protocol.ScalarOrSchedule,
+    l1: _protocol.ScalarOrSchedule = 0.0,
+    l2: _protocol.ScalarOrSchedule = 0.0,
 ) -> _protocol.GradientTransformation:
     r"""Proximal gradient descent (FOBOS): `tf.compat.v1.train.ProximalGradientDescentOptimizer`.
 
@@ -386,5 +392,7 @@ def rmsprop(
         >>> round(float(tx.update(jnp.array([3.0]), tx.init(jnp.zeros(1)))[0][0]), 6)
         -0.134164
     """
-    return chain(scale_by_rmsprop(learning_rate, decay, momentum, eps, centered=centered), scale_by_learning_rate(_DESCEND))
-
+    return chain(
+        scale_by_rmsprop(learning_rate, decay, momentum, eps, centered=centered),
+        scale_by_learning_rate(_DESCEND),
+    )

@@ -64,7 +64,6 @@ class Layout:
         return len(self.groups) + sum(1 for e in self.entries if e is not None and e[0] == "loose")
 
 
-
 # --------------------------------------------------------------------------- placement
 
 
@@ -94,7 +93,7 @@ def _placement(leaf: Any, shape: tuple) -> tuple[Any, tuple, tuple, Any] | None:
                 return None  # unevenly sharded: kept as it is
             dims.append(tuple(range(len(axes), len(axes) + len(names))))
             axes.extend(names)
-        types = dict(zip(mesh.axis_names, mesh.axis_types))
+        types = dict(zip(mesh.axis_names, mesh.axis_types, strict=True))
         if any(types[a] != jax.sharding.AxisType.Auto for a in axes):
             return None  # explicit axes type every reshape's sharding: such leaves are kept as they are
         placed = NamedSharding(mesh, PartitionSpec(*axes, None))
@@ -141,8 +140,9 @@ def layout_of(tree: Any, *, max_leaf_size: int = MAX_LEAF_SIZE) -> Layout:
             pending.append(("loose",))
             continue
         key, axes, dims, sharding = placed
-        group = groups.setdefault((dtype.name, key),
-                                  {"axes": axes, "sharding": sharding, "length": 0, "index": len(groups)})
+        group = groups.setdefault(
+            (dtype.name, key), {"axes": axes, "sharding": sharding, "length": 0, "index": len(groups)}
+        )
         pending.append(("packed", group["index"], group["length"], shape, dims))
         group["length"] += local
     ordered = sorted(groups.items(), key=lambda kv: kv[1]["index"])
@@ -173,7 +173,7 @@ def _to_local(x: jax.Array, sizes: tuple, dims: tuple) -> jax.Array:
     split: list[int] = []
     lead_pos: list[int] = [0] * len(sizes)
     local_pos: list[int] = []
-    for n, ds in zip(x.shape, dims):
+    for n, ds in zip(x.shape, dims, strict=True):
         k = math.prod(sizes[j] for j in ds)
         for j in ds:
             lead_pos[j] = len(split)
@@ -188,7 +188,7 @@ def _from_local(y: jax.Array, sizes: tuple, dims: tuple, shape: tuple) -> jax.Ar
     """The inverse of `_to_local`: a leaf of `shape` from its `(k1, ..., km, local size)` part."""
     if not sizes:
         return jnp.reshape(y, shape)
-    local = [n // math.prod(sizes[j] for j in ds) for n, ds in zip(shape, dims)]
+    local = [n // math.prod(sizes[j] for j in ds) for n, ds in zip(shape, dims, strict=True)]
     y = jnp.reshape(y, (*sizes, *local))
     order = [p for d, ds in enumerate(dims) for p in (*ds, len(sizes) + d)]
     return jnp.reshape(jnp.transpose(y, order), shape)
@@ -208,4 +208,3 @@ def _group_members(layout: Layout) -> tuple[tuple[int, ...], ...]:
         if e is not None and e[0] == "packed":
             members[e[1]].append(i)
     return tuple(map(tuple, members))
-

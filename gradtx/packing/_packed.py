@@ -40,7 +40,7 @@ class Packed:
     def tree_flatten_with_keys(self):
         """The buffers, keyed `.buffer0`, `.buffer1`, ...; the layout is the static part."""
         keys = [jax.tree_util.GetAttrKey(f"buffer{i}") for i in range(len(self.buffers))]
-        return tuple(zip(keys, self.buffers)), self.layout
+        return tuple(zip(keys, self.buffers, strict=True)), self.layout
 
     def tree_flatten(self):
         """The buffers (children) and the layout (static)."""
@@ -135,7 +135,7 @@ def _leaves_for(layout: Layout, tree: Any) -> list:
             f"`pack`: the tree does not have the structure of the layout; tree: "
             f"{jax.tree.structure(tree, is_leaf=_is_leaf)}, layout: {layout.treedef}."
         ) from None
-    for path_leaf, entry in zip(_paths(layout), zip(leaves, layout.entries)):
+    for path_leaf, entry in zip(_paths(layout), zip(leaves, layout.entries, strict=True), strict=True):
         leaf, e = entry
         if e is not None and e[0] == "packed" and leaf is not None and tuple(np.shape(leaf)) != e[3]:
             raise _protocol.TreeMismatchError(
@@ -145,12 +145,11 @@ def _leaves_for(layout: Layout, tree: Any) -> list:
     return leaves
 
 
-
 def _concat_group(layout: Layout, g: int, parts: list) -> jax.Array:
     """Buffer `g` from its members' leaves (in layout order; `None` gives zeros)."""
     group = layout.groups[g]
     local = []
-    for i, x in zip(_group_members(layout)[g], parts):
+    for i, x in zip(_group_members(layout)[g], parts, strict=True):
         _, _, _, shape, dims = layout.entries[i]
         x = jnp.zeros(shape, group.dtype) if x is None else jnp.asarray(x)
         local.append(_to_local(x, group.sizes, dims))
@@ -170,15 +169,18 @@ def _buffers(layout: Layout, leaves: list) -> tuple:
     out = []
     for g, group in enumerate(layout.groups):
         parts = [leaves[i] for i in members[g]]
-        out.append(_placed_concat(layout, g)(parts) if concrete and group.sharding is not None
-                   else _concat_group(layout, g, parts))
-    loose = [x for x, e in zip(leaves, layout.entries) if e is not None and e[0] == "loose"]
+        out.append(
+            _placed_concat(layout, g)(parts)
+            if concrete and group.sharding is not None
+            else _concat_group(layout, g, parts)
+        )
+    loose = [x for x, e in zip(leaves, layout.entries, strict=True) if e is not None and e[0] == "loose"]
     return (*out, *loose)
 
 
 def _abstract_buffers(layout: Layout, leaves: list) -> tuple:
     groups = tuple(jax.ShapeDtypeStruct(g.shape, g.dtype, sharding=g.sharding) for g in layout.groups)
-    return (*groups, *(x for x, e in zip(leaves, layout.entries) if e is not None and e[0] == "loose"))
+    return (*groups, *(x for x, e in zip(leaves, layout.entries, strict=True) if e is not None and e[0] == "loose"))
 
 
 # --------------------------------------------------------------------------- unpack
@@ -238,7 +240,8 @@ def _packed_views(layout: Layout, group_buffers: tuple) -> list:
 def _batch_dims(packed: Packed) -> int:
     """How many leading dims every buffer has beyond its layout's (e.g. a window of slots per leaf: 1)."""
     extra = set()
-    for i, (group, buf) in enumerate(zip(packed.layout.groups, packed.buffers)):
+    groups = packed.layout.groups
+    for i, (group, buf) in enumerate(zip(groups, packed.buffers[: len(groups)], strict=True)):
         shape = tuple(np.shape(buf))
         k = len(shape) - len(group.shape)
         if k < 0 or shape[k:] != group.shape:
@@ -248,7 +251,9 @@ def _batch_dims(packed: Packed) -> int:
             )
         extra.add(k)
     if len(extra) > 1:
-        raise ValueError(f"`unpack`: the buffers have different leading dims ({sorted(extra)} beyond the layout's).")
+        raise ValueError(
+            f"`unpack`: the buffers have different leading dims ({sorted(extra)} beyond the layout's)."
+        )
     return extra.pop() if extra else 0
 
 
@@ -259,7 +264,7 @@ def _unpack_one(packed: Packed) -> Any:
     n = len(layout.groups)
     views = _packed_views(layout, tuple(packed.buffers[:n])) if n else [None] * len(layout.entries)
     leaves: list[Any] = []
-    for e, view in zip(layout.entries, views):
+    for e, view in zip(layout.entries, views, strict=True):
         if e is None:
             leaves.append(None)
         elif e[0] == "loose":
@@ -318,7 +323,7 @@ def repack(tree: Any, like: Any) -> Any:
     if not any(is_packed(x) for x in nodes):
         return tree
     parts = treedef.flatten_up_to(tree)
-    return treedef.unflatten([pack(p, layout=n.layout) if is_packed(n) else p for p, n in zip(parts, nodes)])
+    return treedef.unflatten([pack(p, layout=n.layout) if is_packed(n) else p for p, n in zip(parts, nodes, strict=True)])
 
 
 def has_packed(tree: Any) -> bool:

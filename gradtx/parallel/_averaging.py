@@ -231,20 +231,32 @@ def elastic_average(
     no_rho = (rho is None and learning_rate is None) or (isinstance(rho, (int, float)) and rho == 0)
 
     def init_fn(params):
-        return ElasticAverageState(count=_tree.zero_count(), inner=inner.init(params),
-                                   global_center=jax.tree.map(jnp.asarray, params),
-                                   local_center=jax.tree.map(jnp.asarray, params))
+        return ElasticAverageState(
+            count=_tree.zero_count(),
+            inner=inner.init(params),
+            global_center=jax.tree.map(jnp.asarray, params),
+            local_center=jax.tree.map(jnp.asarray, params),
+        )
 
     def update_fn(updates, state, params=None, **extra_args):
         n, checked = _start(fn, axes, updates, params)
-        alpha = (_tree.scalar(0.9 / period / n) if moving_rate is None
-                 else _tree.scalar(_tree.resolve(moving_rate, state.count)))
+        alpha = (
+            _tree.scalar(0.9 / period / n)
+            if moving_rate is None
+            else _tree.scalar(_tree.resolve(moving_rate, state.count))
+        )
         if not no_rho:
-            rho_ = (_tree.scalar(_tree.resolve(rho, state.count)) if rho is not None
-                    else alpha / _tree.scalar(_tree.resolve(learning_rate, state.count)))
+            rho_ = (
+                _tree.scalar(_tree.resolve(rho, state.count))
+                if rho is not None
+                else alpha / _tree.scalar(_tree.resolve(learning_rate, state.count))
+            )
             updates = _tree.map_leaves(
                 lambda g, p, lc: None if g is None else g + _tree.like(rho_, g) * (p - lc).astype(g.dtype),
-                sparse.densify(updates), params, state.local_center)
+                sparse.densify(updates),
+                params,
+                state.local_center,
+            )
         u, new_inner = inner.update(updates, state.inner, params, **extra_args)
         u = sparse.densify(u)
         count = _tree.increment(state.count)
@@ -258,13 +270,15 @@ def elastic_average(
                 a = _tree.like(alpha, d)
                 return uu - a * d, c + a * jax.lax.psum(d, axes), c
 
-            step, center, local_center = _tree.split_leaves(leaf, 3, u, params, state.global_center,
-                                                          state.local_center)
+            step, center, local_center = _tree.split_leaves(
+                leaf, 3, u, params, state.global_center, state.local_center
+            )
             return _axes.match_type((_to_varying(step, axes, checked), center, local_center), keep)
 
         u, center, local_center = jax.lax.cond(count % period == 0, communicate, lambda _: keep, None)
-        return u, ElasticAverageState(count=count, inner=new_inner, global_center=center,
-                                      local_center=local_center)
+        return u, ElasticAverageState(
+            count=count, inner=new_inner, global_center=center, local_center=local_center
+        )
 
     return _base.composite(init_fn, update_fn, inner)
 
@@ -274,13 +288,17 @@ class AGNState(NamedTuple):
 
     count: jax.Array  # int32: local steps (TF's local_step)
     inner: _protocol.OptState  # the replica's own state of the wrapped transform (local steps)
-    center_inner: _protocol.OptState  # the wrapped transform's state for the center (TF: the global vars' slots)
+    center_inner: (
+        _protocol.OptState
+    )  # the wrapped transform's state for the center (TF: the global vars' slots)
     global_center: _protocol.Updates  # TF's "global_center_variable" (identical on all replicas)
     grad_accum: _protocol.Updates  # TF's "grad_variable": gradients summed since the last communication
 
 
 @_base.api
-def agn(tx: Any, axis_name: _axes.AxisName, communication_period: int = 10) -> _protocol.GradientTransformation:
+def agn(
+    tx: Any, axis_name: _axes.AxisName, communication_period: int = 10
+) -> _protocol.GradientTransformation:
     r"""Accumulated gradient normalization: local steps, then a center step with the averaged normalized sums.
 
     Each step `tx` updates the replica's parameters and the gradient is added to
@@ -337,16 +355,22 @@ def agn(tx: Any, axis_name: _axes.AxisName, communication_period: int = 10) -> _
     period = communication_period
 
     def init_fn(params):
-        return AGNState(count=_tree.zero_count(), inner=inner.init(params), center_inner=inner.init(params),
-                        global_center=jax.tree.map(jnp.asarray, params), grad_accum=_tree.zeros_like(params))
+        return AGNState(
+            count=_tree.zero_count(),
+            inner=inner.init(params),
+            center_inner=inner.init(params),
+            global_center=jax.tree.map(jnp.asarray, params),
+            grad_accum=_tree.zeros_like(params),
+        )
 
     def update_fn(updates, state, params=None, **extra_args):
         _, checked = _start(fn, axes, updates, params)
         u, new_inner = inner.update(updates, state.inner, params, **extra_args)
         u = sparse.densify(u)
         grads = sparse.densify(updates)
-        accum = _tree.map_leaves(lambda a, g: a if g is None else (a + g).astype(a.dtype),
-                               state.grad_accum, grads)
+        accum = _tree.map_leaves(
+            lambda a, g: a if g is None else (a + g).astype(a.dtype), state.grad_accum, grads
+        )
         count = _tree.increment(state.count)
         keep = (_to_varying(u, axes, checked), state.center_inner, state.global_center, accum)
 
@@ -363,7 +387,8 @@ def agn(tx: Any, axis_name: _axes.AxisName, communication_period: int = 10) -> _
             return _axes.match_type((_to_varying(step, axes, checked), center_inner, center, reset), keep)
 
         u, center_inner, center, accum = jax.lax.cond(count % period == 0, communicate, lambda _: keep, None)
-        return u, AGNState(count=count, inner=new_inner, center_inner=center_inner, global_center=center,
-                           grad_accum=accum)
+        return u, AGNState(
+            count=count, inner=new_inner, center_inner=center_inner, global_center=center, grad_accum=accum
+        )
 
     return _base.composite(init_fn, update_fn, inner)

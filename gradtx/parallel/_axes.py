@@ -139,8 +139,9 @@ def require_per_replica(
 def match_type(x: Any, like: Any) -> Any:
     """`x` cast to vary over every axis `like` varies over (equal types for `lax.cond` branches)."""
 
-    return jax.tree.map(lambda a, b: None if a is None else _vma.typed_like(a, b), x, like,
-                        is_leaf=lambda v: v is None)
+    return jax.tree.map(
+        lambda a, b: None if a is None else _vma.typed_like(a, b), x, like, is_leaf=lambda v: v is None
+    )
 
 
 def psum(x: jax.Array, axes: tuple[Hashable, ...], *, hierarchical: bool = False) -> jax.Array:
@@ -169,8 +170,11 @@ def _group_sum_gathered(x: jax.Array, axis: Hashable, groups: Sequence[Sequence[
     n = sum(len(g) for g in groups)
     gathered = jax.lax.all_gather(x, axis)  # [n, ...], varying
     members = jnp.asarray(groups, jnp.int32)  # [num_groups, group_size]
-    group_of = jnp.zeros((n,), jnp.int32).at[members.reshape(-1)].set(
-        jnp.repeat(jnp.arange(len(groups), dtype=jnp.int32), len(groups[0])))
+    group_of = (
+        jnp.zeros((n,), jnp.int32)
+        .at[members.reshape(-1)]
+        .set(jnp.repeat(jnp.arange(len(groups), dtype=jnp.int32), len(groups[0])))
+    )
     mine = members[group_of[jax.lax.axis_index(axis)]]
     return jnp.sum(gathered[mine], axis=0)
 
@@ -230,6 +234,7 @@ def check_groups(fn: str, groups: Any, axes: tuple[Hashable, ...]) -> tuple[tupl
     name = _checks.api_name(fn)
     if len(axes) != 1:
         raise ValueError(f"`{name}`: `axis_index_groups` needs a single axis name, got `axis_name`={axes!r}.")
+
     def index(i):
         return None if isinstance(i, bool) else operator.index(i)
 
@@ -238,12 +243,16 @@ def check_groups(fn: str, groups: Any, axes: tuple[Hashable, ...]) -> tuple[tupl
     except TypeError:
         out = None
     if not out or any(None in g for g in out) or any(not g for g in out):
-        raise TypeError(f"`{name}`: `axis_index_groups` must be a list of non-empty lists of replica "
-                        f"indices, got {groups!r}.")
+        raise TypeError(
+            f"`{name}`: `axis_index_groups` must be a list of non-empty lists of replica "
+            f"indices, got {groups!r}."
+        )
     flat = [i for g in out for i in g]
     if len({len(g) for g in out}) != 1 or sorted(flat) != list(range(len(flat))):
-        raise ValueError(f"`{name}`: `axis_index_groups` must be equal-sized groups that split the replicas "
-                         f"0..n-1 exactly once, got {groups!r}.")
+        raise ValueError(
+            f"`{name}`: `axis_index_groups` must be equal-sized groups that split the replicas "
+            f"0..n-1 exactly once, got {groups!r}."
+        )
     return out
 
 

@@ -22,8 +22,9 @@ def _reducing(fn: str, tx: Any, axes: tuple, reduction: str, groups: Any, hierar
         checked = _axes.vma_checked(axes)
         reduced = _tree.map_updates(
             fn,
-            lambda g: _axes.reduce_leaf(fn, g, axes, reduction, size, checked, groups=groups,
-                                        hierarchical=hierarchical),
+            lambda g: _axes.reduce_leaf(
+                fn, g, axes, reduction, size, checked, groups=groups, hierarchical=hierarchical
+            ),
             updates,
         )
         return inner.update(reduced, state, params, **extra_args)

@@ -17,7 +17,9 @@ class SyncReplicasState(NamedTuple):
 
     count: jax.Array  # int32: applied updates (TF's global_step, advanced once per applied update)
     inner: _protocol.OptState  # the state of the wrapped transform (advances only when an update is applied)
-    grad_accum: _protocol.Updates  # sum of the gradients taken since the last applied update (TF's accumulators)
+    grad_accum: (
+        _protocol.Updates
+    )  # sum of the gradients taken since the last applied update (TF's accumulators)
     num_accumulated: jax.Array  # int32: how many replica gradients `grad_accum` holds (< R)
     dropped: jax.Array  # int32: replica gradients not used so far (not ok / non-finite, stale, surplus)
     stale: jax.Array  # int32: of `dropped`, those dropped as stale (`grad_step` < `count`)
@@ -101,14 +103,22 @@ def sync_replicas(
 
     def init_fn(params):
         zero = _tree.zero_count  # a buffer each: a donated state holds no buffer twice
-        return SyncReplicasState(count=zero(), inner=inner.init(params), grad_accum=_tree.zeros_like(params),
-                                 num_accumulated=zero(), dropped=zero(), stale=zero())
+        return SyncReplicasState(
+            count=zero(),
+            inner=inner.init(params),
+            grad_accum=_tree.zeros_like(params),
+            num_accumulated=zero(),
+            dropped=zero(),
+            stale=zero(),
+        )
 
     def update_fn(updates, state, params=None, *, replica_ok=None, grad_step=None, **extra_args):
         n = _axes.bound_size(fn, axes)
         if total_num_replicas is not None and total_num_replicas != n:
-            raise ValueError(f"`{fn}`: `total_num_replicas`={total_num_replicas}, but the axis {axis_name!r} "
-                             f"has {n} replicas; every replica of the axis takes part (leave it None).")
+            raise ValueError(
+                f"`{fn}`: `total_num_replicas`={total_num_replicas}, but the axis {axis_name!r} "
+                f"has {n} replicas; every replica of the axis takes part (leave it None)."
+            )
         checked = _axes.vma_checked(axes)
         grads = sparse.densify(updates)
         _axes.require_per_replica(fn, grads, axes, checked)
@@ -136,14 +146,16 @@ def sync_replicas(
         num = state.num_accumulated + taken
         ready = num >= r
         mean = _tree.map_leaves(lambda g, a: None if g is None else a / jnp.asarray(r, a.dtype), grads, accum)
-        new_updates, new_inner = inner.update(mean, state.inner, params, replica_ok=replica_ok,
-                                              grad_step=grad_step, **extra_args)
+        new_updates, new_inner = inner.update(
+            mean, state.inner, params, replica_ok=replica_ok, grad_step=grad_step, **extra_args
+        )
         new_updates = _tree.map_updates(fn, lambda u: jnp.where(ready, u, jnp.zeros_like(u)), new_updates)
         return new_updates, SyncReplicasState(
             count=jnp.where(ready, _tree.increment(state.count), state.count),
             inner=_tree.where(ready, new_inner, state.inner),
-            grad_accum=_tree.map_leaves(lambda a: None if a is None else jnp.where(ready, 0, a).astype(a.dtype),
-                                      accum),
+            grad_accum=_tree.map_leaves(
+                lambda a: None if a is None else jnp.where(ready, 0, a).astype(a.dtype), accum
+            ),
             num_accumulated=jnp.where(ready, 0, num).astype(jnp.int32),
             dropped=state.dropped + (n - taken),
             stale=state.stale + num_stale,
@@ -201,8 +213,9 @@ def drop_stale_gradients(tx: Any, staleness: int) -> _protocol.GradientTransform
     inner = _base.with_extra_args_support(tx)
 
     def init_fn(params):
-        return DropStaleGradientsState(count=_tree.zero_count(), inner=inner.init(params),
-                                       stale_counter=_tree.zero_count())
+        return DropStaleGradientsState(
+            count=_tree.zero_count(), inner=inner.init(params), stale_counter=_tree.zero_count()
+        )
 
     def zero_like(u):
         if _tree.is_row_sparse(u):

@@ -24,13 +24,16 @@ RETURNS_RAISES = """Returns:
       TypeError: if an argument has the wrong type.
       ValueError: if an argument is out of its range or not finite."""
 
-P_ARGS = """Args:
+P_ARGS = (
+    """Args:
       learning_rate: the initial learning rate (>= 0).
       decay_steps: the number of steps per decay period, `d` (> 0).
       decay_rate: the decay per period, `k` (>= 0).
       staircase: floor `count / decay_steps`, so that the rate drops in steps.
 
-    """ + RETURNS_RAISES
+    """
+    + RETURNS_RAISES
+)
 
 
 def doc(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -66,5 +69,3 @@ def check_decay(fn: str, learning_rate: Any, steps_name: str, steps: Any, **nonn
     number(fn, steps_name, steps, _checks.check_positive)
     for name, value in nonnegative.items():
         number(fn, name, value, _checks.check_nonnegative)
-
-

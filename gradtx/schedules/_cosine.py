@@ -50,8 +50,13 @@ def cosine_decay(learning_rate: Scalar, decay_steps: Scalar, alpha: Scalar = 0.0
 
 @doc
 @_base.api
-def cosine_decay_restarts(learning_rate: Scalar, first_decay_steps: Scalar, t_mul: Scalar = 2.0,
-                          m_mul: Scalar = 1.0, alpha: Scalar = 0.0) -> _protocol.Schedule:
+def cosine_decay_restarts(
+    learning_rate: Scalar,
+    first_decay_steps: Scalar,
+    t_mul: Scalar = 2.0,
+    m_mul: Scalar = 1.0,
+    alpha: Scalar = 0.0,
+) -> _protocol.Schedule:
     r"""Cosine decay with warm restarts (SGDR): period i lasts `first_decay_steps * t_mul**i` steps.
 
     With `f = c / d_1`: if `t_mul == 1`, `i = floor(f)`, `f -= i`; else
@@ -100,11 +105,14 @@ def cosine_decay_restarts(learning_rate: Scalar, first_decay_steps: Scalar, t_mu
 
 def _linear_cosine(fn, learning_rate, decay_steps, num_periods, alpha, beta, noise_fn=None, *hyper):
     """TF's (Noisy)LinearCosineDecay; `noise_fn(count, step, *hyper)` is added to the linear part."""
-    check_decay(fn, learning_rate, "decay_steps", decay_steps, num_periods=num_periods, alpha=alpha, beta=beta)
+    check_decay(
+        fn, learning_rate, "decay_steps", decay_steps, num_periods=num_periods, alpha=alpha, beta=beta
+    )
 
     def schedule(count):
-        step, lr, steps, n, a, b, *held = opaque(count, learning_rate, decay_steps, num_periods, alpha, beta,
-                                                   *hyper)
+        step, lr, steps, n, a, b, *held = opaque(
+            count, learning_rate, decay_steps, num_periods, alpha, beta, *hyper
+        )
         step = jnp.minimum(step, steps)
         linear = (steps - step) / steps
         if noise_fn is not None:
@@ -117,8 +125,13 @@ def _linear_cosine(fn, learning_rate, decay_steps, num_periods, alpha, beta, noi
 
 @doc
 @_base.api
-def linear_cosine_decay(learning_rate: Scalar, decay_steps: Scalar, num_periods: Scalar = 0.5,
-                        alpha: Scalar = 0.0, beta: Scalar = 0.001) -> _protocol.Schedule:
+def linear_cosine_decay(
+    learning_rate: Scalar,
+    decay_steps: Scalar,
+    num_periods: Scalar = 0.5,
+    alpha: Scalar = 0.0,
+    beta: Scalar = 0.001,
+) -> _protocol.Schedule:
     r"""Linear cosine decay: a linear ramp to zero times a cosine with `num_periods` periods.
 
     .. math:: \eta(c) = \eta_0 \big((\alpha + (d - c')/d)\,\tfrac12 (1 + \cos(2\pi n c'/d)) + \beta\big),
@@ -148,9 +161,17 @@ def linear_cosine_decay(learning_rate: Scalar, decay_steps: Scalar, num_periods:
 
 @doc
 @_base.api
-def noisy_linear_cosine_decay(learning_rate: Scalar, decay_steps: Scalar, initial_variance: Scalar = 1.0,
-                              variance_decay: Scalar = 0.55, num_periods: Scalar = 0.5, alpha: Scalar = 0.0,
-                              beta: Scalar = 0.001, *, seed: int = 0) -> _protocol.Schedule:
+def noisy_linear_cosine_decay(
+    learning_rate: Scalar,
+    decay_steps: Scalar,
+    initial_variance: Scalar = 1.0,
+    variance_decay: Scalar = 0.55,
+    num_periods: Scalar = 0.5,
+    alpha: Scalar = 0.0,
+    beta: Scalar = 0.001,
+    *,
+    seed: int = 0,
+) -> _protocol.Schedule:
     r"""`linear_cosine_decay` with Gaussian noise of decaying variance added to the linear part.
 
     .. math:: \eta(c) = \eta_0 \big((\alpha + (d - c')/d + \epsilon_c)\,\tfrac12 (1 + \cos(2\pi n c'/d))
@@ -191,5 +212,6 @@ def noisy_linear_cosine_decay(learning_rate: Scalar, decay_steps: Scalar, initia
         key = jax.random.fold_in(jax.random.key(seed), jnp.asarray(count, jnp.int32))
         return jax.random.normal(key, (), jnp.float32) * std
 
-    return _linear_cosine(fn, learning_rate, decay_steps, num_periods, alpha, beta, noise,
-                          initial_variance, variance_decay)
+    return _linear_cosine(
+        fn, learning_rate, decay_steps, num_periods, alpha, beta, noise, initial_variance, variance_decay
+    )

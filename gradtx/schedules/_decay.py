@@ -29,8 +29,9 @@ def _p_decay(fn, learning_rate, decay_steps, decay_rate, staircase, rule, rate=N
 
 @doc
 @_base.api
-def exponential_decay(learning_rate: Scalar, decay_steps: Scalar, decay_rate: Scalar, *,
-                      staircase: bool = False) -> _protocol.Schedule:
+def exponential_decay(
+    learning_rate: Scalar, decay_steps: Scalar, decay_rate: Scalar, *, staircase: bool = False
+) -> _protocol.Schedule:
     r"""Exponential decay: the rate is multiplied by `decay_rate` every `decay_steps` steps.
 
     .. math:: \eta(c) = \eta_0 \, k^{p}, \quad p = c/d \ \ (\lfloor c/d \rfloor \text{ with staircase})
@@ -46,8 +47,14 @@ def exponential_decay(learning_rate: Scalar, decay_steps: Scalar, decay_rate: Sc
     References:
       TensorFlow, `tf.compat.v1.train.exponential_decay`.
     """
-    return _p_decay("exponential_decay", learning_rate, decay_steps, decay_rate, staircase,
-                    lambda lr, k, p: lr * jnp.power(k, p))
+    return _p_decay(
+        "exponential_decay",
+        learning_rate,
+        decay_steps,
+        decay_rate,
+        staircase,
+        lambda lr, k, p: lr * jnp.power(k, p),
+    )
 
 
 def _exp_neg(k: Any) -> Any:
@@ -62,8 +69,9 @@ def _exp_neg(k: Any) -> Any:
 
 @doc
 @_base.api
-def natural_exp_decay(learning_rate: Scalar, decay_steps: Scalar, decay_rate: Scalar, *,
-                      staircase: bool = False) -> _protocol.Schedule:
+def natural_exp_decay(
+    learning_rate: Scalar, decay_steps: Scalar, decay_rate: Scalar, *, staircase: bool = False
+) -> _protocol.Schedule:
     r"""Natural exponential decay: `exponential_decay` with the factor `exp(-decay_rate)`.
 
     .. math:: \eta(c) = \eta_0 \, (e^{-k})^{p}, \quad p = c/d \ \ (\lfloor c/d \rfloor \text{ with staircase})
@@ -81,14 +89,22 @@ def natural_exp_decay(learning_rate: Scalar, decay_steps: Scalar, decay_rate: Sc
     References:
       TensorFlow, `tf.compat.v1.train.natural_exp_decay`.
     """
-    return _p_decay("natural_exp_decay", learning_rate, decay_steps, decay_rate, staircase,
-                    lambda lr, base, p: lr * jnp.power(base, p), rate=_exp_neg)
+    return _p_decay(
+        "natural_exp_decay",
+        learning_rate,
+        decay_steps,
+        decay_rate,
+        staircase,
+        lambda lr, base, p: lr * jnp.power(base, p),
+        rate=_exp_neg,
+    )
 
 
 @doc
 @_base.api
-def inverse_time_decay(learning_rate: Scalar, decay_steps: Scalar, decay_rate: Scalar, *,
-                       staircase: bool = False) -> _protocol.Schedule:
+def inverse_time_decay(
+    learning_rate: Scalar, decay_steps: Scalar, decay_rate: Scalar, *, staircase: bool = False
+) -> _protocol.Schedule:
     r"""Inverse time decay: the rate falls like `1 / (1 + decay_rate * p)`.
 
     .. math:: \eta(c) = \eta_0 / (1 + k\,p), \quad p = c/d \ \ (\lfloor c/d \rfloor \text{ with staircase})
@@ -104,8 +120,14 @@ def inverse_time_decay(learning_rate: Scalar, decay_steps: Scalar, decay_rate: S
     References:
       TensorFlow, `tf.compat.v1.train.inverse_time_decay`.
     """
-    return _p_decay("inverse_time_decay", learning_rate, decay_steps, decay_rate, staircase,
-                    lambda lr, k, p: lr / (1.0 + k * p))
+    return _p_decay(
+        "inverse_time_decay",
+        learning_rate,
+        decay_steps,
+        decay_rate,
+        staircase,
+        lambda lr, k, p: lr / (1.0 + k * p),
+    )
 
 
 def _numbers(fn: str, name: str, value: Any) -> list[Any]:
@@ -151,16 +173,23 @@ def piecewise_constant(boundaries: Sequence[Scalar], values: Sequence[Scalar]) -
     fn = "piecewise_constant"
     boundaries, values = _numbers(fn, "boundaries", boundaries), _numbers(fn, "values", values)
     if any(isinstance(b, jax.core.Tracer) for b in boundaries):
-        raise TypeError(f"`{_checks.api_name(fn)}`: `boundaries` must be known at construction, got a tracer.")
-    if any(not b0 < b1 for b0, b1 in zip(boundaries[:-1], boundaries[1:])):
-        raise ValueError(f"`{_checks.api_name(fn)}`: `boundaries` must be strictly increasing, got {boundaries}.")
+        raise TypeError(
+            f"`{_checks.api_name(fn)}`: `boundaries` must be known at construction, got a tracer."
+        )
+    if any(not b0 < b1 for b0, b1 in zip(boundaries[:-1], boundaries[1:], strict=True)):
+        raise ValueError(
+            f"`{_checks.api_name(fn)}`: `boundaries` must be strictly increasing, got {boundaries}."
+        )
     if len(values) != len(boundaries) + 1:
         raise ValueError(
             f"`{_checks.api_name(fn)}`: `values` must have one element more than `boundaries` (the length of "
             f"boundaries should be 1 less than the length of values), got {len(boundaries)} boundaries "
-            f"and {len(values)} values.")
-    as_int = [int(b) if np.issubdtype(np.asarray(b).dtype, np.integer) else math.floor(np.float32(b))
-              for b in boundaries]
+            f"and {len(values)} values."
+        )
+    as_int = [
+        int(b) if np.issubdtype(np.asarray(b).dtype, np.integer) else math.floor(np.float32(b))
+        for b in boundaries
+    ]
     info = np.iinfo(np.int32)
     b_int = np.clip(np.asarray(as_int, np.int64), info.min, info.max).astype(np.int32)
     b_f32 = np.asarray(boundaries, np.float32)
@@ -175,8 +204,14 @@ def piecewise_constant(boundaries: Sequence[Scalar], values: Sequence[Scalar]) -
 
 @doc
 @_base.api
-def polynomial_decay(learning_rate: Scalar, decay_steps: Scalar, end_learning_rate: Scalar = 0.0001,
-                     power: Scalar = 1.0, *, cycle: bool = False) -> _protocol.Schedule:
+def polynomial_decay(
+    learning_rate: Scalar,
+    decay_steps: Scalar,
+    end_learning_rate: Scalar = 0.0001,
+    power: Scalar = 1.0,
+    *,
+    cycle: bool = False,
+) -> _protocol.Schedule:
     r"""Polynomial decay from `learning_rate` to `end_learning_rate` over `decay_steps` steps.
 
     .. math:: \eta(c) = (\eta_0 - \eta_e)\,(1 - c'/d')^{q} + \eta_e
@@ -203,7 +238,9 @@ def polynomial_decay(learning_rate: Scalar, decay_steps: Scalar, end_learning_ra
       TensorFlow, `tf.compat.v1.train.polynomial_decay`.
     """
     fn = "polynomial_decay"
-    check_decay(fn, learning_rate, "decay_steps", decay_steps, end_learning_rate=end_learning_rate, power=power)
+    check_decay(
+        fn, learning_rate, "decay_steps", decay_steps, end_learning_rate=end_learning_rate, power=power
+    )
     _checks.check_bool(fn, "cycle", cycle)
 
     def schedule(count):  # TF PolynomialDecay.__call__

@@ -68,8 +68,9 @@ def linear_sign_decay(decay_steps: int) -> _protocol.Schedule:
 
 @doc
 @_base.api
-def cosine_sign_decay(decay_steps: int, num_periods: Scalar = 0.5, zero_after: Scalar | None = None
-                      ) -> _protocol.Schedule:
+def cosine_sign_decay(
+    decay_steps: int, num_periods: Scalar = 0.5, zero_after: Scalar | None = None
+) -> _protocol.Schedule:
     r"""Cosine sign decay: `num_periods` cosine periods over `decay_steps`, constant after.
 
     .. math:: f = 2n\,\min(c, d)/d, \quad d(c) = \tfrac12\big(1 + \cos(\pi f)\big),
@@ -116,8 +117,9 @@ def cosine_sign_decay(decay_steps: int, num_periods: Scalar = 0.5, zero_after: S
 
 @doc
 @_base.api
-def restart_sign_decay(decay_steps: int, num_periods: Scalar = 1, zero_after: Scalar | None = None
-                       ) -> _protocol.Schedule:
+def restart_sign_decay(
+    decay_steps: int, num_periods: Scalar = 1, zero_after: Scalar | None = None
+) -> _protocol.Schedule:
     r"""Restart sign decay: a cosine from 1 to 0 restarted `num_periods` times over `decay_steps`.
 
     .. math:: c' = \min(c, d), \quad r = (n c') \bmod d, \quad d(c) = \tfrac12\big(1 + \cos(\pi r / d)\big),

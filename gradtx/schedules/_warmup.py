@@ -10,8 +10,9 @@ from gradtx.schedules._common import Scalar, doc, f32, number, opaque
 
 @doc
 @_base.api
-def linear_warmup(schedule: _protocol.ScalarOrSchedule, warmup_steps: int, *,
-                  init_value: Scalar = 0.0) -> _protocol.Schedule:
+def linear_warmup(
+    schedule: _protocol.ScalarOrSchedule, warmup_steps: int, *, init_value: Scalar = 0.0
+) -> _protocol.Schedule:
     r"""Ramp linearly from `init_value` to `schedule(warmup_steps)`, then follow `schedule`.
 
     .. math:: \eta(c) = \eta_i + (s(w) - \eta_i)\, c / w \ \text{ if } c < w, \quad s(c) \text{ otherwise}

@@ -20,7 +20,9 @@ class ScaleByAdadeltaState(NamedTuple):
 
 
 @_base.api
-def scale_by_adadelta(rho: _protocol.ScalarOrSchedule = 0.95, eps: _protocol.ScalarOrSchedule = 1e-8) -> _protocol.GradientTransformation:
+def scale_by_adadelta(
+    rho: _protocol.ScalarOrSchedule = 0.95, eps: _protocol.ScalarOrSchedule = 1e-8
+) -> _protocol.GradientTransformation:
     r"""Scale by the ratio of the RMS of past updates to the RMS of gradients (Adadelta), as TF computes it.
 
     .. math::
@@ -69,8 +71,15 @@ def scale_by_adadelta(rho: _protocol.ScalarOrSchedule = 0.95, eps: _protocol.Sca
             update = jnp.sqrt(accum_update + e) * lax.rsqrt(accum + e) * g
             return update, accum, _tree.moment_blend(accum_update, update * update, r)
 
-        out = _tree.split_map(fn, sparse.lift(rule), 3, updates, state.accum, state.accum_update,
-                              names=("updates", "state.accum", "state.accum_update"))
+        out = _tree.split_map(
+            fn,
+            sparse.lift(rule),
+            3,
+            updates,
+            state.accum,
+            state.accum_update,
+            names=("updates", "state.accum", "state.accum_update"),
+        )
         return out[0], ScaleByAdadeltaState(_tree.increment(state.count), out[1], out[2])
 
     return _protocol.ElementWise(init_fn, update_fn)

@@ -71,7 +71,11 @@ def scale_by_adagrad(initial_accumulator_value: float = 0.1) -> _protocol.Gradie
     def update_fn(updates, state, params=None, *, update_slots=True, **extra_args):
         del params, extra_args
         new_updates, accum = _tree.split_map(
-            "scale_by_adagrad", make_leaf(update_slots), 2, updates, state.accumulator,
+            "scale_by_adagrad",
+            make_leaf(update_slots),
+            2,
+            updates,
+            state.accumulator,
             names=("updates", "state.accumulator"),
         )
         return new_updates, ScaleByAdagradState(count=_tree.increment(state.count), accumulator=accum)
@@ -133,8 +137,12 @@ def scale_by_adagrad_da(
     """
     fn = "scale_by_adagrad_da"
     _checks.check_learning_rate(fn, learning_rate)
-    _checks.check_number(fn, "initial_gradient_squared_accumulator_value", initial_gradient_squared_accumulator_value)
-    _checks.check_positive(fn, "initial_gradient_squared_accumulator_value", initial_gradient_squared_accumulator_value)
+    _checks.check_number(
+        fn, "initial_gradient_squared_accumulator_value", initial_gradient_squared_accumulator_value
+    )
+    _checks.check_positive(
+        fn, "initial_gradient_squared_accumulator_value", initial_gradient_squared_accumulator_value
+    )
     _checks.check_nonnegative(fn, "l1", l1)
     _checks.check_nonnegative(fn, "l2", l2)
 
@@ -163,11 +171,15 @@ def scale_by_adagrad_da(
             return var - new_var, g_acc, gg_acc
 
         out = _tree.split_map(
-            fn, sparse.lift(rule, with_param=True), 3,
-            updates, state.gradient_accumulator, state.gradient_squared_accumulator, params,
+            fn,
+            sparse.lift(rule, with_param=True),
+            3,
+            updates,
+            state.gradient_accumulator,
+            state.gradient_squared_accumulator,
+            params,
             names=("updates", "state.gradient_accumulator", "state.gradient_squared_accumulator", "params"),
         )
         return out[0], ScaleByAdagradDAState(_tree.increment(state.count), out[1], out[2])
 
     return _protocol.ElementWise(init_fn, update_fn)
-

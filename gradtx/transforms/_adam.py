@@ -126,7 +126,9 @@ def scale_by_adam(
         b1_, b2_, eps_ = (_tree.scalar(_tree.resolve(h, state.count)) for h in (b1, b2, eps))
         if use_global_step:
             if global_step is None:
-                raise _protocol.missing_extra_arg("scale_by_adam(use_global_step=True)", "global_step", "step")
+                raise _protocol.missing_extra_arg(
+                    "scale_by_adam(use_global_step=True)", "global_step", "step"
+                )
             t = _tree.scalar(jnp.asarray(global_step) + 1)  # AdamGS: cast(global_step + 1, float32)
             b1p, b2p = jnp.power(b1_, t), jnp.power(b2_, t)
         else:
@@ -163,10 +165,13 @@ def scale_by_adam(
                 return g.with_values(g.zero_padding(rows)), m, v
             return _adam_step(m, v, None, b1v, cv, e, False), m, v
 
-        out, m, v = _tree.split_map(fn, leaf, 3, updates, state.m, state.v,
-                                    names=("updates", "state.m", "state.v"))
+        out, m, v = _tree.split_map(
+            fn, leaf, 3, updates, state.m, state.v, names=("updates", "state.m", "state.v")
+        )
         return out, ScaleByAdamState(
-            count=_tree.increment(state.count), m=m, v=v,
+            count=_tree.increment(state.count),
+            m=m,
+            v=v,
             beta1_power=_vma.typed_like((b1p * b1_).astype(state.beta1_power.dtype), state.beta1_power),
             beta2_power=_vma.typed_like((b2p * b2_).astype(state.beta2_power.dtype), state.beta2_power),
         )
@@ -185,7 +190,9 @@ class ScaleByAdamaxState(NamedTuple):
 
 @_base.api
 def scale_by_adamax(
-    b1: _protocol.ScalarOrSchedule = 0.9, b2: _protocol.ScalarOrSchedule = 0.999, eps: _protocol.ScalarOrSchedule = 1e-8
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
 ) -> _protocol.GradientTransformation:
     r"""AdaMax's scaling (Adam with the infinity norm), as contrib's `ApplyAdaMax` kernel.
 
@@ -227,8 +234,9 @@ def scale_by_adamax(
 
     def init_fn(params):
         zero = _tree.zero_count()
-        return ScaleByAdamaxState(zero, _tree.zeros_like(params), _tree.zeros_like(params),
-                                  _tree.scalar(_tree.resolve(b1, zero)))
+        return ScaleByAdamaxState(
+            zero, _tree.zeros_like(params), _tree.zeros_like(params), _tree.scalar(_tree.resolve(b1, zero))
+        )
 
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
@@ -253,9 +261,12 @@ def scale_by_adamax(
         def leaf(g, m, v):
             return sparse.apply_rows(rows_rule, g, m, v) if _tree.is_row_sparse(g) else dense_rule(g, m, v)
 
-        out, m, v = _tree.split_map(fn, leaf, 3, updates, state.m, state.v, names=("updates", "state.m", "state.v"))
-        return out, ScaleByAdamaxState(_tree.increment(state.count), m, v,
-                                       (state.beta1_power * b1_).astype(state.beta1_power.dtype))
+        out, m, v = _tree.split_map(
+            fn, leaf, 3, updates, state.m, state.v, names=("updates", "state.m", "state.v")
+        )
+        return out, ScaleByAdamaxState(
+            _tree.increment(state.count), m, v, (state.beta1_power * b1_).astype(state.beta1_power.dtype)
+        )
 
     return _protocol.ElementWise(init_fn, update_fn)
 
@@ -334,8 +345,16 @@ def scale_by_amsgrad(
             u = m / (e + jnp.sqrt(v_hat))
             return (u / _tree.like(jnp.sqrt(steps), u) if decay else u), m, v, v_hat
 
-        out = _tree.split_map(fn, rule, 4, sparse.densify(updates), state.m, state.v, state.v_hat,
-                              names=("updates", "state.m", "state.v", "state.v_hat"))
+        out = _tree.split_map(
+            fn,
+            rule,
+            4,
+            sparse.densify(updates),
+            state.m,
+            state.v,
+            state.v_hat,
+            names=("updates", "state.m", "state.v", "state.v_hat"),
+        )
         return out[0], ScaleByAmsgradState(_tree.increment(state.count), *out[1:])
 
     return _protocol.ElementWise(init_fn, update_fn)

@@ -14,7 +14,9 @@ class ScaleByFtrlState(NamedTuple):
     """State of `scale_by_ftrl`."""
 
     count: jax.Array  # int32: completed updates
-    accum: _protocol.Updates  # TF slot "accum": sum of squared gradients (starts at initial_accumulator_value)
+    accum: (
+        _protocol.Updates
+    )  # TF slot "accum": sum of squared gradients (starts at initial_accumulator_value)
     linear: _protocol.Updates  # TF slot "linear" (starts at 0)
 
 
@@ -87,8 +89,11 @@ def scale_by_ftrl(
     _checks.check_nonnegative(fn, "initial_accumulator_value", initial_accumulator_value)
     for name, value in (("l1", l1), ("l2", l2), ("l2_shrinkage", l2_shrinkage), ("beta", beta)):
         _checks.check_nonnegative(fn, name, value)
-    p_static = None if _tree.any_schedule(learning_rate_power) or isinstance(learning_rate_power, jax.core.Tracer) \
+    p_static = (
+        None
+        if _tree.any_schedule(learning_rate_power) or isinstance(learning_rate_power, jax.core.Tracer)
         else float(learning_rate_power) == -0.5
+    )
 
     def init_fn(params):
         return ScaleByFtrlState(
@@ -101,8 +106,10 @@ def scale_by_ftrl(
         del extra_args
         if params is None:
             raise _protocol.missing_params(fn)
-        hp = [_tree.scalar(_tree.resolve(h, state.count))
-              for h in (learning_rate, learning_rate_power, l1, l2, l2_shrinkage, beta)]
+        hp = [
+            _tree.scalar(_tree.resolve(h, state.count))
+            for h in (learning_rate, learning_rate_power, l1, l2, l2_shrinkage, beta)
+        ]
         lr_, p_, l1_, l2_, shrink_, beta_ = hp
         l2_adjusted = l2_ + beta_ / (2.0 * jnp.maximum(lr_, 1e-36))  # TF's _prepare
 
@@ -118,7 +125,13 @@ def scale_by_ftrl(
             return var - new_var, new_accum, linear
 
         out, accum, linear = _tree.split_map(
-            fn, sparse.lift(rule, with_param=True), 3, updates, state.accum, state.linear, params,
+            fn,
+            sparse.lift(rule, with_param=True),
+            3,
+            updates,
+            state.accum,
+            state.linear,
+            params,
             names=("updates", "state.accum", "state.linear", "params"),
         )
         return out, ScaleByFtrlState(count=_tree.increment(state.count), accum=accum, linear=linear)

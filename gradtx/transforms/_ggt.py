@@ -22,7 +22,9 @@ class ScaleByGGTState(NamedTuple):
 
     count: jax.Array  # int32: completed updates (TF's own float "global_step" = count)
     moment1: _protocol.Updates  # TF non-slot "moment1": first moment of the gradient, shaped like the params
-    grad_buffer: _protocol.Updates  # TF non-slot "grad_buffer": the last `window` first moments, [window, *shape] per leaf
+    grad_buffer: (
+        _protocol.Updates
+    )  # TF non-slot "grad_buffer": the last `window` first moments, [window, *shape] per leaf
 
 
 def _mm(a, b):
@@ -62,7 +64,7 @@ def _ggt_coefficients(mts, m1s, k, t, eps, svd_eps, sigma_eps, window):
     u, sigma, _ = jnp.linalg.svd(gram)
     s = jnp.sqrt(sigma)
     s_min = jnp.min(s)
-    proj = _mm(u.T, sum(_inner(a, m) for a, m in zip(mts, m1s)))  # U^T M^T m1
+    proj = _mm(u.T, sum(_inner(a, m) for a, m in zip(mts, m1s, strict=True)))  # U^T M^T m1
     head = _mm(u, (1 / (s + sigma_eps) ** 3) * proj)
     # TF's tail m1 - M U diag(1/sigma) U^T M^T m1 cancels to ~svd_eps/sigma of m1 and is then divided by
     # s_min (1e-3 while the buffer fills): ~1e-4 lost in float32. As m1 = c M e_k (row k of the buffer),
@@ -155,18 +157,27 @@ def scale_by_ggt(
         return ScaleByGGTState(
             count=_tree.zero_count(),
             moment1=_tree.zeros_like(params, dt),
-            grad_buffer=_tree.map_leaves(lambda p: None if p is None else _tree.stacked_zeros(p, window, dt), params),
+            grad_buffer=_tree.map_leaves(
+                lambda p: None if p is None else _tree.stacked_zeros(p, window, dt), params
+            ),
         )
 
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
         grads = sparse.densify(updates)
-        leaves, (m1s, bufs), treedef = _tree.flatten_updates(fn, grads, state.moment1, state.grad_buffer,
-                                                             names=("updates", "state.moment1", "state.grad_buffer"))
-        for path, g, m in zip(_tree.key_paths(grads), leaves, m1s):
+        leaves, (m1s, bufs), treedef = _tree.flatten_updates(
+            fn,
+            grads,
+            state.moment1,
+            state.grad_buffer,
+            names=("updates", "state.moment1", "state.grad_buffer"),
+        )
+        for path, g, m in zip(_tree.key_paths(grads), leaves, m1s, strict=True):
             if g is not None and jnp.shape(g) != jnp.shape(m):
-                raise ValueError(f"`{fn}`: the update at {path} has shape {jnp.shape(g)}, but the state was made by "
-                                 f"`init` for {jnp.shape(m)}; pass a state made from params shaped like the updates.")
+                raise ValueError(
+                    f"`{fn}`: the update at {path} has shape {jnp.shape(g)}, but the state was made by "
+                    f"`init` for {jnp.shape(m)}; pass a state made from params shaped like the updates."
+                )
         live = [i for i, g in enumerate(leaves) if g is not None]
         if not live:
             return updates, state._replace(count=_tree.increment(state.count))
@@ -181,12 +192,17 @@ def scale_by_ggt(
             new_m1[i] = _tree.moment_blend(m1s[i], leaves[i].astype(dt), b1_)
             new_buf[i] = jax.lax.dynamic_update_index_in_dim(bufs[i], new_m1[i], k, 0)
         mts = [new_buf[i] / c for i in live]  # the leaves' parts of M^T
-        head, tail = _ggt_coefficients(mts, [new_m1[i] for i in live], k, t, eps_, svd_eps_, sigma_eps_, window)
+        head, tail = _ggt_coefficients(
+            mts, [new_m1[i] for i in live], k, t, eps_, svd_eps_, sigma_eps_, window
+        )
         out = [None] * len(leaves)
-        for i, mt in zip(live, mts):
+        for i, mt in zip(live, mts, strict=True):
             out[i] = (_dot(head, mt, 1) + _dot(tail, mt, 1)).astype(leaves[i].dtype)
-        new_state = ScaleByGGTState(count=_tree.increment(state.count), moment1=treedef.unflatten(new_m1),
-                                    grad_buffer=treedef.unflatten(new_buf))
+        new_state = ScaleByGGTState(
+            count=_tree.increment(state.count),
+            moment1=treedef.unflatten(new_m1),
+            grad_buffer=treedef.unflatten(new_buf),
+        )
         return treedef.unflatten(out), new_state
 
     return _protocol.ElementWise(init_fn, update_fn)

@@ -84,7 +84,9 @@ def scale_by_lars(
     _checks.check_nonnegative(fn, "eps", eps)
     _checks.check_bool(fn, "nesterov", nesterov)
     if isinstance(skip, str) or not all(isinstance(s, str) for s in skip):
-        raise TypeError(f"`{_checks.api_name(fn)}`: `skip` must be a sequence of strings (key-path substrings), got {skip!r}.")
+        raise TypeError(
+            f"`{_checks.api_name(fn)}`: `skip` must be a sequence of strings (key-path substrings), got {skip!r}."
+        )
     skip = tuple(skip)
 
     def init_fn(params):
@@ -109,11 +111,18 @@ def scale_by_lars(
             return update * ratio.astype(update.dtype), accum
 
         leaves, (flat_m, flat_p), treedef = _tree.flatten_updates(
-            fn, updates, state.momentum, params, names=("updates", "state.momentum", "params"))
-        paths = [p for p, _ in jax.tree_util.tree_flatten_with_path(
-            updates, is_leaf=lambda x: x is None or _tree.is_row_sparse(x))[0]]
-        out = [leaf(path, g, a, p) for path, g, a, p in zip(paths, leaves, flat_m, flat_p)]
-        return (treedef.unflatten([o[0] for o in out]),
-                ScaleByLarsState(_tree.increment(state.count), treedef.unflatten([o[1] for o in out])))
+            fn, updates, state.momentum, params, names=("updates", "state.momentum", "params")
+        )
+        paths = [
+            p
+            for p, _ in jax.tree_util.tree_flatten_with_path(
+                updates, is_leaf=lambda x: x is None or _tree.is_row_sparse(x)
+            )[0]
+        ]
+        out = [leaf(path, g, a, p) for path, g, a, p in zip(paths, leaves, flat_m, flat_p, strict=True)]
+        return (
+            treedef.unflatten([o[0] for o in out]),
+            ScaleByLarsState(_tree.increment(state.count), treedef.unflatten([o[1] for o in out])),
+        )
 
     return _protocol.GradientTransformation(init_fn, update_fn)

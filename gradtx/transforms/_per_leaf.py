@@ -102,15 +102,21 @@ def per_leaf(
         names = sorted(state.slots)
 
         def leaf(g, p, *slot_leaves):
-            step, new = apply(g, p, dict(zip(names, slot_leaves)), state.count, **values)
+            step, new = apply(g, p, dict(zip(names, slot_leaves, strict=True)), state.count, **values)
             if sorted(new) != names:
                 raise ValueError(f"`per_leaf`: `apply` must return the slots {names}, got {sorted(new)}.")
             return (step, *(new[k] for k in names))
 
-        out = _tree.split_map(fn, lambda g, *rest: leaf(g, rest[-1], *rest[:-1]), len(names) + 1,
-                              sparse.densify(updates), *(state.slots[k] for k in names), params,
-                              names=("updates", *(f"state.slots[{k!r}]" for k in names), "params"))
-        return out[0], PerLeafState(_tree.increment(state.count), dict(zip(names, out[1:])))
+        out = _tree.split_map(
+            fn,
+            lambda g, *rest: leaf(g, rest[-1], *rest[:-1]),
+            len(names) + 1,
+            sparse.densify(updates),
+            *(state.slots[k] for k in names),
+            params,
+            names=("updates", *(f"state.slots[{k!r}]" for k in names), "params"),
+        )
+        return out[0], PerLeafState(_tree.increment(state.count), dict(zip(names, out[1:], strict=True)))
 
     rule = _protocol.GradientTransformation(init_fn, update_fn)
     return chain(rule, scale_by_learning_rate(1.0))  # `apply` returns the step to subtract

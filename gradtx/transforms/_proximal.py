@@ -33,7 +33,9 @@ class ScaleByProximalSGDState(NamedTuple):
 
 @_base.api
 def scale_by_proximal_sgd(
-    learning_rate: _protocol.ScalarOrSchedule, l1: _protocol.ScalarOrSchedule = 0.0, l2: _protocol.ScalarOrSchedule = 0.0
+    learning_rate: _protocol.ScalarOrSchedule,
+    l1: _protocol.ScalarOrSchedule = 0.0,
+    l2: _protocol.ScalarOrSchedule = 0.0,
 ) -> _protocol.GradientTransformation:
     r"""Proximal gradient descent (FOBOS), TF's `ApplyProximalGradientDescent`; outputs `var - var_new`.
 
@@ -86,8 +88,9 @@ def scale_by_proximal_sgd(
             lr, l1v, l2v = (_tree.like(x, var) for x in (lr_, l1_, l2_))
             return (var - _prox(var - g * lr, lr, l1v, l2v),)
 
-        (out,) = _tree.split_map(fn, sparse.lift(rule, with_param=True), 1, updates, params,
-                                 names=("updates", "params"))
+        (out,) = _tree.split_map(
+            fn, sparse.lift(rule, with_param=True), 1, updates, params, names=("updates", "params")
+        )
         return out, ScaleByProximalSGDState(count=_tree.increment(state.count))
 
     return _protocol.ElementWise(init_fn, update_fn)
@@ -164,8 +167,15 @@ def scale_by_proximal_adagrad(
             rate = lr * lax.rsqrt(accum)
             return var - _prox(var - g * rate, rate, l1v, l2v), accum
 
-        out, accum = _tree.split_map(fn, sparse.lift(rule, with_param=True), 2, updates, state.accumulator,
-                                     params, names=("updates", "state.accumulator", "params"))
+        out, accum = _tree.split_map(
+            fn,
+            sparse.lift(rule, with_param=True),
+            2,
+            updates,
+            state.accumulator,
+            params,
+            names=("updates", "state.accumulator", "params"),
+        )
         return out, ScaleByProximalAdagradState(count=_tree.increment(state.count), accumulator=accum)
 
     return _protocol.ElementWise(init_fn, update_fn)

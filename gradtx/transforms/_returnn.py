@@ -115,7 +115,9 @@ class ScaleByGradVarianceState(NamedTuple):
 
 @_base.api
 def scale_by_grad_variance(
-    b1: _protocol.ScalarOrSchedule = 0.9, b2: _protocol.ScalarOrSchedule = 0.999, eps: _protocol.ScalarOrSchedule = 1e-8
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
 ) -> _protocol.GradientTransformation:
     r"""RETURNN's GradVarianceScaled: shrink the gradient where it deviates from its mean more than usual.
 
@@ -154,7 +156,9 @@ def scale_by_grad_variance(
     _checks.check_nonnegative(fn, "eps", eps)
 
     def init_fn(params):
-        return ScaleByGradVarianceState(_tree.zero_count(), _tree.zeros_like(params), _tree.zeros_like(params))
+        return ScaleByGradVarianceState(
+            _tree.zero_count(), _tree.zeros_like(params), _tree.zeros_like(params)
+        )
 
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
@@ -169,7 +173,9 @@ def scale_by_grad_variance(
             factor = _read(g, v) / (variance + e)
             return _like_g(g, x * jnp.minimum(factor, 1.0)), m, v
 
-        out, m, v = _tree.split_map(fn, leaf, 3, updates, state.m, state.v, names=("updates", "state.m", "state.v"))
+        out, m, v = _tree.split_map(
+            fn, leaf, 3, updates, state.m, state.v, names=("updates", "state.m", "state.v")
+        )
         return out, ScaleByGradVarianceState(_tree.increment(state.count), m, v)
 
     return _protocol.ElementWise(init_fn, update_fn)

@@ -138,4 +138,3 @@ def scale_by_learning_rate(
     _checks.check_learning_rate("scale_by_learning_rate", learning_rate)
     _checks.check_bool("scale_by_learning_rate", "flip_sign", flip_sign)
     return _scaled("scale_by_learning_rate", learning_rate, -1.0 if flip_sign else 1.0)
-

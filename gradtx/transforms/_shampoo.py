@@ -29,8 +29,12 @@ class ScaleByShampooState(NamedTuple):
 
     count: jax.Array  # int32: completed updates; contrib's `step` is count + 1
     gbar: _protocol.Updates  # TF slot "gbar": the averaged gradient (stays 0 when gbar_decay == 0)
-    mat_gbar: _protocol.Updates  # TF slots "Gbar_<i>": [d_i, d_i] statistics, or [d_i] when d_i > max_matrix_size
-    mat_h: _protocol.Updates  # TF slots "H_<i>": the last root [d_i, d_i] (from I) if svd_interval > 1, else None
+    mat_gbar: (
+        _protocol.Updates
+    )  # TF slots "Gbar_<i>": [d_i, d_i] statistics, or [d_i] when d_i > max_matrix_size
+    mat_h: (
+        _protocol.Updates
+    )  # TF slots "H_<i>": the last root [d_i, d_i] (from I) if svd_interval > 1, else None
 
 
 def _dims(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -243,8 +247,10 @@ def scale_by_shampoo(
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
         step = state.count + 1  # contrib's `step`
-        hyper = [_tree.resolve(h, state.count)
-                 for h in (gbar_decay, gbar_weight, mat_gbar_decay, mat_gbar_weight, eps, alpha)]
+        hyper = [
+            _tree.resolve(h, state.count)
+            for h in (gbar_decay, gbar_weight, mat_gbar_decay, mat_gbar_weight, eps, alpha)
+        ]
         update_stats = step % precond_update_interval == 0
         update_roots = step % svd_interval == 0
 
@@ -267,7 +273,8 @@ def scale_by_shampoo(
                 axes = [j for j in range(rank) if j != i]
                 if not is_matrix(d):  # diagonal: every step, no interval factor
                     value, slot = _weighted_average(
-                        mat_g[i], mat_gbar_decay, md_t, mw_t * jnp.sum(x * x, axis=tuple(axes)))
+                        mat_g[i], mat_gbar_decay, md_t, mw_t * jnp.sum(x * x, axis=tuple(axes))
+                    )
                     pg = jnp.transpose(pg, (*range(1, rank), 0)) * jnp.power(value + eps_t, neg_alpha)
                     new_g.append(slot)
                     new_h.append(mat_h[i])
@@ -296,8 +303,15 @@ def scale_by_shampoo(
             return pg.reshape(g.shape).astype(g.dtype), new_gbar.reshape(g.shape), tuple(new_g), tuple(new_h)
 
         out, gbar, mat_g, mat_h = _tree.split_map(
-            fn, leaf, 4, updates, state.gbar, state.mat_gbar, state.mat_h,
-            names=("updates", "state.gbar", "state.mat_gbar", "state.mat_h"))
+            fn,
+            leaf,
+            4,
+            updates,
+            state.gbar,
+            state.mat_gbar,
+            state.mat_h,
+            names=("updates", "state.gbar", "state.mat_gbar", "state.mat_h"),
+        )
         new_state = ScaleByShampooState(_tree.increment(state.count), gbar, mat_g, mat_h)
         return out, new_state
 

@@ -213,4 +213,3 @@ def scale_by_powersign(
         return jnp.exp(exponent)  # the kernel: (logbase * sign_decay * sign_gm).exp()
 
     return _sign_transform(fn, ScaleByPowerSignState, beta, sign_decay, resolve_extra, multiplier)
-

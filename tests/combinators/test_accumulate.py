@@ -13,7 +13,7 @@ def test_accumulating_k_small_batches_equals_one_step_on_their_mean():
     params = {"w": jnp.arange(3.0)}
     grads = [{"w": jnp.array([1.0, -2.0, 0.5]) * (i + 1)} for i in range(6)]
     acc, state = helpers.run(gradtx.accumulate_gradients(gradtx.adam(0.1), every_k=3), params, grads)
-    means = [jax.tree.map(lambda *g: sum(g) / 3, *grads[i:i + 3]) for i in (0, 3)]
+    means = [jax.tree.map(lambda *g: sum(g) / 3, *grads[i : i + 3]) for i in (0, 3)]
     big, _ = helpers.run(gradtx.adam(0.1), params, means)
     helpers.assert_trees_close(acc[1], params, rtol=0, atol=0)  # nothing applied before the 3rd
     helpers.assert_trees_close(acc[2], big[0], rtol=1e-6, atol=1e-7)
@@ -47,14 +47,30 @@ def test_apply_if_finite_applies_after_too_many_consecutive_errors():
 @pytest.mark.parametrize(
     "factory, kwargs, error, match",
     [
-        (gradtx.accumulate_gradients, {"tx": gradtx.sgd(0.1), "every_k": 0}, ValueError,
-         r"`accumulate_gradients`: `every_k` must be >= 1, got 0"),
-        (gradtx.accumulate_gradients, {"tx": gradtx.sgd(0.1), "every_k": 2.0}, TypeError,
-         r"`every_k` must be an integer, got 2.0"),
-        (gradtx.accumulate_gradients, {"tx": None, "every_k": 2}, TypeError,
-         r"`accumulate_gradients`: `tx` must be a gradient transformation"),
-        (gradtx.apply_if_finite, {"tx": gradtx.sgd(0.1), "max_consecutive_errors": -1}, ValueError,
-         r"`apply_if_finite`: `max_consecutive_errors` must be >= 0, got -1"),
+        (
+            gradtx.accumulate_gradients,
+            {"tx": gradtx.sgd(0.1), "every_k": 0},
+            ValueError,
+            r"`accumulate_gradients`: `every_k` must be >= 1, got 0",
+        ),
+        (
+            gradtx.accumulate_gradients,
+            {"tx": gradtx.sgd(0.1), "every_k": 2.0},
+            TypeError,
+            r"`every_k` must be an integer, got 2.0",
+        ),
+        (
+            gradtx.accumulate_gradients,
+            {"tx": None, "every_k": 2},
+            TypeError,
+            r"`accumulate_gradients`: `tx` must be a gradient transformation",
+        ),
+        (
+            gradtx.apply_if_finite,
+            {"tx": gradtx.sgd(0.1), "max_consecutive_errors": -1},
+            ValueError,
+            r"`apply_if_finite`: `max_consecutive_errors` must be >= 0, got -1",
+        ),
     ],
 )
 def test_errors(factory, kwargs, error, match):

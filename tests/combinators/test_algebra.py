@@ -23,7 +23,10 @@ PARAMS = {"a": jnp.arange(4.0).reshape(2, 2), "b": jnp.ones(3)}
 
 def _grads(seed, n=3):
     rng = np.random.default_rng(seed)
-    return [jax.tree.map(lambda p: jnp.asarray(rng.standard_normal(p.shape), jnp.float32), PARAMS) for _ in range(n)]
+    return [
+        jax.tree.map(lambda p: jnp.asarray(rng.standard_normal(p.shape), jnp.float32), PARAMS)
+        for _ in range(n)
+    ]
 
 
 def _run(tx, seed):
@@ -44,8 +47,11 @@ def test_chain_is_associative(a, b, c, seed):
 @given(a=names, seed=st.integers(0, 2**16))
 def test_identity_is_neutral(a, seed):
     plain = _run(BLOCKS[a](), seed)
-    for tx in (gradtx.chain(gradtx.identity(), BLOCKS[a]()), gradtx.chain(BLOCKS[a](), gradtx.identity()),
-               gradtx.chain(BLOCKS[a]())):
+    for tx in (
+        gradtx.chain(gradtx.identity(), BLOCKS[a]()),
+        gradtx.chain(BLOCKS[a](), gradtx.identity()),
+        gradtx.chain(BLOCKS[a]()),
+    ):
         helpers.assert_trees_close(_run(tx, seed), plain, rtol=0, atol=0)
 
 
@@ -70,7 +76,15 @@ def test_partition_into_one_group_is_the_transform(a, b, seed):
     helpers.assert_trees_close(_run(one, seed), _run(BLOCKS[a](), seed), rtol=0, atol=0)
     two = gradtx.partition({"x": BLOCKS[a](), "y": BLOCKS[b]()}, {"a": "x", "b": "y"})
     split = _run(two, seed)
-    helpers.assert_trees_close(split[-1]["a"], _run(gradtx.masked(BLOCKS[a](), {"a": True, "b": False}), seed)[-1]["a"],
-                               rtol=0, atol=0)
-    helpers.assert_trees_close(split[-1]["b"], _run(gradtx.masked(BLOCKS[b](), {"a": False, "b": True}), seed)[-1]["b"],
-                               rtol=0, atol=0)
+    helpers.assert_trees_close(
+        split[-1]["a"],
+        _run(gradtx.masked(BLOCKS[a](), {"a": True, "b": False}), seed)[-1]["a"],
+        rtol=0,
+        atol=0,
+    )
+    helpers.assert_trees_close(
+        split[-1]["b"],
+        _run(gradtx.masked(BLOCKS[b](), {"a": False, "b": True}), seed)[-1]["b"],
+        rtol=0,
+        atol=0,
+    )

@@ -42,7 +42,9 @@ def test_chain_rejects_non_transforms_and_wrong_states():
     with pytest.raises(TypeError, match=r"`chain`: `transforms\[1\]` must be a gradient transformation"):
         gradtx.chain(gradtx.identity(), lambda g: g)
     tx = gradtx.chain(gradtx.identity(), gradtx.identity())
-    with pytest.raises(ValueError, match=r"`chain`: the state must be a tuple of 2 states.*got tuple of length 1"):
+    with pytest.raises(
+        ValueError, match=r"`chain`: the state must be a tuple of 2 states.*got tuple of length 1"
+    ):
         tx.update(jnp.ones(1), (gradtx.EmptyState(),))
 
 

@@ -20,8 +20,9 @@ def test_clip_by_value_and_a_schedule():
 
 def test_clip_by_norm_is_per_tensor_and_leaves_zero_tensors_alone():
     tx = gradtx.clip_by_norm(1.0)
-    out, _ = tx.update({"big": jnp.array([3.0, 4.0]), "small": jnp.array([0.1, 0.0]), "zero": jnp.zeros(2)},
-                       tx.init(None))
+    out, _ = tx.update(
+        {"big": jnp.array([3.0, 4.0]), "small": jnp.array([0.1, 0.0]), "zero": jnp.zeros(2)}, tx.init(None)
+    )
     np.testing.assert_allclose(out["big"], [0.6, 0.8], rtol=1e-6)
     np.testing.assert_array_equal(out["small"], np.float32([0.1, 0.0]))
     np.testing.assert_array_equal(out["zero"], [0.0, 0.0])
@@ -59,9 +60,18 @@ def test_row_sparse_updates_are_measured_by_their_values_as_tf_measures_indexed_
     [
         (gradtx.clip, {"max_delta": -1.0}, ValueError, r"`clip`: `max_delta` must be >= 0, got -1.0"),
         (gradtx.clip_by_norm, {"max_norm": -1.0}, ValueError, r"`clip_by_norm`: `max_norm` must be >= 0"),
-        (gradtx.clip_by_global_norm, {"max_norm": 0.0}, ValueError,
-         r"`clip_by_global_norm`: `max_norm` must be > 0, got 0.0"),
-        (gradtx.clip_by_global_norm, {"max_norm": "1"}, TypeError, r"`clip_by_global_norm`: `max_norm` must be a number"),
+        (
+            gradtx.clip_by_global_norm,
+            {"max_norm": 0.0},
+            ValueError,
+            r"`clip_by_global_norm`: `max_norm` must be > 0, got 0.0",
+        ),
+        (
+            gradtx.clip_by_global_norm,
+            {"max_norm": "1"},
+            TypeError,
+            r"`clip_by_global_norm`: `max_norm` must be a number",
+        ),
     ],
 )
 def test_clip_errors(factory, kwargs, error, match):

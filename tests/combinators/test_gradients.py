@@ -14,7 +14,9 @@ def test_transform_gradients_gets_grads_and_params():
     out, _ = tx.update({"a": jnp.array([2.0])}, tx.init(None), {"a": jnp.array([3.0])})
     assert float(out["a"][0]) == 6.0
     bad = gradtx.transform_gradients(lambda g, p: [g])
-    with pytest.raises(gradtx.TreeMismatchError, match=r"`transform_gradients`: grads and fn\(grads, params\)"):
+    with pytest.raises(
+        gradtx.TreeMismatchError, match=r"`transform_gradients`: grads and fn\(grads, params\)"
+    ):
         bad.update({"a": jnp.ones(1)}, bad.init(None))
 
 
@@ -56,8 +58,11 @@ def test_scale_gradients_by_exact_path_or_pattern():
 
 def test_scale_gradients_errors():
     g = {"dense": {"kernel": jnp.ones(2), "bias": jnp.ones(2)}}
-    with pytest.raises(ValueError, match=r"`scale_gradients`: the keys \['decoder'\] match no parameter; "
-                                         r"parameters: \['dense/bias', 'dense/kernel'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"`scale_gradients`: the keys \['decoder'\] match no parameter; "
+        r"parameters: \['dense/bias', 'dense/kernel'\]",
+    ):
         gradtx.scale_gradients({"decoder": 2.0}).init(g)
     with pytest.raises(ValueError, match=r"the parameter 'dense/kernel' is matched by several keys"):
         gradtx.scale_gradients({"dense": 2.0, "kernel": 3.0}).init(g)

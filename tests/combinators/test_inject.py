@@ -58,5 +58,7 @@ def test_works_with_optax_factories():
 def test_inject_errors():
     with pytest.raises(TypeError, match=r"`inject_hyperparams`: `factory` must be callable"):
         gradtx.inject_hyperparams(3)
-    with pytest.raises(TypeError, match=r"`inject_hyperparams\(sgd\)`: missing a required argument: 'learning_rate'"):
+    with pytest.raises(
+        TypeError, match=r"`inject_hyperparams\(sgd\)`: missing a required argument: 'learning_rate'"
+    ):
         gradtx.inject_hyperparams(gradtx.sgd)(lr=0.1)

@@ -65,14 +65,16 @@ def test_partition_equals_masked_chain():
     masks = {k: jax.tree.map(lambda lab, k=k: lab == k, labels) for k in "ab"}
     chained = gradtx.chain(gradtx.masked(a, masks["a"]), gradtx.masked(b, masks["b"]))
     grads = [jax.tree.map(lambda p, s=s: p * (s + 1), GRADS) for s in range(3)]
-    helpers.assert_trees_close(helpers.run(part, PARAMS, grads)[0], helpers.run(chained, PARAMS, grads)[0],
-                               rtol=0, atol=0)
+    helpers.assert_trees_close(
+        helpers.run(part, PARAMS, grads)[0], helpers.run(chained, PARAMS, grads)[0], rtol=0, atol=0
+    )
 
 
 def test_partition_and_mask_errors():
     with pytest.raises(ValueError, match=r"`partition`: `param_labels` uses 'c', which have no transform"):
-        gradtx.partition({"a": gradtx.sgd(0.1)}, {"encoder": {"kernel": "a", "bias": "c"}, "head": {"kernel": "a"}}
-                         ).init(PARAMS)
+        gradtx.partition(
+            {"a": gradtx.sgd(0.1)}, {"encoder": {"kernel": "a", "bias": "c"}, "head": {"kernel": "a"}}
+        ).init(PARAMS)
     with pytest.raises(TypeError, match=r"`partition`: `transforms` must be a non-empty dict"):
         gradtx.partition({}, {})
     with pytest.raises(TypeError, match=r"`masked`: `mask` must be a tree of bools"):

@@ -14,9 +14,9 @@ def _reference(params, grads_seq, lr, decay, num_updates):
     avg = [np.asarray(p, np.float64) for p in params]
     ps = [np.asarray(p, np.float64) for p in params]
     for t, grads in enumerate(grads_seq, start=1):
-        ps = [p - lr * np.asarray(g, np.float64) for p, g in zip(ps, grads)]
+        ps = [p - lr * np.asarray(g, np.float64) for p, g in zip(ps, grads, strict=True)]
         d = min(decay, (1 + t) / (10 + t)) if num_updates else decay
-        avg = [a - (a - p) * (1 - d) for a, p in zip(avg, ps)]
+        avg = [a - (a - p) * (1 - d) for a, p in zip(avg, ps, strict=True)]
     return ps, avg
 
 
@@ -44,7 +44,9 @@ def test_swap_averaged_is_the_swapping_saver_and_swaps_back():
 
 
 def test_moving_average_errors():
-    with pytest.raises(ValueError, match=r"`moving_average`: `average_decay` must be in \[0.0, 1.0\], got 1.5"):
+    with pytest.raises(
+        ValueError, match=r"`moving_average`: `average_decay` must be in \[0.0, 1.0\], got 1.5"
+    ):
         gradtx.moving_average(gradtx.sgd(0.1), 1.5)
     with pytest.raises(ValueError, match=r"`averaged_params`: the state holds no `moving_average` state"):
         gradtx.averaged_params(gradtx.sgd(0.1).init(jnp.zeros(1)))
@@ -68,13 +70,17 @@ def test_clip_variables_projects_rows_along_the_given_axes():
 def test_clip_variables_on_row_sparse_updates_touches_those_rows_only():
     table = jnp.array([[3.0, 4.0], [6.0, 8.0], [0.0, 5.0]])
     tx = gradtx.clip_variables(1.0, {"t": [1]})
-    u, _ = tx.update({"t": RowSparse(jnp.array([0, 0]), jnp.zeros((2, 2)), (3, 2))}, tx.init({"t": table}), {"t": table})
+    u, _ = tx.update(
+        {"t": RowSparse(jnp.array([0, 0]), jnp.zeros((2, 2)), (3, 2))}, tx.init({"t": table}), {"t": table}
+    )
     new = gradtx.apply_updates({"t": table}, u)["t"]
     np.testing.assert_allclose(new, [[0.6, 0.8], [6.0, 8.0], [0.0, 5.0]], rtol=1e-6)
 
 
 def test_clip_variables_errors():
-    with pytest.raises(TypeError, match=r"`clip_variables`: `dims` must be a non-empty dict key path -> list of axes"):
+    with pytest.raises(
+        TypeError, match=r"`clip_variables`: `dims` must be a non-empty dict key path -> list of axes"
+    ):
         gradtx.clip_variables(1.0, [1])
     with pytest.raises(ValueError, match=r"`clip_variables`: the keys \['decoder'\] match no parameter"):
         gradtx.clip_variables(1.0, {"decoder": [1]}).init({"emb": jnp.ones((2, 2))})
@@ -88,8 +94,11 @@ def test_decoupled_weight_decay_with_the_lr_scaled_convention_equals_optax_adamw
     import optax
 
     params, grads = helpers.problem(5)
-    ours = gradtx.decoupled_weight_decay(gradtx.chain(gradtx.scale_by_adam(0.9, 0.999, 1e-8), gradtx.scale_by_learning_rate(0.01)),
-                                         0.1, learning_rate=0.01)
+    ours = gradtx.decoupled_weight_decay(
+        gradtx.chain(gradtx.scale_by_adam(0.9, 0.999, 1e-8), gradtx.scale_by_learning_rate(0.01)),
+        0.1,
+        learning_rate=0.01,
+    )
     a, _ = helpers.run(ours, params, grads)
     b, _ = helpers.run(optax.adamw(0.01, b1=0.9, b2=0.999, eps=1e-8, weight_decay=0.1), params, grads)
     # TF's epsilon-hat Adam differs from optax's bias-corrected one by eps placement only: a tiny difference

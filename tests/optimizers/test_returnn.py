@@ -9,14 +9,26 @@ from tests import helpers
 from tests import reference_contrib as ref
 
 CASES = {
-    "amsgrad": (lambda: gradtx.amsgrad(0.05, 0.8, 0.9, 1e-6), lambda: ref.amsgrad(0.05, 0.8, 0.9, 1e-6),
-                ["m", "v", "v_hat"]),
-    "amsgrad-decay": (lambda: gradtx.amsgrad(0.05, 0.8, 0.9, 1e-6, decay=True),
-                      lambda: ref.amsgrad(0.05, 0.8, 0.9, 1e-6, decay=True), ["v_hat"]),
-    "neural_optimizer1": (lambda: gradtx.neural_optimizer1(0.1, 0.8, 0.2), lambda: ref.neural_optimizer1(0.1, 0.8, 0.2),
-                          ["m"]),
-    "grad_variance_scaled": (lambda: gradtx.grad_variance_scaled(0.1, 0.8, 0.9, 1e-4),
-                             lambda: ref.grad_variance_scaled(0.1, 0.8, 0.9, 1e-4), ["m", "v"]),
+    "amsgrad": (
+        lambda: gradtx.amsgrad(0.05, 0.8, 0.9, 1e-6),
+        lambda: ref.amsgrad(0.05, 0.8, 0.9, 1e-6),
+        ["m", "v", "v_hat"],
+    ),
+    "amsgrad-decay": (
+        lambda: gradtx.amsgrad(0.05, 0.8, 0.9, 1e-6, decay=True),
+        lambda: ref.amsgrad(0.05, 0.8, 0.9, 1e-6, decay=True),
+        ["v_hat"],
+    ),
+    "neural_optimizer1": (
+        lambda: gradtx.neural_optimizer1(0.1, 0.8, 0.2),
+        lambda: ref.neural_optimizer1(0.1, 0.8, 0.2),
+        ["m"],
+    ),
+    "grad_variance_scaled": (
+        lambda: gradtx.grad_variance_scaled(0.1, 0.8, 0.9, 1e-4),
+        lambda: ref.grad_variance_scaled(0.1, 0.8, 0.9, 1e-4),
+        ["m", "v"],
+    ),
     "normalized_sgd": (lambda: gradtx.normalized_sgd(0.1), lambda: ref.normalized_sgd(0.1), []),
 }
 
@@ -42,18 +54,27 @@ def _custom_adam(learning_rate, beta1=0.9, beta2=0.999, epsilon=1e-8):
         v = beta2 * s["v"] + (1 - beta2) * (g * g)
         return lr * (m / (jnp.sqrt(v) + epsilon)), {"m": m, "v": v}
 
-    return gradtx.per_leaf(init, apply, learning_rate=learning_rate, beta1=beta1, beta2=beta2, epsilon=epsilon)
+    return gradtx.per_leaf(
+        init, apply, learning_rate=learning_rate, beta1=beta1, beta2=beta2, epsilon=epsilon
+    )
 
 
 @pytest.mark.parametrize("x64", [False, True], ids=["f32", "f64"])
 def test_per_leaf_custom_adam_is_returnns_custom_adam(x64):
-    helpers.compare_to_reference(lambda: _custom_adam(0.05, 0.8, 0.95, 1e-3), lambda: ref.custom_adam(0.05, 0.8, 0.95, 1e-3),
-                                 sparse=False, x64=x64)
+    helpers.compare_to_reference(
+        lambda: _custom_adam(0.05, 0.8, 0.95, 1e-3),
+        lambda: ref.custom_adam(0.05, 0.8, 0.95, 1e-3),
+        sparse=False,
+        x64=x64,
+    )
 
 
 def test_per_leaf_custom_sgd_is_sgd_and_densifies_sparse_gradients():
-    custom = gradtx.per_leaf(lambda p: {}, lambda g, p, s, count, learning_rate: (learning_rate * g, s),
-                             learning_rate=lambda count: 0.1)
+    custom = gradtx.per_leaf(
+        lambda p: {},
+        lambda g, p, s, count, learning_rate: (learning_rate * g, s),
+        learning_rate=lambda count: 0.1,
+    )
     params, grads = helpers.problem(0, sparse=True)
     a, _ = helpers.run(custom, params, helpers.to_gradtx(grads))
     b, _ = helpers.run(gradtx.sgd(0.1), params, helpers.to_gradtx(grads))
@@ -80,9 +101,16 @@ def test_per_leaf_errors():
     "factory, kwargs, match",
     [
         (gradtx.amsgrad, {"b2": 1.0}, r"`amsgrad`: `b2` must be in \[0.0, 1.0\), got 1.0"),
-        (gradtx.neural_optimizer1, {"learning_rate": 0.1, "decrease_factor": -1.0},
-         r"`neural_optimizer1`: `decrease_factor` must be >= 0"),
-        (gradtx.grad_variance_scaled, {"learning_rate": 0.1, "b1": 2.0}, r"`grad_variance_scaled`: `b1` must be in"),
+        (
+            gradtx.neural_optimizer1,
+            {"learning_rate": 0.1, "decrease_factor": -1.0},
+            r"`neural_optimizer1`: `decrease_factor` must be >= 0",
+        ),
+        (
+            gradtx.grad_variance_scaled,
+            {"learning_rate": 0.1, "b1": 2.0},
+            r"`grad_variance_scaled`: `b1` must be in",
+        ),
         (gradtx.normalized_sgd, {"learning_rate": -1.0}, r"`normalized_sgd`: `learning_rate` must be >= 0"),
     ],
 )

@@ -230,7 +230,10 @@ def test_local_step_wrappers_refuse_gradients_summed_by_autodiff(make):
 
 _LOCAL = {
     **{e.name: (lambda e=e: e.build(), e.extra) for e in gradtx.registry.entries("optimizer")},
-    "chain(clip, momentum)": (lambda: gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.momentum(0.1, 0.9)), None),
+    "chain(clip, momentum)": (
+        lambda: gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.momentum(0.1, 0.9)),
+        None,
+    ),
     "model_average(adam)": (lambda: model_average(gradtx.adam(0.1), _util.AXIS, 2), None),
     "elastic_average": (lambda: elastic_average(gradtx.sgd(0.1), _util.AXIS, 2), None),
     "agn(rmsprop)": (lambda: agn(gradtx.rmsprop(0.1), _util.AXIS, 2), None),

@@ -34,7 +34,7 @@ def _simulate(grads, ok, r, params):
         if num >= r:
             p = p - _lr(count) * acc / r
             count, acc, num = count + 1, np.zeros_like(acc), 0
-        for k, v in zip(out, (p, count, dropped, num)):
+        for k, v in zip(out, (p, count, dropped, num), strict=True):
             out[k].append(v)
     return {k: np.asarray(v) for k, v in out.items()}, counts_before
 
@@ -222,7 +222,7 @@ def test_drop_stale_gradients_follows_tf_rule():
     expected_accept = [True, True, False, True, False, True, True]
     step = jax.jit(lambda g, s, p, gs: tx.update(g, s, p, grad_step=gs))
     dropped = 0
-    for t, (gs, accept) in enumerate(zip(grad_steps, expected_accept)):
+    for t, (gs, accept) in enumerate(zip(grad_steps, expected_accept, strict=True)):
         g = jnp.array([0.5 * t, 1.0 - t])
         before = state
         u, state = step(g, state, params, gs)

@@ -45,7 +45,9 @@ def test_clip_by_norm_dense_and_sparse(clip_norm):
     np.testing.assert_allclose(out, tf.clip_by_norm(tf.constant(g), clip_norm).numpy(), rtol=1e-6)
     idx = np.array([1, 1, 4])
     vals = g[:3]
-    expected = tf.clip_by_norm(tf.IndexedSlices(tf.constant(vals), tf.constant(idx), tf.constant([6, 3])), clip_norm)
+    expected = tf.clip_by_norm(
+        tf.IndexedSlices(tf.constant(vals), tf.constant(idx), tf.constant([6, 3])), clip_norm
+    )
     out, _ = tx.update(RowSparse(idx, vals, (6, 3)), ())
     np.testing.assert_allclose(out.values, expected.values.numpy(), rtol=1e-6)
 

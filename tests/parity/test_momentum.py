@@ -18,7 +18,8 @@ def test_momentum(sparse, nesterov, mu):
     compare(
         lambda gs: v1.train.MomentumOptimizer(0.05, mu, use_nesterov=nesterov),
         gradtx.momentum(0.05, mu, nesterov=nesterov),
-        sparse=sparse, slots=["momentum"],
+        sparse=sparse,
+        slots=["momentum"],
     )
 
 

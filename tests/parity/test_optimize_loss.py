@@ -38,7 +38,7 @@ def _tf_run(x, y, params, make_opt, multipliers, clip, steps, decay=False):
         norm = tf.linalg.global_norm([g for g, _ in grads_and_vars])
         if clip is not None:
             clipped, _ = tf.clip_by_global_norm([g for g, _ in grads_and_vars], clip)
-            grads_and_vars = list(zip(clipped, [v for _, v in grads_and_vars]))
+            grads_and_vars = list(zip(clipped, [v for _, v in grads_and_vars], strict=True))
         train = opt.apply_gradients(grads_and_vars, global_step=gs)
         out = []
         with v1.Session(graph=graph) as sess:
@@ -49,24 +49,36 @@ def _tf_run(x, y, params, make_opt, multipliers, clip, steps, decay=False):
     return out
 
 
-@pytest.mark.parametrize("name, make_tf", [
-    ("Adam", lambda lr: v1.train.AdamOptimizer(lr)),
-    ("Momentum", lambda lr: v1.train.MomentumOptimizer(lr, 0.9)),
-    ("RMSProp", lambda lr: v1.train.RMSPropOptimizer(lr)),
-    ("Ftrl", lambda lr: v1.train.FtrlOptimizer(lr)),
-])
+@pytest.mark.parametrize(
+    "name, make_tf",
+    [
+        ("Adam", lambda lr: v1.train.AdamOptimizer(lr)),
+        ("Momentum", lambda lr: v1.train.MomentumOptimizer(lr, 0.9)),
+        ("RMSProp", lambda lr: v1.train.RMSPropOptimizer(lr)),
+        ("Ftrl", lambda lr: v1.train.FtrlOptimizer(lr)),
+    ],
+)
 @pytest.mark.parametrize("decay", [False, True], ids=["constant-lr", "decayed-lr"])
 def test_multipliers_then_clip_then_optimizer_match_tf(name, make_tf, decay):
     x, y, params = _data()
     multipliers = {"w": 0.5}
     expected = _tf_run(x, y, params, make_tf, multipliers, clip=2.0, steps=15, decay=decay)
-    optimizer = {"Adam": "Adam", "RMSProp": "RMSProp", "Ftrl": "Ftrl",
-                 "Momentum": lambda lr: gradtx.momentum(lr, 0.9)}[name]
+    optimizer = {
+        "Adam": "Adam",
+        "RMSProp": "RMSProp",
+        "Ftrl": "Ftrl",
+        "Momentum": lambda lr: gradtx.momentum(lr, 0.9),
+    }[name]
     decay_fn = gradtx.schedules.exponential_decay  # decayed lr = 0.05 * 0.5 ** floor(step / 5)
     trainer = gradtx.optimize_loss(
-        lambda p, x, y: jnp.mean((x @ p["w"] + p["b"] - y) ** 2), optimizer, learning_rate=0.05,
-        learning_rate_decay_fn=(lambda lr, step: decay_fn(lr, 5, 0.5, staircase=True)(step)) if decay else None,
-        clip_gradients=2.0, gradient_multipliers=multipliers,
+        lambda p, x, y: jnp.mean((x @ p["w"] + p["b"] - y) ** 2),
+        optimizer,
+        learning_rate=0.05,
+        learning_rate_decay_fn=(lambda lr, step: decay_fn(lr, 5, 0.5, staircase=True)(step))
+        if decay
+        else None,
+        clip_gradients=2.0,
+        gradient_multipliers=multipliers,
     )
     state = trainer.init({k: jnp.asarray(v) for k, v in params.items()})
     step = __import__("jax").jit(trainer.step)

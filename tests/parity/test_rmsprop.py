@@ -12,9 +12,12 @@ from tests.parity.tf_oracle import compare, v1
 def test_rmsprop(sparse, momentum, centered):
     slots = ["rms", "momentum"] + (["mg"] if centered else [])
     compare(
-        lambda gs: v1.train.RMSPropOptimizer(0.01, decay=0.8, momentum=momentum, epsilon=1e-6, centered=centered),
+        lambda gs: v1.train.RMSPropOptimizer(
+            0.01, decay=0.8, momentum=momentum, epsilon=1e-6, centered=centered
+        ),
         gradtx.rmsprop(0.01, decay=0.8, momentum=momentum, eps=1e-6, centered=centered),
-        sparse=sparse, slots=slots,
+        sparse=sparse,
+        slots=slots,
     )
 
 

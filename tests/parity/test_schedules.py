@@ -41,10 +41,20 @@ CASES = [
     ("restarts_t1.5", schedules.cosine_decay_restarts, v1.cosine_decay_restarts, (0.1, 4, 1.5, 0.8, 0.2), {}),
     ("restarts_t3", schedules.cosine_decay_restarts, v1.cosine_decay_restarts, (0.1, 2, 3.0, 0.5), {}),
     ("linear_cosine", schedules.linear_cosine_decay, v1.linear_cosine_decay, (0.1, 23), {}),
-    ("linear_cosine_args", schedules.linear_cosine_decay, v1.linear_cosine_decay,
-     (0.1, 23, 2.0, 0.1, 0.01), {}),
-    ("noisy_without_noise", schedules.noisy_linear_cosine_decay, v1.noisy_linear_cosine_decay,
-     (0.1, 23, 0.0, 0.55, 2.0, 0.1, 0.01), {}),
+    (
+        "linear_cosine_args",
+        schedules.linear_cosine_decay,
+        v1.linear_cosine_decay,
+        (0.1, 23, 2.0, 0.1, 0.01),
+        {},
+    ),
+    (
+        "noisy_without_noise",
+        schedules.noisy_linear_cosine_decay,
+        v1.noisy_linear_cosine_decay,
+        (0.1, 23, 0.0, 0.55, 2.0, 0.1, 0.01),
+        {},
+    ),
 ]
 IDS = [c[0] for c in CASES]
 
@@ -110,8 +120,12 @@ def test_noisy_linear_cosine_decay_noise_has_tf_scale():
     """TF's noise is not reproducible: compare the spread around the noise-free value at one step."""
     tf.random.set_seed(0)
     args, step, draws = (1.0, 20, 0.5, 0.55, 0.0, 0.0, 0.0), 3, 300
-    tf_draws = np.array([np.float32(v1.noisy_linear_cosine_decay(args[0], tf.constant(step), *args[1:])())
-                         for _ in range(draws)])
+    tf_draws = np.array(
+        [
+            np.float32(v1.noisy_linear_cosine_decay(args[0], tf.constant(step), *args[1:])())
+            for _ in range(draws)
+        ]
+    )
     ours = np.array([schedules.noisy_linear_cosine_decay(*args, seed=s)(step) for s in range(draws)])
     clean = float(schedules.noisy_linear_cosine_decay(1.0, 20, 0.0, 0.55, 0.0, 0.0, 0.0)(step))
     assert tf_draws.mean() == pytest.approx(clean, abs=0.15)

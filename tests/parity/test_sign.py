@@ -91,8 +91,9 @@ def test_sign_decay_equals_contribs_ops_bit_for_bit(name, factory, tf_fn, args):
     schedule = factory(*args)
     np.testing.assert_array_equal(np.array([schedule(s) for s in STEPS], np.float32), expected, err_msg=name)
     jitted = jax.jit(schedule)
-    np.testing.assert_array_equal(np.array([jitted(jnp.int32(s)) for s in STEPS], np.float32), expected,
-                                  err_msg=f"{name} (jit)")
+    np.testing.assert_array_equal(
+        np.array([jitted(jnp.int32(s)) for s in STEPS], np.float32), expected, err_msg=f"{name} (jit)"
+    )
 
 
 def test_contribs_restart_zero_after_needs_an_integer_num_periods():
@@ -113,11 +114,25 @@ def _f32(x):
 def _dense_step(kind, var, m, grad, lr, h, beta, decay):
     """`AddSignOptimizer._resource_apply_dense` / `PowerSignOptimizer._resource_apply_dense`."""
     if kind == "addsign":
-        tf.raw_ops.ResourceApplyAddSign(var=var.handle, m=m.handle, lr=_f32(lr), alpha=_f32(h), sign_decay=decay,
-                                        beta=_f32(beta), grad=tf.constant(grad))
+        tf.raw_ops.ResourceApplyAddSign(
+            var=var.handle,
+            m=m.handle,
+            lr=_f32(lr),
+            alpha=_f32(h),
+            sign_decay=decay,
+            beta=_f32(beta),
+            grad=tf.constant(grad),
+        )
     else:
-        tf.raw_ops.ResourceApplyPowerSign(var=var.handle, m=m.handle, lr=_f32(lr), logbase=_f32(math.log(h)),
-                                          sign_decay=decay, beta=_f32(beta), grad=tf.constant(grad))
+        tf.raw_ops.ResourceApplyPowerSign(
+            var=var.handle,
+            m=m.handle,
+            lr=_f32(lr),
+            logbase=_f32(math.log(h)),
+            sign_decay=decay,
+            beta=_f32(beta),
+            grad=tf.constant(grad),
+        )
 
 
 def _sparse_step(kind, var, m, grad, lr, h, beta, decay):
@@ -143,7 +158,7 @@ def tf_trajectory(kind, params, grads_seq, lr, h, beta, tf_decay):
     out = []
     for t, grads in enumerate(grads_seq, start=1):
         decay = _f32(1.0) if tf_decay is None else tf.cast(tf_decay(tf.constant(t - 1, tf.int64)), tf.float32)
-        for var, m, g in zip(variables, slots, grads):
+        for var, m, g in zip(variables, slots, grads, strict=True):
             step = _sparse_step if isinstance(g, tuple) else _dense_step
             step(kind, var, m, g, lr, h, beta, decay)
         out.append([v.numpy() for v in variables])
@@ -187,7 +202,7 @@ def test_trajectory_matches_tensorflow(name, kind, lr, h, beta, decay, sparse):
     else:
         tx = gradtx.powersign(lr, base=h, beta=beta, sign_decay=ours)
     actual, state = helpers.run(tx, params, helpers.to_gradtx(grads))
-    for t, (a, e) in enumerate(zip(actual, expected)):
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         helpers.assert_trees_close(a, e, rtol=1e-5, atol=1e-6, msg=f"{name}: params after step {t + 1}")
     helpers.assert_trees_close(gradtx.get_slot(state, "m"), tf_m, rtol=1e-5, atol=1e-6, msg=f"{name}: slot m")
 
@@ -197,6 +212,6 @@ def test_addsign_eager_equals_the_kernel_bit_for_bit():
     params, grads = helpers.problem(6)
     expected, tf_m = tf_trajectory("addsign", params, grads, 0.1, 1.0, 0.9, None)
     actual, state = helpers.run(gradtx.addsign(0.1, 1.0, 0.9, None), params, grads, jit=False)
-    for a, e in zip(actual, expected):
+    for a, e in zip(actual, expected, strict=True):
         helpers.assert_trees_close(a, e, rtol=0, atol=0)
     helpers.assert_trees_close(gradtx.get_slot(state, "m"), tf_m, rtol=0, atol=0)

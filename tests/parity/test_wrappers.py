@@ -35,13 +35,13 @@ def _tf_run(make, params, grads_seq):
         gs = v1.train.get_or_create_global_step()
         phs = [v1.placeholder(tf.float32, p.shape) for p in params]
         opt = make(gs)
-        train = opt.apply_gradients(list(zip(phs, variables)), global_step=gs)
+        train = opt.apply_gradients(list(zip(phs, variables, strict=True)), global_step=gs)
         averages = [opt.get_slot(v, "average") for v in variables]
         with v1.Session(graph=graph) as sess:
             sess.run(v1.global_variables_initializer())
             out = []
             for grads in grads_seq:
-                sess.run(train, {ph: g for ph, g in zip(phs, grads)})
+                sess.run(train, {ph: g for ph, g in zip(phs, grads, strict=True)})
                 out.append((sess.run(variables), sess.run(averages)))
     return out
 
@@ -49,13 +49,16 @@ def _tf_run(make, params, grads_seq):
 @pytest.mark.parametrize("num_updates", [False, True], ids=["fixed-decay", "num-updates"])
 def test_moving_average_params_and_averages_match_tf(num_updates):
     params, grads = problem(0)
-    expected = _tf_run(lambda gs: _MovingAverage(v1.train.MomentumOptimizer(0.05, 0.9), 0.8, num_updates, gs),
-                       params, grads)
+    expected = _tf_run(
+        lambda gs: _MovingAverage(v1.train.MomentumOptimizer(0.05, 0.9), 0.8, num_updates, gs), params, grads
+    )
     tx = gradtx.moving_average(gradtx.momentum(0.05, 0.9), 0.8, num_updates=num_updates)
     actual, state = helpers.run(tx, params, grads)
-    for t, (a, (e, _)) in enumerate(zip(actual, expected)):
+    for t, (a, (e, _)) in enumerate(zip(actual, expected, strict=True)):
         helpers.assert_trees_close(a, e, rtol=1e-5, atol=1e-6, msg=f"params after step {t + 1}")
-    helpers.assert_trees_close(gradtx.averaged_params(state), expected[-1][1], rtol=1e-5, atol=1e-6, msg="averages")
+    helpers.assert_trees_close(
+        gradtx.averaged_params(state), expected[-1][1], rtol=1e-5, atol=1e-6, msg="averages"
+    )
 
 
 class _VariableClipping:
@@ -73,7 +76,9 @@ class _VariableClipping:
                 if isinstance(g, tf.IndexedSlices):
                     rows, _ = tf.unique(g.indices)
                     subset = tf.gather(var, rows)
-                    clips.append(v1.scatter_sub(var, rows, subset - tf.clip_by_norm(subset, self._max_norm, axes)))
+                    clips.append(
+                        v1.scatter_sub(var, rows, subset - tf.clip_by_norm(subset, self._max_norm, axes))
+                    )
                 else:
                     value = var.read_value()
                     clips.append(var.assign_sub(value - tf.clip_by_norm(value, self._max_norm, axes)))
@@ -99,6 +104,6 @@ def test_clip_variables_matches_tf_clip_by_norm_after_the_step(sparse):
     expected, _ = trajectory(make, params, grads)
     tx = gradtx.chain(gradtx.sgd(0.5), gradtx.clip_variables(1.5, {"0": [1]}))
     actual, _ = helpers.run(tx, params, to_gradtx(grads))
-    for t, (a, e) in enumerate(zip(actual, expected)):
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         helpers.assert_trees_close(a, e, rtol=1e-5, atol=1e-6, msg=f"params after step {t + 1}")
     assert np.all(np.linalg.norm(actual[-1][0], axis=1) <= 1.5 + 1e-5)

@@ -38,7 +38,7 @@ def trajectory(
         variables = [v1.Variable(np.asarray(p, np.float32), dtype=tf.float32) for p in params]
         global_step = v1.train.get_or_create_global_step()
         feeds, grads = [], []
-        for var, p, g in zip(variables, params, grads_seq[0]):
+        for var, p, g in zip(variables, params, grads_seq[0], strict=True):
             if isinstance(g, tuple):
                 idx = v1.placeholder(tf.int32, [None])
                 val = v1.placeholder(tf.float32, [None, *np.shape(p)[1:]])
@@ -51,7 +51,7 @@ def trajectory(
                 grads.append(ph)
                 feeds.append(ph)
         opt = make_optimizer(global_step)
-        train = opt.apply_gradients(list(zip(grads, variables)), global_step=global_step)
+        train = opt.apply_gradients(list(zip(grads, variables, strict=True)), global_step=global_step)
         slots = {name: [opt.get_slot(v, name) for v in variables] for name in slot_names}
         missing = [n for n, vs in slots.items() if any(s is None for s in vs)]
         assert not missing, f"TF has no slot named {missing}; it has {opt.get_slot_names()}"
@@ -60,7 +60,7 @@ def trajectory(
             out = []
             for step_grads in grads_seq:
                 fd = {}
-                for feed, g in zip(feeds, step_grads):
+                for feed, g in zip(feeds, step_grads, strict=True):
                     if isinstance(feed, tuple):
                         fd[feed[0]], fd[feed[1]] = np.asarray(g[0], np.int32), np.asarray(g[1], np.float32)
                     else:
@@ -89,7 +89,7 @@ def compare(
     params, grads = problem(seed, sparse=sparse, scale=scale)
     expected, tf_slots = trajectory(make_tf, params, grads, slot_names=slots)
     actual, state = helpers.run(tx, params, to_gradtx(grads))
-    for t, (a, e) in enumerate(zip(actual, expected)):
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         helpers.assert_trees_close(a, e, rtol=rtol, atol=atol, msg=f"params after step {t + 1}")
     for name in slots:
         got = gradtx.get_slot(state, name)

@@ -39,7 +39,7 @@ def ref_inverse_time(c, lr, ds, rate, staircase=False):
 
 
 def ref_piecewise(c, boundaries, values):
-    for b, v in zip(boundaries, values):
+    for b, v in zip(boundaries, values, strict=False):  # one value more than boundaries: the last
         if c <= b:
             return v
     return values[-1]
@@ -93,12 +93,21 @@ CASES = [
     ("restarts_1.5", schedules.cosine_decay_restarts, ref_cosine_restarts, (0.1, 4, 1.5, 0.8, 0.2), {}),
     ("linear_cosine", schedules.linear_cosine_decay, ref_linear_cosine, (0.1, 23), {}),
     ("linear_cosine_args", schedules.linear_cosine_decay, ref_linear_cosine, (0.1, 23, 2.0, 0.1, 0.01), {}),
-    ("noisy_without_noise", schedules.noisy_linear_cosine_decay,
-     lambda c, lr, ds, iv, vd, *rest: ref_linear_cosine(c, lr, ds, *rest),
-     (0.1, 23, 0.0, 0.55, 2.0, 0.1, 0.01), {}),
+    (
+        "noisy_without_noise",
+        schedules.noisy_linear_cosine_decay,
+        lambda c, lr, ds, iv, vd, *rest: ref_linear_cosine(c, lr, ds, *rest),
+        (0.1, 23, 0.0, 0.55, 2.0, 0.1, 0.01),
+        {},
+    ),
     ("piecewise_int", schedules.piecewise_constant, ref_piecewise, ([5, 10, 20], [1.0, 0.5, 0.1, 0.01]), {}),
-    ("piecewise_float", schedules.piecewise_constant, ref_piecewise,
-     ([4.5, 10.0, 19.99], [1.0, 0.5, 0.1, 0.01]), {}),
+    (
+        "piecewise_float",
+        schedules.piecewise_constant,
+        ref_piecewise,
+        ([4.5, 10.0, 19.99], [1.0, 0.5, 0.1, 0.01]),
+        {},
+    ),
 ]
 
 
@@ -211,7 +220,7 @@ def test_noisy_linear_cosine_decay_is_reproducible_per_seed_and_count():
     va, vb, vc = ([float(s(k)) for k in range(10)] for s in (a, b, c))
     assert va == vb
     assert va == [float(a(k)) for k in range(10)]
-    assert all(x != y for x, y in zip(va, vc))
+    assert all(x != y for x, y in zip(va, vc, strict=True))
     assert float(jax.jit(a)(5)) == pytest.approx(va[5], rel=1e-6)
     assert len(set(va)) == 10  # fresh noise per count
 
@@ -219,16 +228,20 @@ def test_noisy_linear_cosine_decay_is_reproducible_per_seed_and_count():
 def test_noisy_linear_cosine_decay_noise_variance_decays():
     iv, vd, ds = 2.0, 0.55, 20
     counts = np.arange(ds)
-    samples = np.stack([
-        _noise(schedules.noisy_linear_cosine_decay(1.0, ds, iv, vd, 0.0, 0.0, 0.0, seed=s), counts)
-        for s in range(400)
-    ])
+    samples = np.stack(
+        [
+            _noise(schedules.noisy_linear_cosine_decay(1.0, ds, iv, vd, 0.0, 0.0, 0.0, seed=s), counts)
+            for s in range(400)
+        ]
+    )
     expected = iv / (1.0 + counts) ** vd
     np.testing.assert_allclose(samples.var(axis=0), expected, rtol=0.3)
     assert abs(samples.mean()) < 0.05
     # After decay_steps the step is clamped: one variance, independent draws per count.
-    late = _noise(schedules.noisy_linear_cosine_decay(1.0, ds, iv, vd, num_periods=0.0, beta=0.0, seed=0),
-                  np.arange(ds, ds + 4000))
+    late = _noise(
+        schedules.noisy_linear_cosine_decay(1.0, ds, iv, vd, num_periods=0.0, beta=0.0, seed=0),
+        np.arange(ds, ds + 4000),
+    )
     assert late.var() == pytest.approx(iv / (1.0 + ds) ** vd, rel=0.1)
 
 
@@ -304,11 +317,19 @@ VALUE_ERRORS = [
     (S.noisy_linear_cosine_decay, (0.1, 0), {}, r"`decay_steps` must be > 0"),
     (S.noisy_linear_cosine_decay, (0.1, 10), {"initial_variance": -1.0}, r"`initial_variance` must be >= 0"),
     (S.noisy_linear_cosine_decay, (0.1, 10), {"variance_decay": -1.0}, r"`variance_decay` must be >= 0"),
-    (S.piecewise_constant, ([10, 20], [1.0, 0.5]), {},
-     r"`values` must have one element more than `boundaries` \(the length of boundaries should be 1 less "
-     r"than the length of values\), got 2 boundaries and 2 values\."),
-    (S.piecewise_constant, ([20, 10], [1.0, 0.5, 0.1]), {},
-     r"`boundaries` must be strictly increasing, got \[20, 10\]"),
+    (
+        S.piecewise_constant,
+        ([10, 20], [1.0, 0.5]),
+        {},
+        r"`values` must have one element more than `boundaries` \(the length of boundaries should be 1 less "
+        r"than the length of values\), got 2 boundaries and 2 values\.",
+    ),
+    (
+        S.piecewise_constant,
+        ([20, 10], [1.0, 0.5, 0.1]),
+        {},
+        r"`boundaries` must be strictly increasing, got \[20, 10\]",
+    ),
     (S.piecewise_constant, ([10, 10], [1.0, 0.5, 0.1]), {}, r"`boundaries` must be strictly increasing"),
     (S.piecewise_constant, ([10, INF], [1.0, 0.5, 0.1]), {}, r"`boundaries\[1\]` must be finite"),
     (S.linear_warmup, (0.1, -1), {}, r"`warmup_steps` must be >= 0, got -1\."),
@@ -316,13 +337,21 @@ VALUE_ERRORS = [
 ]
 
 TYPE_ERRORS = [
-    (S.exponential_decay, ("0.1", 10, 0.5), {},
-     r"`learning_rate` must be a number or a scalar array, got '0.1' of type str\."),
+    (
+        S.exponential_decay,
+        ("0.1", 10, 0.5),
+        {},
+        r"`learning_rate` must be a number or a scalar array, got '0.1' of type str\.",
+    ),
     (S.exponential_decay, (0.1, None, 0.5), {}, r"`decay_steps` must be a number or a scalar array"),
     (S.exponential_decay, (0.1, 10, lambda c: 0.5), {}, r"`decay_rate` must be a number or a scalar array"),
     (S.exponential_decay, (0.1, 10, True), {}, r"`decay_rate` must be a number or a scalar array"),
-    (S.exponential_decay, (0.1, 10, 0.5), {"staircase": 1},
-     r"`staircase` must be True or False, got 1 of type int\."),
+    (
+        S.exponential_decay,
+        (0.1, 10, 0.5),
+        {"staircase": 1},
+        r"`staircase` must be True or False, got 1 of type int\.",
+    ),
     (S.natural_exp_decay, (0.1, 10, 0.5), {"staircase": "yes"}, r"`staircase` must be True or False"),
     (S.inverse_time_decay, (jnp.ones(2), 10, 0.5), {}, r"`learning_rate` must be a scalar, got an array of"),
     (S.polynomial_decay, (0.1, 10), {"cycle": None}, r"`cycle` must be True or False"),
@@ -330,13 +359,21 @@ TYPE_ERRORS = [
     (S.cosine_decay, (0.1, 10), {"alpha": [0.1]}, r"`alpha` must be a number"),
     (S.cosine_decay_restarts, (0.1, 10), {"t_mul": None}, r"`t_mul` must be a number"),
     (S.linear_cosine_decay, (0.1, 10), {"num_periods": "1"}, r"`num_periods` must be a number"),
-    (S.noisy_linear_cosine_decay, (0.1, 10), {"seed": 1.5},
-     r"`seed` must be an integer, got 1.5 of type float\."),
+    (
+        S.noisy_linear_cosine_decay,
+        (0.1, 10),
+        {"seed": 1.5},
+        r"`seed` must be an integer, got 1.5 of type float\.",
+    ),
     (S.noisy_linear_cosine_decay, (0.1, 10), {"beta": None}, r"`beta` must be a number"),
     (S.piecewise_constant, (10, [1.0, 0.5]), {}, r"`boundaries` must be a list of numbers, got 10\."),
     (S.piecewise_constant, ([10], 0.5), {}, r"`values` must be a list of numbers"),
-    (S.piecewise_constant, ([10, "20"], [1.0, 0.5, 0.1]), {},
-     r"`boundaries\[1\]` must be a number or a scalar array, got '20' of type str\."),
+    (
+        S.piecewise_constant,
+        ([10, "20"], [1.0, 0.5, 0.1]),
+        {},
+        r"`boundaries\[1\]` must be a number or a scalar array, got '20' of type str\.",
+    ),
     (S.piecewise_constant, ([10], [1.0, None]), {}, r"`values\[1\]` must be a number"),
     (S.linear_warmup, ("0.1", 5), {}, r"`schedule` must be a number or a scalar array"),
     (S.linear_warmup, (0.1, 5.0), {}, r"`warmup_steps` must be an integer, got 5.0"),

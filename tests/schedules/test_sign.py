@@ -184,16 +184,40 @@ VALUE_ERRORS = [
 ]
 
 TYPE_ERRORS = [
-    (linear_sign_decay, (5.0,), r"`linear_sign_decay`: `decay_steps` must be an integer, got 5.0 of type float\."),
-    (linear_sign_decay, (True,), r"`linear_sign_decay`: `decay_steps` must be an integer, got True of type bool\."),
+    (
+        linear_sign_decay,
+        (5.0,),
+        r"`linear_sign_decay`: `decay_steps` must be an integer, got 5.0 of type float\.",
+    ),
+    (
+        linear_sign_decay,
+        (True,),
+        r"`linear_sign_decay`: `decay_steps` must be an integer, got True of type bool\.",
+    ),
     (linear_sign_decay, ("10",), r"`linear_sign_decay`: `decay_steps` must be an integer, got '10'"),
     (cosine_sign_decay, (10.5,), r"`cosine_sign_decay`: `decay_steps` must be an integer"),
     (cosine_sign_decay, (10, "1"), r"`cosine_sign_decay`: `num_periods` must be a number or a scalar array"),
-    (cosine_sign_decay, (10, 0.5, "1"), r"`cosine_sign_decay`: `zero_after` must be a number or a scalar array"),
-    (cosine_sign_decay, (10, lambda c: 0.5), r"`num_periods` must be a number or a scalar array \(not a schedule"),
+    (
+        cosine_sign_decay,
+        (10, 0.5, "1"),
+        r"`cosine_sign_decay`: `zero_after` must be a number or a scalar array",
+    ),
+    (
+        cosine_sign_decay,
+        (10, lambda c: 0.5),
+        r"`num_periods` must be a number or a scalar array \(not a schedule",
+    ),
     (restart_sign_decay, (None,), r"`restart_sign_decay`: `decay_steps` must be an integer, got None"),
-    (restart_sign_decay, (10, None), r"`restart_sign_decay`: `num_periods` must be a number or a scalar array"),
-    (restart_sign_decay, (10, 1, True), r"`restart_sign_decay`: `zero_after` must be a number or a scalar array"),
+    (
+        restart_sign_decay,
+        (10, None),
+        r"`restart_sign_decay`: `num_periods` must be a number or a scalar array",
+    ),
+    (
+        restart_sign_decay,
+        (10, 1, True),
+        r"`restart_sign_decay`: `zero_after` must be a number or a scalar array",
+    ),
     (restart_sign_decay, (10, jnp.ones(2)), r"`restart_sign_decay`: `num_periods` must be a scalar"),
 ]
 

@@ -36,7 +36,7 @@ def reference(params, grads_seq, lr, b1=0.9, window=10, eps=1e-4, svd_eps=1e-6, 
         tail = m1 - m @ u @ np.diag(1 / sigma) @ u.T @ m.T @ m1
         step = head + tail / s_min if s_min > eps else head
         flat = flat - lr * step
-        out.append([x.reshape(s) for x, s in zip(np.split(flat, cuts), shapes)])
+        out.append([x.reshape(s) for x, s in zip(np.split(flat, cuts), shapes, strict=True)])
         s_mins.append(s_min)
     return out, (m1, buf), np.array(s_mins)
 
@@ -51,8 +51,11 @@ CASES = {  # name: (kwargs, branch of the s_min test taken at every step: True =
 
 def _run64(tx, params, grads):
     with jax.enable_x64(True):
-        actual, state = helpers.run(tx, [np.asarray(p, np.float64) for p in params],
-                                    [[np.asarray(g, np.float64) for g in step] for step in grads])
+        actual, state = helpers.run(
+            tx,
+            [np.asarray(p, np.float64) for p in params],
+            [[np.asarray(g, np.float64) for g in step] for step in grads],
+        )
         assert all(x.dtype == np.float64 for x in actual[-1])
         assert all(m.dtype == np.float64 for m in state[0].moment1)
     return actual, state
@@ -74,7 +77,7 @@ def test_float64_matches_the_reference_tightly(name):
     assert np.all((s_mins > eps) == tail_branch)  # the case exercises the branch it names ...
     assert np.all(np.abs(np.log(s_mins / eps)) > 0.5)  # ... far from the threshold
     actual, state = _run64(gradtx.ggt(0.1, **kwargs), params, grads)
-    for t, (a, e) in enumerate(zip(actual, expected)):
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         helpers.assert_trees_close(a, e, rtol=1e-10, atol=1e-10, msg=f"{name}: params after step {t + 1}")
     flat_m1, flat_buf = _flat(state[0])
     np.testing.assert_allclose(flat_m1, m1, rtol=1e-12, atol=1e-14)
@@ -94,7 +97,7 @@ def test_float32_matches_the_reference(name):
     expected, _, _ = reference(params, grads, 0.1, **kwargs)
     actual, state = helpers.run(gradtx.ggt(0.1, **kwargs), params, grads)
     assert all(m.dtype == jnp.float32 for m in state[0].moment1)
-    for t, (a, e) in enumerate(zip(actual, expected)):
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         helpers.assert_trees_close(a, e, rtol=1e-5, atol=1e-5, msg=f"{name}: params after step {t + 1}")
 
 
@@ -103,7 +106,7 @@ def test_leaf_order_does_not_matter():
     reverse = lambda xs: list(reversed(xs))
     a, _ = _run64(gradtx.ggt(0.1), params, grads)
     b, _ = _run64(gradtx.ggt(0.1), reverse(params), [reverse(g) for g in grads])
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         helpers.assert_trees_close(x, reverse(y), rtol=1e-12, atol=1e-13)
 
 
@@ -116,8 +119,12 @@ def test_schedules_equal_constants_and_see_count():
         return jnp.asarray(0.9, jnp.float32)
 
     plain = helpers.run(gradtx.ggt(0.1), params, grads[:3], jit=False)[0]
-    scheduled = helpers.run(gradtx.ggt(0.1, b1=b1, eps=lambda c: 1e-4, svd_eps=lambda c: 1e-6, sigma_eps=lambda c: 1e-2),
-                            params, grads[:3], jit=False)[0]
+    scheduled = helpers.run(
+        gradtx.ggt(0.1, b1=b1, eps=lambda c: 1e-4, svd_eps=lambda c: 1e-6, sigma_eps=lambda c: 1e-2),
+        params,
+        grads[:3],
+        jit=False,
+    )[0]
     helpers.assert_trees_close(scheduled, plain, rtol=1e-6, atol=1e-7)
     assert [int(c) for c in seen] == [0, 1, 2]
 
@@ -142,23 +149,26 @@ def test_packed_parameters_give_the_reference_numbers():
     packed_grads = [gradtx.packing.pack(g, layout=packed_params.layout) for g in grads]
     actual, state = helpers.run(gradtx.ggt(0.1), packed_params, packed_grads)
     assert len(state[0].moment1.buffers) == 1  # the three leaves' moments are one buffer
-    for t, (a, e) in enumerate(zip(actual, expected)):
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         helpers.assert_trees_close(gradtx.packing.unpack(a), e, rtol=1e-5, atol=1e-5, msg=f"step {t + 1}")
 
 
 # --------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"b1": 1.0}, ValueError, r"`scale_by_ggt`: `b1` must be in \[0.0, 1.0\)"),
-    ({"b1": -0.1}, ValueError, r"`b1` must be in"),
-    ({"window": 0}, ValueError, r"`scale_by_ggt`: `window` must be >= 1, got 0"),
-    ({"window": 2.5}, TypeError, r"`window` must be an integer"),
-    ({"window": True}, TypeError, r"`window` must be an integer"),
-    ({"eps": -1.0}, ValueError, r"`eps` must be >= 0"),
-    ({"svd_eps": -1e-6}, ValueError, r"`svd_eps` must be >= 0"),
-    ({"sigma_eps": "a"}, TypeError, r"`sigma_eps` must be a number, a scalar array or a schedule"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"b1": 1.0}, ValueError, r"`scale_by_ggt`: `b1` must be in \[0.0, 1.0\)"),
+        ({"b1": -0.1}, ValueError, r"`b1` must be in"),
+        ({"window": 0}, ValueError, r"`scale_by_ggt`: `window` must be >= 1, got 0"),
+        ({"window": 2.5}, TypeError, r"`window` must be an integer"),
+        ({"window": True}, TypeError, r"`window` must be an integer"),
+        ({"eps": -1.0}, ValueError, r"`eps` must be >= 0"),
+        ({"svd_eps": -1e-6}, ValueError, r"`svd_eps` must be >= 0"),
+        ({"sigma_eps": "a"}, TypeError, r"`sigma_eps` must be a number, a scalar array or a schedule"),
+    ],
+)
 def test_bad_arguments_raise(kwargs, error, match):
     with pytest.raises(error, match=match):
         scale_by_ggt(**kwargs)
@@ -174,5 +184,7 @@ def test_alias_errors_name_the_alias():
 def test_state_for_other_params_raises():
     tx = scale_by_ggt()
     state = tx.init({"w": jnp.zeros(3)})
-    with pytest.raises(ValueError, match=r"`scale_by_ggt`: the update at \['w'\] has shape \(5,\), but the state was made"):
+    with pytest.raises(
+        ValueError, match=r"`scale_by_ggt`: the update at \['w'\] has shape \(5,\), but the state was made"
+    ):
         tx.update({"w": jnp.zeros(5)}, state)

@@ -20,7 +20,9 @@ def test_scale_by_learning_rate_flips_the_sign_only_when_asked():
     g = jnp.array([1.0, -2.0])
     lr = np.float32(0.1)
     np.testing.assert_array_equal(gradtx.scale_by_learning_rate(0.1).update(g, ())[0], [-lr, 2 * lr])
-    np.testing.assert_array_equal(gradtx.scale_by_learning_rate(0.1, flip_sign=False).update(g, ())[0], [lr, -2 * lr])
+    np.testing.assert_array_equal(
+        gradtx.scale_by_learning_rate(0.1, flip_sign=False).update(g, ())[0], [lr, -2 * lr]
+    )
 
 
 def test_schedules_see_the_count_of_completed_steps():
@@ -38,7 +40,7 @@ def test_schedules_see_the_count_of_completed_steps():
 
 
 def test_scale_by_schedule_and_scale_with_a_schedule_agree():
-    fn = lambda count: 0.5 ** count  # noqa: E731
+    fn = lambda count: 0.5**count  # noqa: E731
     a, b = gradtx.scale_by_schedule(fn), gradtx.scale(fn)
     sa, sb = a.init(None), b.init(None)
     for _ in range(4):

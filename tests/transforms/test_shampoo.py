@@ -32,9 +32,23 @@ def _average(slot, decay, decay_t, rest):
     return value, value
 
 
-def reference(params, grads_seq, lr, *, max_matrix_size=768, gbar_decay=0.0, gbar_weight=1.0, mat_gbar_decay=1.0,
-              mat_gbar_weight=1.0, svd_interval=1, precond_update_interval=1, eps=1e-4, alpha=0.5):
+def reference(
+    params,
+    grads_seq,
+    lr,
+    *,
+    max_matrix_size=768,
+    gbar_decay=0.0,
+    gbar_weight=1.0,
+    mat_gbar_decay=1.0,
+    mat_gbar_weight=1.0,
+    svd_interval=1,
+    precond_update_interval=1,
+    eps=1e-4,
+    alpha=0.5,
+):
     """The spec's Shampoo in float64 (schedules called with t-1); a scalar is a [1] vector. Returns (trajectory, slots)."""
+
     def at(h, t):
         return float(h(t - 1)) if callable(h) else h
 
@@ -42,8 +56,13 @@ def reference(params, grads_seq, lr, *, max_matrix_size=768, gbar_decay=0.0, gba
     slots = []
     for p in params:
         dims = p.shape or (1,)
-        slots.append({"gbar": np.zeros(p.shape), "G": [np.zeros((d, d) if d <= max_matrix_size else d) for d in dims],
-                      "H": [np.eye(d) for d in dims]})
+        slots.append(
+            {
+                "gbar": np.zeros(p.shape),
+                "G": [np.zeros((d, d) if d <= max_matrix_size else d) for d in dims],
+                "H": [np.eye(d) for d in dims],
+            }
+        )
     out = []
     for t, grads in enumerate(grads_seq, start=1):
         for j, g in enumerate(grads):
@@ -51,7 +70,9 @@ def reference(params, grads_seq, lr, *, max_matrix_size=768, gbar_decay=0.0, gba
             dims = shape or (1,)
             g = np.asarray(g, np.float64).reshape(dims)
             rank = len(dims)
-            pg, gbar = _average(s["gbar"].reshape(dims), gbar_decay, at(gbar_decay, t), at(gbar_weight, t) * g)
+            pg, gbar = _average(
+                s["gbar"].reshape(dims), gbar_decay, at(gbar_decay, t), at(gbar_weight, t) * g
+            )
             s["gbar"] = gbar.reshape(shape)
             neg_alpha = -at(alpha, t) / rank
             decay_t, weight_t = at(mat_gbar_decay, t), at(mat_gbar_weight, t)
@@ -77,25 +98,40 @@ def reference(params, grads_seq, lr, *, max_matrix_size=768, gbar_decay=0.0, gba
 
 CASES = {
     "svd-root": {},
-    "diagonal-fallback": {"max_matrix_size": 3},  # (4,3): dim 0 diagonal; (5,) diagonal; (2,3,4): dim 2 diagonal
+    "diagonal-fallback": {
+        "max_matrix_size": 3
+    },  # (4,3): dim 0 diagonal; (5,) diagonal; (2,3,4): dim 2 diagonal
     "all-diagonal": {"max_matrix_size": 0, "svd_interval": 2},
     "intervals": {"svd_interval": 3, "precond_update_interval": 2, "eps": 0.1},
     "gbar-sum": {"gbar_decay": 1.0},
     "gbar-average": {"gbar_decay": 0.7, "gbar_weight": 0.5},
     "mat-gbar-average": {"mat_gbar_decay": 0.9, "mat_gbar_weight": 2.0, "max_matrix_size": 4},
-    "mat-gbar-decay-0": {"mat_gbar_decay": 0.0, "precond_update_interval": 2, "eps": 1e-2, "max_matrix_size": 3},
+    "mat-gbar-decay-0": {
+        "mat_gbar_decay": 0.0,
+        "precond_update_interval": 2,
+        "eps": 1e-2,
+        "max_matrix_size": 3,
+    },
     "alpha-1": {"alpha": 1.0, "eps": 0.1},
-    "schedules": {"gbar_decay": lambda c: 0.5 + 0.01 * c, "gbar_weight": lambda c: 1.0 / (1.0 + c),
-                  "mat_gbar_decay": lambda c: 0.95 + 0.0 * c, "mat_gbar_weight": lambda c: 1.0 + 0.1 * c,
-                  "eps": lambda c: 1e-3 + 0.0 * c, "alpha": lambda c: 0.5 + 0.0 * c},
+    "schedules": {
+        "gbar_decay": lambda c: 0.5 + 0.01 * c,
+        "gbar_weight": lambda c: 1.0 / (1.0 + c),
+        "mat_gbar_decay": lambda c: 0.95 + 0.0 * c,
+        "mat_gbar_weight": lambda c: 1.0 + 0.1 * c,
+        "eps": lambda c: 1e-3 + 0.0 * c,
+        "alpha": lambda c: 0.5 + 0.0 * c,
+    },
 }
 LR = 0.1
 
 
 def _run64(tx, params, grads):
     with jax.enable_x64(True):
-        actual, state = helpers.run(tx, [np.asarray(p, np.float64) for p in params],
-                                    [[np.asarray(g, np.float64) for g in step] for step in grads])
+        actual, state = helpers.run(
+            tx,
+            [np.asarray(p, np.float64) for p in params],
+            [[np.asarray(g, np.float64) for g in step] for step in grads],
+        )
         assert all(x.dtype == np.float64 for x in actual[-1])
     return actual, state
 
@@ -105,11 +141,13 @@ def test_float64_matches_the_reference_tightly(name):
     params, grads = helpers.problem(0, shapes=SHAPES)
     expected, slots = reference(params, grads, LR, **CASES[name])
     actual, state = _run64(gradtx.shampoo(LR, **CASES[name]), params, grads)
-    for t, (a, e) in enumerate(zip(actual, expected)):
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         helpers.assert_trees_close(a, e, rtol=1e-10, atol=1e-10, msg=f"{name}: params after step {t + 1}")
     s = state[0]
     helpers.assert_trees_close(s.gbar, [x["gbar"] for x in slots], rtol=1e-12, atol=1e-12, msg="gbar")
-    helpers.assert_trees_close(s.mat_gbar, [tuple(x["G"]) for x in slots], rtol=1e-12, atol=1e-12, msg="mat_gbar")
+    helpers.assert_trees_close(
+        s.mat_gbar, [tuple(x["G"]) for x in slots], rtol=1e-12, atol=1e-12, msg="mat_gbar"
+    )
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -127,19 +165,21 @@ def test_float32_matches_the_reference(name):
     expected, _ = reference(params, grads, LR, **CASES[name])
     actual, state = helpers.run(gradtx.shampoo(LR, **CASES[name]), params, grads)
     assert state[0].gbar[0].dtype == jnp.float32
-    for t, (a, e) in enumerate(zip(actual, expected)):
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         helpers.assert_trees_close(a, e, rtol=5e-5, atol=5e-5, msg=f"{name}: params after step {t + 1}")
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"max_matrix_size": 3}, {"svd_interval": 2, "eps": 1e-2}, {"alpha": 1.0, "eps": 0.1}])
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"max_matrix_size": 3}, {"svd_interval": 2, "eps": 1e-2}, {"alpha": 1.0, "eps": 0.1}]
+)
 def test_iterative_root_matches_the_exact_root(kwargs):
     params, grads = helpers.problem(1, shapes=SHAPES)
     expected, _ = reference(params, grads, LR, **kwargs)
     actual, _ = _run64(gradtx.shampoo(LR, use_iterative_root=True, **kwargs), params, grads)
-    for t, (a, e) in enumerate(zip(actual, expected)):
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         helpers.assert_trees_close(a, e, rtol=1e-5, atol=1e-7, msg=f"params after step {t + 1}")
     actual32, _ = helpers.run(gradtx.shampoo(LR, use_iterative_root=True, **kwargs), params, grads)
-    for a, e in zip(actual32, expected):
+    for a, e in zip(actual32, expected, strict=True):
         helpers.assert_trees_close(a, e, rtol=5e-5, atol=5e-5)
 
 
@@ -190,7 +230,9 @@ def test_a_scalar_is_a_length_one_vector():
     grads = [[rng.standard_normal(())] for _ in range(5)]
     with jax.enable_x64(True):
         actual, state = helpers.run(gradtx.shampoo(LR), [np.float64(0.5)], grads)
-    expected = 0.5 - LR * np.cumsum([g[0] / np.sqrt(np.sum(np.square(grads[: t + 1])) + 1e-4) for t, g in enumerate(grads)])
+    expected = 0.5 - LR * np.cumsum(
+        [g[0] / np.sqrt(np.sum(np.square(grads[: t + 1])) + 1e-4) for t, g in enumerate(grads)]
+    )
     np.testing.assert_allclose([a[0] for a in actual], expected, rtol=1e-12)
     assert state[0].mat_gbar[0][0].shape == (1, 1) and state[0].gbar[0].shape == ()
 
@@ -232,22 +274,29 @@ def test_gbar_slot(gbar_decay, expected):
 # --------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    ({"max_matrix_size": -1}, ValueError, r"`scale_by_shampoo`: `max_matrix_size` must be >= 0, got -1"),
-    ({"max_matrix_size": 7.5}, TypeError, r"`max_matrix_size` must be an integer"),
-    ({"gbar_decay": 1.5}, ValueError, r"`gbar_decay` must be in \[0.0, 1.0\]"),
-    ({"gbar_weight": -1.0}, ValueError, r"`gbar_weight` must be >= 0"),
-    ({"mat_gbar_decay": -0.1}, ValueError, r"`mat_gbar_decay` must be in \[0.0, 1.0\]"),
-    ({"mat_gbar_weight": -2.0}, ValueError, r"`mat_gbar_weight` must be >= 0"),
-    ({"svd_interval": 0}, ValueError, r"`svd_interval` must be >= 1, got 0"),
-    ({"precond_update_interval": 2.0}, TypeError, r"`precond_update_interval` must be an integer"),
-    ({"eps": -1e-4}, ValueError, r"`eps` must be >= 0"),
-    ({"alpha": -0.5}, ValueError, r"`alpha` must be >= 0"),
-    ({"use_iterative_root": 1}, TypeError, r"`use_iterative_root` must be True or False"),
-    ({"use_iterative_root": True, "alpha": 0.0}, ValueError, r"`alpha` must be > 0"),
-    ({"use_iterative_root": True, "alpha": lambda c: 0.5}, TypeError, r"`alpha` must be a number or a scalar array"),
-    ({"gbar_weight": "1"}, TypeError, r"`gbar_weight` must be a number, a scalar array or a schedule"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"max_matrix_size": -1}, ValueError, r"`scale_by_shampoo`: `max_matrix_size` must be >= 0, got -1"),
+        ({"max_matrix_size": 7.5}, TypeError, r"`max_matrix_size` must be an integer"),
+        ({"gbar_decay": 1.5}, ValueError, r"`gbar_decay` must be in \[0.0, 1.0\]"),
+        ({"gbar_weight": -1.0}, ValueError, r"`gbar_weight` must be >= 0"),
+        ({"mat_gbar_decay": -0.1}, ValueError, r"`mat_gbar_decay` must be in \[0.0, 1.0\]"),
+        ({"mat_gbar_weight": -2.0}, ValueError, r"`mat_gbar_weight` must be >= 0"),
+        ({"svd_interval": 0}, ValueError, r"`svd_interval` must be >= 1, got 0"),
+        ({"precond_update_interval": 2.0}, TypeError, r"`precond_update_interval` must be an integer"),
+        ({"eps": -1e-4}, ValueError, r"`eps` must be >= 0"),
+        ({"alpha": -0.5}, ValueError, r"`alpha` must be >= 0"),
+        ({"use_iterative_root": 1}, TypeError, r"`use_iterative_root` must be True or False"),
+        ({"use_iterative_root": True, "alpha": 0.0}, ValueError, r"`alpha` must be > 0"),
+        (
+            {"use_iterative_root": True, "alpha": lambda c: 0.5},
+            TypeError,
+            r"`alpha` must be a number or a scalar array",
+        ),
+        ({"gbar_weight": "1"}, TypeError, r"`gbar_weight` must be a number, a scalar array or a schedule"),
+    ],
+)
 def test_bad_arguments_raise(kwargs, error, match):
     with pytest.raises(error, match=match):
         scale_by_shampoo(**kwargs)
@@ -260,10 +309,14 @@ def test_errors_name_the_alias():
 
 def test_iterative_root_needs_an_integer_root_order():
     tx = scale_by_shampoo(use_iterative_root=True, alpha=0.3)
-    with pytest.raises(ValueError, match=r"rank / `alpha` must be a positive integer .* rank 2 with alpha=0.3"):
+    with pytest.raises(
+        ValueError, match=r"rank / `alpha` must be a positive integer .* rank 2 with alpha=0.3"
+    ):
         tx.init({"w": jnp.zeros((3, 4))})
     tx.init({"w": jnp.zeros((1, 1))})  # no matrix root needed: size-1 dims use a plain power
-    scale_by_shampoo(use_iterative_root=True, alpha=0.3, max_matrix_size=1).init({"w": jnp.zeros((2, 9))})  # diagonal
+    scale_by_shampoo(use_iterative_root=True, alpha=0.3, max_matrix_size=1).init(
+        {"w": jnp.zeros((2, 9))}
+    )  # diagonal
 
 
 # --------------------------------------------------------------------------- the contract, locally
@@ -271,9 +324,13 @@ def test_iterative_root_needs_an_integer_root_order():
 
 def _params(dtype=jnp.float32):
     rng = np.random.default_rng(0)
-    return {"kernel": jnp.asarray(rng.standard_normal((4, 3)), dtype), "bias": jnp.asarray(rng.standard_normal(3), dtype),
-            "scalar": jnp.asarray(0.5, dtype), "layers": [jnp.asarray(rng.standard_normal(5), dtype)],
-            "conv": jnp.asarray(rng.standard_normal((2, 3, 2)), dtype)}
+    return {
+        "kernel": jnp.asarray(rng.standard_normal((4, 3)), dtype),
+        "bias": jnp.asarray(rng.standard_normal(3), dtype),
+        "scalar": jnp.asarray(0.5, dtype),
+        "layers": [jnp.asarray(rng.standard_normal(5), dtype)],
+        "conv": jnp.asarray(rng.standard_normal((2, 3, 2)), dtype),
+    }
 
 
 def _grads(params, seed=1):
@@ -290,8 +347,16 @@ def _step(tx, params, state, grads, **extra):
 # (a 5-vector after 2 steps), the root multiplies the rounding of G by ~sqrt(|G| / eps) ~ 300,
 # so a different XLA fusion (jit vs eager) moves the result by ~1e-5: that is the algorithm's
 # float32 conditioning, not a bug, and the contract's 1e-6 comparisons need a larger eps.
-VARIANTS = {"example": {"eps": 0.1}, "iterative": {"use_iterative_root": True, "eps": 0.1},
-            "intervals-diagonal": {"svd_interval": 4, "precond_update_interval": 2, "max_matrix_size": 3, "eps": 0.01}}
+VARIANTS = {
+    "example": {"eps": 0.1},
+    "iterative": {"use_iterative_root": True, "eps": 0.1},
+    "intervals-diagonal": {
+        "svd_interval": 4,
+        "precond_update_interval": 2,
+        "max_matrix_size": 3,
+        "eps": 0.01,
+    },
+}
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -331,7 +396,9 @@ def test_init_from_shape_dtype_structs():
     for variant in VARIANTS.values():
         tx = gradtx.shampoo(0.5, **variant)
         abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), _params())
-        assert helpers.shape_dtypes(jax.eval_shape(tx.init, abstract)) == helpers.shape_dtypes(tx.init(_params()))
+        assert helpers.shape_dtypes(jax.eval_shape(tx.init, abstract)) == helpers.shape_dtypes(
+            tx.init(_params())
+        )
 
 
 def test_none_and_empty_leaves():
@@ -341,7 +408,9 @@ def test_none_and_empty_leaves():
     new, state = jax.jit(lambda p, s, g: _step(tx, p, s, g))(params, tx.init(params), grads)
     assert new["frozen"] is None and new["empty"].shape == (0, 3)
     assert state[0].mat_gbar["empty"][0].shape == (0, 0)
-    expected, _ = jax.jit(lambda p, s, g: _step(tx, p, s, g))(_params(), tx.init(_params()), _grads(_params()))
+    expected, _ = jax.jit(lambda p, s, g: _step(tx, p, s, g))(
+        _params(), tx.init(_params()), _grads(_params())
+    )
     helpers.assert_trees_close({k: new[k] for k in expected}, expected, rtol=1e-6, atol=1e-6)
 
 
@@ -357,9 +426,16 @@ def test_constant_schedules_equal_numbers():
     params = _params()
     grads = [_grads(params, seed) for seed in range(3)]
     plain = helpers.run(gradtx.shampoo(0.5), params, grads)[0]
-    const = lambda v: (lambda count: jnp.asarray(v, jnp.float32))
-    scheduled = gradtx.shampoo(const(0.5), gbar_decay=const(0.0), gbar_weight=const(1.0), mat_gbar_decay=const(1.0),
-                               mat_gbar_weight=const(1.0), eps=const(1e-4), alpha=const(0.5))
+    const = lambda v: lambda count: jnp.asarray(v, jnp.float32)
+    scheduled = gradtx.shampoo(
+        const(0.5),
+        gbar_decay=const(0.0),
+        gbar_weight=const(1.0),
+        mat_gbar_decay=const(1.0),
+        mat_gbar_weight=const(1.0),
+        eps=const(1e-4),
+        alpha=const(0.5),
+    )
     # bit for bit, even at eps = 1e-4: a traced decay of 0 or 1 selects the literal forms
     helpers.assert_trees_close(helpers.run(scheduled, params, grads)[0], plain, rtol=0, atol=0)
     injected = gradtx.inject_hyperparams(gradtx.shampoo)(0.5)
@@ -370,8 +446,12 @@ def test_row_sparse_gradients_are_densified():
     tx = gradtx.shampoo(0.5, max_matrix_size=4)
     rng = np.random.default_rng(5)
     params = {"table": jnp.asarray(rng.standard_normal((8, 3)), jnp.float32), "vec": jnp.ones(4)}
-    sparse = {"table": RowSparse(jnp.array([1, 4, 4, 6]), jnp.asarray(rng.standard_normal((4, 3)), jnp.float32), (8, 3)),
-              "vec": jnp.asarray(rng.standard_normal(4), jnp.float32)}
+    sparse = {
+        "table": RowSparse(
+            jnp.array([1, 4, 4, 6]), jnp.asarray(rng.standard_normal((4, 3)), jnp.float32), (8, 3)
+        ),
+        "vec": jnp.asarray(rng.standard_normal(4), jnp.float32),
+    }
     dense = {**sparse, "table": sparse["table"].todense()}
     step = jax.jit(lambda p, s, g: _step(tx, p, s, g))
     a, sa = step(params, tx.init(params), sparse)
@@ -389,8 +469,10 @@ def test_converges_on_a_quadratic(variant):
     curvature = jax.tree.map(lambda x: jnp.linspace(0.5, 2.0, x.size).reshape(x.shape), params)
 
     def loss_fn(p):
-        return sum(0.5 * jnp.sum(c * (x - y) ** 2)
-                   for x, y, c in zip(jax.tree.leaves(p), jax.tree.leaves(target), jax.tree.leaves(curvature)))
+        return sum(
+            0.5 * jnp.sum(c * (x - y) ** 2)
+            for x, y, c in zip(jax.tree.leaves(p), jax.tree.leaves(target), jax.tree.leaves(curvature), strict=True)
+        )
 
     @jax.jit
     def step(p, s):

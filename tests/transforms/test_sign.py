@@ -32,14 +32,16 @@ from tests.schedules.test_sign import ref_cosine, ref_linear, ref_restart
 
 def addsign(learning_rate=0.1, alpha=1.0, beta=0.9, sign_decay=None):
     """The alias's recipe (tf.contrib.opt.AddSignOptimizer)."""
-    return gradtx.chain(scale_by_addsign(alpha, beta, sign_decay),
-                        gradtx.scale_by_learning_rate(learning_rate))
+    return gradtx.chain(
+        scale_by_addsign(alpha, beta, sign_decay), gradtx.scale_by_learning_rate(learning_rate)
+    )
 
 
 def powersign(learning_rate=0.1, base=math.e, beta=0.9, sign_decay=None):
     """The alias's recipe (tf.contrib.opt.PowerSignOptimizer)."""
-    return gradtx.chain(scale_by_powersign(base, beta, sign_decay),
-                        gradtx.scale_by_learning_rate(learning_rate))
+    return gradtx.chain(
+        scale_by_powersign(base, beta, sign_decay), gradtx.scale_by_learning_rate(learning_rate)
+    )
 
 
 # --------------------------------------------------------------------------- float64 references
@@ -100,8 +102,11 @@ CASES = {
     "addsign-linear": (addsign, {"learning_rate": 0.1, "alpha": 1.0, "beta": 0.9}, "linear"),
     "addsign-cosine": (addsign, {"learning_rate": 0.1, "alpha": 1.5, "beta": 0.8}, "cosine"),
     "addsign-restart": (addsign, {"learning_rate": 0.1, "alpha": 1.0, "beta": 0.9}, "restart"),
-    "addsign-restart-zero-after": (addsign, {"learning_rate": 0.1, "alpha": 1.0, "beta": 0.9},
-                                   "restart-zero-after"),
+    "addsign-restart-zero-after": (
+        addsign,
+        {"learning_rate": 0.1, "alpha": 1.0, "beta": 0.9},
+        "restart-zero-after",
+    ),
     "addsign-user": (addsign, {"learning_rate": 0.1, "alpha": 1.0, "beta": 0.0}, "user"),
     "powersign": (powersign, {"learning_rate": 0.1, "base": math.e, "beta": 0.9}, "none"),
     "powersign-custom": (powersign, {"learning_rate": 0.05, "base": 3.0, "beta": 0.5}, "constant"),
@@ -138,9 +143,11 @@ def _check(name, sparse, *, x64):
     else:
         actual, state = helpers.run(tx, params, helpers.to_gradtx(grads))
         tol = {"rtol": 1e-5, "atol": 1e-6}
-    for t, (a, e) in enumerate(zip(actual, expected)):
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         helpers.assert_trees_close(a, e, msg=f"{name}: params after step {t + 1}", **tol)
-    helpers.assert_trees_close(gradtx.get_slot(state, "m"), [s["m"] for s in ref_slots], msg=f"{name}: slot m", **tol)
+    helpers.assert_trees_close(
+        gradtx.get_slot(state, "m"), [s["m"] for s in ref_slots], msg=f"{name}: slot m", **tol
+    )
     assert int(state[0].count) == len(grads)
 
 
@@ -158,7 +165,10 @@ def test_float64_matches_the_reference_formula_exactly(name, sparse):
 
 def test_state_has_count_and_tf_slot_m():
     params = {"w": jnp.ones((2, 3))}
-    for factory, cls in ((scale_by_addsign, ScaleByAddSignState), (scale_by_powersign, ScaleByPowerSignState)):
+    for factory, cls in (
+        (scale_by_addsign, ScaleByAddSignState),
+        (scale_by_powersign, ScaleByPowerSignState),
+    ):
         state = factory().init(params)
         assert type(state) is cls and state._fields == ("count", "m")
         assert state.count.dtype == jnp.int32 and int(state.count) == 0
@@ -229,9 +239,11 @@ def _sparse_case():
     return params, m0, g
 
 
-@pytest.mark.parametrize("factory, cls", [(scale_by_addsign, ScaleByAddSignState),
-                                          (scale_by_powersign, ScaleByPowerSignState)],
-                         ids=["addsign", "powersign"])
+@pytest.mark.parametrize(
+    "factory, cls",
+    [(scale_by_addsign, ScaleByAddSignState), (scale_by_powersign, ScaleByPowerSignState)],
+    ids=["addsign", "powersign"],
+)
 def test_sparse_m_decays_on_every_row_and_only_touched_rows_move(factory, cls):
     params, m0, g = _sparse_case()
     tx = factory(beta=0.75)
@@ -291,11 +303,19 @@ def test_sparse_padding_and_unique_row_sparse():
 # --------------------------------------------------------------------------- hyperparameters
 
 
-@pytest.mark.parametrize("make, name, value", [
-    (addsign, "learning_rate", 0.1), (addsign, "alpha", 0.7), (addsign, "beta", 0.8),
-    (addsign, "sign_decay", 0.6), (powersign, "learning_rate", 0.1), (powersign, "base", 3.0),
-    (powersign, "beta", 0.8), (powersign, "sign_decay", 0.6),
-])
+@pytest.mark.parametrize(
+    "make, name, value",
+    [
+        (addsign, "learning_rate", 0.1),
+        (addsign, "alpha", 0.7),
+        (addsign, "beta", 0.8),
+        (addsign, "sign_decay", 0.6),
+        (powersign, "learning_rate", 0.1),
+        (powersign, "base", 3.0),
+        (powersign, "beta", 0.8),
+        (powersign, "sign_decay", 0.6),
+    ],
+)
 def test_every_hyperparameter_accepts_a_schedule_and_a_jax_scalar(make, name, value):
     params, grads = helpers.problem(1)
     plain, _ = helpers.run(make(**{name: value}), params, grads[:5])
@@ -322,34 +342,71 @@ def test_hyperparameters_may_be_traced():
 # --------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("factory, kwargs, match", [
-    (scale_by_addsign, {"beta": 1.5}, r"`scale_by_addsign`: `beta` must be in \[0.0, 1.0\], got 1.5\."),
-    (scale_by_addsign, {"beta": -0.1}, r"`scale_by_addsign`: `beta` must be in \[0.0, 1.0\], got -0.1\."),
-    (scale_by_addsign, {"alpha": float("inf")}, r"`scale_by_addsign`: `alpha` must be finite, got inf\."),
-    (scale_by_addsign, {"alpha": float("nan")}, r"`scale_by_addsign`: `alpha` must be finite, got nan\."),
-    (scale_by_addsign, {"sign_decay": float("nan")}, r"`scale_by_addsign`: `sign_decay` must be finite"),
-    (scale_by_powersign, {"base": 0.0}, r"`scale_by_powersign`: `base` must be > 0, got 0.0\."),
-    (scale_by_powersign, {"base": -2.0}, r"`scale_by_powersign`: `base` must be > 0, got -2.0\."),
-    (scale_by_powersign, {"base": float("inf")}, r"`scale_by_powersign`: `base` must be finite, got inf\."),
-    (scale_by_powersign, {"beta": 2.0}, r"`scale_by_powersign`: `beta` must be in \[0.0, 1.0\], got 2.0\."),
-    (scale_by_powersign, {"sign_decay": float("-inf")}, r"`scale_by_powersign`: `sign_decay` must be finite"),
-    (addsign, {"learning_rate": -0.1}, r"`scale_by_learning_rate`: `learning_rate` must be >= 0, got -0.1\."),
-])
+@pytest.mark.parametrize(
+    "factory, kwargs, match",
+    [
+        (scale_by_addsign, {"beta": 1.5}, r"`scale_by_addsign`: `beta` must be in \[0.0, 1.0\], got 1.5\."),
+        (scale_by_addsign, {"beta": -0.1}, r"`scale_by_addsign`: `beta` must be in \[0.0, 1.0\], got -0.1\."),
+        (scale_by_addsign, {"alpha": float("inf")}, r"`scale_by_addsign`: `alpha` must be finite, got inf\."),
+        (scale_by_addsign, {"alpha": float("nan")}, r"`scale_by_addsign`: `alpha` must be finite, got nan\."),
+        (scale_by_addsign, {"sign_decay": float("nan")}, r"`scale_by_addsign`: `sign_decay` must be finite"),
+        (scale_by_powersign, {"base": 0.0}, r"`scale_by_powersign`: `base` must be > 0, got 0.0\."),
+        (scale_by_powersign, {"base": -2.0}, r"`scale_by_powersign`: `base` must be > 0, got -2.0\."),
+        (
+            scale_by_powersign,
+            {"base": float("inf")},
+            r"`scale_by_powersign`: `base` must be finite, got inf\.",
+        ),
+        (
+            scale_by_powersign,
+            {"beta": 2.0},
+            r"`scale_by_powersign`: `beta` must be in \[0.0, 1.0\], got 2.0\.",
+        ),
+        (
+            scale_by_powersign,
+            {"sign_decay": float("-inf")},
+            r"`scale_by_powersign`: `sign_decay` must be finite",
+        ),
+        (
+            addsign,
+            {"learning_rate": -0.1},
+            r"`scale_by_learning_rate`: `learning_rate` must be >= 0, got -0.1\.",
+        ),
+    ],
+)
 def test_value_errors(factory, kwargs, match):
     with pytest.raises(ValueError, match=match):
         factory(**kwargs)
 
 
-@pytest.mark.parametrize("factory, kwargs, match", [
-    (scale_by_addsign, {"alpha": "1"}, r"`scale_by_addsign`: `alpha` must be a number, a scalar array or a sch"),
-    (scale_by_addsign, {"beta": None}, r"`scale_by_addsign`: `beta` must be a number, a scalar array or a sch"),
-    (scale_by_addsign, {"sign_decay": "cosine"},
-     r"`scale_by_addsign`: `sign_decay` must be a number, a scalar array or a schedule .*got 'cosine'"),
-    (scale_by_addsign, {"sign_decay": True}, r"`sign_decay` must be a number, .*got True of type bool"),
-    (scale_by_addsign, {"sign_decay": jnp.ones(3)}, r"`scale_by_addsign`: `sign_decay` must be a scalar"),
-    (scale_by_powersign, {"base": "e"}, r"`scale_by_powersign`: `base` must be a number, a scalar array or"),
-    (scale_by_powersign, {"sign_decay": [0.5]}, r"`scale_by_powersign`: `sign_decay` must be a number"),
-])
+@pytest.mark.parametrize(
+    "factory, kwargs, match",
+    [
+        (
+            scale_by_addsign,
+            {"alpha": "1"},
+            r"`scale_by_addsign`: `alpha` must be a number, a scalar array or a sch",
+        ),
+        (
+            scale_by_addsign,
+            {"beta": None},
+            r"`scale_by_addsign`: `beta` must be a number, a scalar array or a sch",
+        ),
+        (
+            scale_by_addsign,
+            {"sign_decay": "cosine"},
+            r"`scale_by_addsign`: `sign_decay` must be a number, a scalar array or a schedule .*got 'cosine'",
+        ),
+        (scale_by_addsign, {"sign_decay": True}, r"`sign_decay` must be a number, .*got True of type bool"),
+        (scale_by_addsign, {"sign_decay": jnp.ones(3)}, r"`scale_by_addsign`: `sign_decay` must be a scalar"),
+        (
+            scale_by_powersign,
+            {"base": "e"},
+            r"`scale_by_powersign`: `base` must be a number, a scalar array or",
+        ),
+        (scale_by_powersign, {"sign_decay": [0.5]}, r"`scale_by_powersign`: `sign_decay` must be a number"),
+    ],
+)
 def test_type_errors(factory, kwargs, match):
     with pytest.raises(TypeError, match=match):
         factory(**kwargs)
