@@ -1,1 +1,2 @@
-"""Benchmarks of gradtx against optax and hand-written jnp: `make bench` (see run.py; results in RESULTS.md)."""
+"""Benchmarks of gradtx against optax and hand-written jnp: `make bench` (see run.py; results in
+RESULTS.md)."""

@@ -88,7 +88,8 @@ _FREE = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}
 
 
 def count_kernels(hlo: str) -> int:
-    """Instructions of the compiled step's entry computation that run (fusions, copies, sorts...): its kernels."""
+    """Instructions of the compiled step's entry computation that run (fusions, copies, sorts...): its
+    kernels."""
     entry = hlo[hlo.index("\nENTRY") :]
     entry = entry[: entry.index("\n}")]
     ops = re.findall(r"^\s*(?:ROOT )?%\S+ = (?:\([^=]*?\)|\S+) ([\w-]+)\(", entry, flags=re.M)

@@ -42,7 +42,10 @@ def per_leaf_step(w: dict, a: str) -> str:
         f"{theirs['min_ms']:.2f} ms in {theirs['kernels']:,}"
     )
     if floor is not None:
-        text += f", and a hand-written jnp version of the same math {floor['min_ms']:.2f} ms in {floor['kernels']:,}"
+        text += (
+            f", and a hand-written jnp version of the same math {floor['min_ms']:.2f} ms "
+            f"in {floor['kernels']:,}"
+        )
     return (
         text + ". Leaf by leaf, every library writes each output leaf in its own kernel; the rounds "
         "of this machine move by several percent, more than the difference between the three."
@@ -56,7 +59,8 @@ def packed_step(w: dict, a: str) -> str:
     if floor is not None:  # a whole train step: the model's own forward and backward bound it
         return (
             f"the model's own work (forward, backward and a bare SGD step on the packed buffer, the "
-            f"`gradtx packed sgd` row) takes {floor['min_ms']:.2f} ms = {floor['min_ms'] / theirs['min_ms']:.2f}x "
+            f"`gradtx packed sgd` row) takes {floor['min_ms']:.2f} ms = "
+            f"{floor['min_ms'] / theirs['min_ms']:.2f}x "
             f"optax's whole step; the packed Adam step takes {ours['min_ms']:.2f} ms, "
             f"{ours['min_ms'] - floor['min_ms']:.2f} ms above that floor."
         )
@@ -106,7 +110,8 @@ WHY: dict[tuple[str, str], Callable[[dict, str], str]] = {
 
 
 def explain(workload: dict, target: dict) -> str | None:
-    """The measured explanation of a missed `target` (metric and contender `a`) of `workload`, if one is known."""
+    """The measured explanation of a missed `target` (metric and contender `a`) of `workload`, if one is
+    known."""
     metric, a = target["metric"], target.get("a", "gradtx")
     fn = WHY.get((workload["name"], metric))
     if fn is None:

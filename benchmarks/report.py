@@ -89,7 +89,8 @@ def workload_table(w: dict, bandwidth: float) -> list[str]:
         lines.append(
             f"| {name} | {r['min_ms']:.3f} | {r['median_ms']:.3f} | {_ratio(r['min_ms'], base['min_ms'])} "
             f"| {r['gbps']:.1f} | {r['gbps'] / bandwidth:.0%} | {r['kernels']:,} | {r['compile_s']:.2f} "
-            f"| {_ratio(r['compile_s'], base['compile_s'])} | {_bytes(r['peak_bytes'])} | {peak} | {r['note']} |"
+            f"| {_ratio(r['compile_s'], base['compile_s'])} | {_bytes(r['peak_bytes'])} | {peak} "
+            f"| {r['note']} |"
         )
     return lines
 
@@ -161,14 +162,16 @@ def _first(rows: dict, who: str) -> dict | None:
 
 
 def _chart_ratio(row: dict, base: dict, key: str) -> float:
-    """A row's `key` over optax's: for step times the median of the per-round ratios (what the targets judge)."""
+    """A row's `key` over optax's: for step times the median of the per-round ratios (what the targets
+    judge)."""
     if key == "rounds_ms":
         return float(np.median(np.asarray(row[key]) / np.asarray(base[key])))
     return row[key] / base[key]
 
 
 def chart(results: dict, path: pathlib.Path) -> None:
-    """Step and compile time per workload relative to optax (targets marked), and GB/s against the bandwidth."""
+    """Step and compile time per workload relative to optax (targets marked), and GB/s against the
+    bandwidth."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -1,8 +1,8 @@
 """Measure every workload, gradtx beside optax and hand-written jnp in one process, and write the results.
 
-    python -m benchmarks.run                 # what `make bench` runs: results/<platform>.json, then the report
+    python -m benchmarks.run                 # `make bench`: results/<platform>.json, then the report
     python -m benchmarks.run --only sparse   # one workload (the others keep their last results)
-    python -m benchmarks.run --sizes smoke --json /tmp/r.json --no-report   # seconds: the test of this package
+    python -m benchmarks.run --sizes smoke --json /tmp/r.json --no-report   # seconds: this package's test
 
 It also counts the collectives of a few optimizers' steps on a 2-D mesh of 8 devices
 (`benchmarks.sharding`, in a process of its own).
@@ -113,7 +113,8 @@ def measure(
 
 
 def paired_ratio(a: dict, b: dict) -> float:
-    """The median over rounds of `a`'s step time over `b`'s in the same round (drifts of the machine cancel)."""
+    """The median over rounds of `a`'s step time over `b`'s in the same round (drifts of the machine
+    cancel)."""
     return float(np.median(np.asarray(a["rounds_ms"]) / np.asarray(b["rounds_ms"])))
 
 

@@ -1,4 +1,5 @@
-"""Collectives per step under `jax.jit` with `NamedSharding` on a 2-D mesh: gradtx (per leaf and packed) vs optax.
+"""Collectives per step under `jax.jit` with `NamedSharding` on a 2-D mesh: gradtx (per leaf and packed) vs
+optax.
 
     python -m benchmarks.sharding --json /tmp/sharding.json   # benchmarks.run runs it in its own process
 
@@ -21,7 +22,8 @@ KINDS = ("all-gather", "all-reduce", "reduce-scatter", "collective-permute", "al
 
 
 def count(hlo: str) -> dict[str, int]:
-    """Collective instructions of a compiled HLO module, by kind (an asynchronous start/done pair counts once)."""
+    """Collective instructions of a compiled HLO module, by kind (an asynchronous start/done pair counts
+    once)."""
     return {k: len(re.findall(rf"\b{k}(?:-start)?\(", hlo)) for k in KINDS}
 
 

@@ -96,7 +96,8 @@ def optax_contender(name: str, tx: Any, note: str = "", **kw: Any) -> Contender:
 
 
 def jnp_adam(name: str, *, clip: float | None = None, weight_decay: float = 0.0) -> Contender:
-    """Adam written by hand in jnp, one expression per leaf (the floor): optionally a global-norm clip and decay."""
+    """Adam written by hand in jnp, one expression per leaf (the floor): optionally a global-norm clip and
+    decay."""
 
     def init(params):
         zeros = jax.tree.map(jnp.zeros_like, params)
@@ -119,7 +120,10 @@ def jnp_adam(name: str, *, clip: float | None = None, weight_decay: float = 0.0)
             return p - c * m / (jnp.sqrt(v) + EPS) - (LR * weight_decay) * p, m, v
 
         out = jax.tree.map(leaf, params, grads, m, v)
-        pick = lambda i: jax.tree.map(lambda _, o: o[i], params, out)
+
+        def pick(i):
+            return jax.tree.map(lambda _, o: o[i], params, out)
+
         return pick(0), (t, pick(1), pick(2))
 
     note = "hand-written jnp, one fused expression per leaf"
@@ -146,10 +150,15 @@ def bandwidth_probe(n: int) -> Contender:
 
     def step(p, s, g):
         m, v = s
-        add = lambda a, b: a + b
+
+        def add(a, b):
+            return a + b
+
         return jax.tree.map(add, p, g), (jax.tree.map(add, m, g), jax.tree.map(add, v, g))
 
-    init = lambda p: (jax.tree.map(jnp.zeros_like, p), jax.tree.map(jnp.zeros_like, p))
+    def init(p):
+        return (jax.tree.map(jnp.zeros_like, p), jax.tree.map(jnp.zeros_like, p))
+
     return Contender(
         "bw adam-shaped",
         init,
@@ -161,7 +170,8 @@ def bandwidth_probe(n: int) -> Contender:
 
 
 def jnp_lazy_adam(name: str, grads: tuple) -> Contender:
-    """LazyAdam by hand on `{"table": ...}` with `grads = (unique rows, values)`: gather, update, scatter (the O(k) floor)."""
+    """LazyAdam by hand on `{"table": ...}` with `grads = (unique rows, values)`: gather, update, scatter
+    (the O(k) floor)."""
 
     def init(params):
         return jnp.zeros((), jnp.int32), jnp.zeros_like(params["table"]), jnp.zeros_like(params["table"])
@@ -194,7 +204,10 @@ def _random_like(tree: Any, seed: int, scale: float) -> Any:
 
 def transformer_tree(d: int, layers: int, vocab: int) -> dict:
     """The parameter shapes of a pre-LN transformer: embedding, per layer attention and MLP, final norm."""
-    zeros = lambda *shape: jnp.zeros(shape, jnp.float32)
+
+    def zeros(*shape):
+        return jnp.zeros(shape, jnp.float32)
+
     tree = {"embed": zeros(vocab, d), "final_norm": {"scale": zeros(d), "bias": zeros(d)}}
     for i in range(layers):
         tree[f"layer{i:02d}"] = {
@@ -240,7 +253,8 @@ def _ratio_target(label: str, metric: str, goal: float, a: str = "gradtx") -> di
 
 
 PER_LEAF_GOAL = 1.05
-"""The default (per-leaf) aliases against optax, on every workload where the big-leaf targets do not say less."""
+"""The default (per-leaf) aliases against optax, on every workload where the big-leaf targets do not say
+less."""
 
 
 def _per_leaf_target(what: str) -> dict:
@@ -394,7 +408,8 @@ def mlp_loss(params: Any, x: jax.Array) -> jax.Array:
 def train_contender(
     name: str, tx: Any, apply: Callable, *, packed: Any = None, note: str = "", **kw: Any
 ) -> Contender:
-    """A whole train step `(params, state, x)`: forward, backward and the update; through views when `packed`."""
+    """A whole train step `(params, state, x)`: forward, backward and the update; through views when
+    `packed`."""
 
     def step(params, state, x):
         grads = jax.grad(lambda p: mlp_loss(packing.unpack(p), x))(params)
@@ -495,7 +510,9 @@ def sparse_lazy_adam(s: Sizes) -> Workload:
                 "goal": PER_LEAF_GOAL,
             },
             {
-                "label": f"sparse lazy_adam ({s.touched_rows:,} of {s.table_rows:,} rows): speedup over dense adam",
+                "label": (
+                    f"sparse lazy_adam ({s.touched_rows:,} of {s.table_rows:,} rows): speedup over dense adam"
+                ),
                 "metric": "speedup",
                 "a": "gradtx adam (dense)",
                 "b": "gradtx lazy_adam",

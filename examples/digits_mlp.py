@@ -45,7 +45,9 @@ def load_digits(seed: int = 0):
 def init_mlp(key: jax.Array, sizes=(64, 128, 64, 10)):
     """He-initialised dense layers."""
     params = []
-    for k, (n_in, n_out) in zip(jax.random.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:], strict=True), strict=True):
+    for k, (n_in, n_out) in zip(
+        jax.random.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:], strict=True), strict=True
+    ):
         params.append({"w": jax.random.normal(k, (n_in, n_out)) * np.sqrt(2.0 / n_in), "b": jnp.zeros(n_out)})
     return params
 

@@ -4,8 +4,8 @@ Every optimizer is a pure `(init, update)` pair over pytrees (`GradientTransform
 structurally identical to optax's). Building blocks live in `gradtx.transforms`,
 combinators in `gradtx.combinators`, the TF-named optimizers in `gradtx.optimizers`,
 learning-rate schedules in `gradtx.schedules`, row-sparse gradients in `gradtx.sparse`,
-packed parameters in `gradtx.packing`, and the name registry in `gradtx.registry`; the public names of the first three are
-re-exported here.
+packed parameters in `gradtx.packing`, and the name registry in `gradtx.registry`; the
+public names of the first three are re-exported here.
 """
 
 # ruff: noqa: F401  (this module re-exports)

@@ -1,8 +1,9 @@
 """The built-in catalogue: every factory of gradtx registered with its TF names, example and sparse rule.
 
 `gradtx.registry` is the mechanism; the package imports this module right after it, so the
-registry is complete once `gradtx` is imported. Each entry's `example` builds a working instance; the contract suite runs over all of
-them and the README's catalogue table is generated from them.
+registry is complete once `gradtx` is imported. Each entry's `example` builds a working
+instance; the contract suite runs over all of them and the README's catalogue table is
+generated from them.
 """
 
 from __future__ import annotations
@@ -492,4 +493,6 @@ register(
 
 
 OPTIMIZER_NAMES: tuple[str, ...] = names("optimizer")
-"""The gradtx names of the built-in optimizers, sorted (`registry.names("optimizer")` includes later registrations)."""
+"""The gradtx names of the built-in optimizers, sorted.
+
+(`registry.names("optimizer")` includes later registrations.)"""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextvars
 import math
 import numbers
-from typing import Any, Callable
+from typing import Any, Callable, TypeGuard
 
 import jax
 import jax.numpy as jnp
@@ -25,7 +25,7 @@ def api_name(fn: str) -> str:
     return _API_NAME.get() or fn
 
 
-def is_schedule(value: Any) -> bool:
+def is_schedule(value: Any) -> TypeGuard[Callable[..., Any]]:
     """True for a callable hyperparameter (a schedule `count -> value`)."""
     return callable(value) and not isinstance(value, (jax.Array, np.ndarray))
 
@@ -74,12 +74,13 @@ def check_number(fn: str, name: str, value: Any) -> None:
     """
     if is_schedule(value):
         raise TypeError(
-            f"`{api_name(fn)}`: `{name}` must be a number or a scalar array (not a schedule: it is used once, "
-            f"not per step), got {value!r}."
+            f"`{api_name(fn)}`: `{name}` must be a number or a scalar array (not a schedule: it is "
+            f"used once, not per step), got {value!r}."
         )
     if not _is_real(value):
         raise TypeError(
-            f"`{api_name(fn)}`: `{name}` must be a number or a scalar array, got {value!r} of type {type(value).__name__}."
+            f"`{api_name(fn)}`: `{name}` must be a number or a scalar array, got {value!r} "
+            f"of type {type(value).__name__}."
         )
     _check_scalar_array(fn, name, value)
 

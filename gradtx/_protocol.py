@@ -36,6 +36,10 @@ Schedule = Callable[[jax.Array], Any]
 """A function of the int32 step `count` returning a scalar (TF's callable hyperparameter)."""
 ScalarOrSchedule = Union[float, int, jax.Array, Schedule]
 """A hyperparameter: a Python number, a jax scalar, or a `Schedule`."""
+Count = Any
+"""The `count` field of a state: an int32 scalar `jax.Array`, the number of completed updates.
+
+(Typed `Any` because a NamedTuple field named `count` shadows `tuple.count` for type checkers.)"""
 
 
 class TransformInitFn(Protocol):

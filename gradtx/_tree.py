@@ -136,6 +136,7 @@ def flatten_updates(
     Returns `(leaves, rest_leaves, treedef)`. A structure mismatch raises the key-path
     error of `_protocol.tree_mismatch_error`, naming `fn_name` and, from `names`, the trees.
     """
+    treedef: Any  # a PyTreeDef (jax's annotations leave its type unresolved)
     leaves, treedef = jax.tree.flatten(tree, is_leaf=_is_update_leaf)
     labels = names or ("updates",) + tuple(f"tree {i + 1}" for i in range(len(rest)))
     flat_rest = []
@@ -189,7 +190,9 @@ def split_map(
     unchanged, as TF leaves the slots of a variable that got no gradient.
     """
     leaves, flat_rest, treedef = flatten_updates(fn_name, tree, *rest, names=names)
-    out = [(None, *xs[: n - 1]) if x is None else f(x, *xs) for x, *xs in zip(leaves, *flat_rest, strict=True)]
+    out = [
+        (None, *xs[: n - 1]) if x is None else f(x, *xs) for x, *xs in zip(leaves, *flat_rest, strict=True)
+    ]
     return tuple(treedef.unflatten([o[i] for o in out]) for i in range(n))
 
 
@@ -201,6 +204,7 @@ def map_leaves(f: Callable[..., Any], tree: Any, *rest: Any) -> Any:
 
 def split_leaves(f: Callable[..., tuple[Any, ...]], n: int, tree: Any, *rest: Any) -> tuple[Any, ...]:
     """`map_leaves` with `f` returning an `n`-tuple per leaf; returns `n` trees."""
+    treedef: Any  # a PyTreeDef (jax's annotations leave its type unresolved)
     leaves, treedef = jax.tree.flatten(tree, is_leaf=_is_update_leaf)
     flat_rest = [treedef.flatten_up_to(r) for r in rest]
     outs = [f(x, *xs) for x, *xs in zip(leaves, *flat_rest, strict=True)]
@@ -284,7 +288,7 @@ def resolve_mask(fn_name: str, mask: Any, params: Any, *, arg: str = "mask") -> 
     if callable(mask) and not isinstance(mask, (list, tuple, dict)):
         mask = mask(params)
     leaves, flat_params, treedef = flatten_updates(fn_name, mask, params, names=(f"`{arg}`", "params"))
-    out = []
+    out: list[Any] = []
     for m, p in zip(leaves, flat_params[0], strict=True):
         if m is None or p is None:
             out.append(None)

@@ -23,7 +23,7 @@ def varying(x: Any) -> frozenset:
     if vma is None:
         mat = getattr(aval, "mat", None)
         vma = getattr(mat, "varying", frozenset())
-    return frozenset(vma)
+    return frozenset(vma or ())
 
 
 def typed_like(new: Any, old: Any) -> Any:
@@ -59,7 +59,7 @@ def typed_like_params(init: Callable[[Any], Any]) -> Callable[[Any], Any]:
             return state
         return jax.tree.map(lambda x: _vary_over(x, axes) if isinstance(x, jax.Array) else x, state)
 
-    typed_init._typed_like_params = True
+    typed_init._typed_like_params = True  # type: ignore[attr-defined]
     return typed_init
 
 

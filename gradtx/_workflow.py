@@ -1,4 +1,4 @@
-"""TF's `tf.train.Optimizer` workflow in functional form: `compute_gradients`, `apply_gradients`, `minimize`."""
+"""TF's `tf.train.Optimizer` workflow, functional: `compute_gradients`, `apply_gradients`, `minimize`."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def minimize(
     var_list: Any = None,
     has_aux: bool = False,
 ) -> Callable[..., tuple[_protocol.Params, Any, Any]]:
-    """TF's `Optimizer.minimize` as a jittable step: `step(params, opt_state, *batch) -> (params, opt_state, loss)`.
+    """TF's `Optimizer.minimize` as a jitted step: `(params, opt_state, *batch) -> (params, opt_state, loss)`.
 
     `compute_gradients` then `apply_gradients`; with `has_aux` the last output is `(loss, aux)`.
 

@@ -64,7 +64,8 @@ def save_npz(path: str | os.PathLike, tree: Any) -> None:
         >>> bool((gradtx.get_slot(restored, "m", "w") == gradtx.get_slot(state, "m", "w")).all())
         True
     """
-    arrays, dtypes = {}, {}
+    arrays: dict[str, Any] = {}
+    dtypes: dict[str, str] = {}
     for key, leaf in _entries(tree):
         if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
             raise TypeError(
@@ -118,7 +119,7 @@ def load_npz(path: str | os.PathLike, target: Any) -> Any:
         raise ValueError(
             f"`load_npz`: {path} does not match the target: missing {missing[:8]}, unexpected {extra[:8]}."
         )
-    leaves = []
+    leaves: list[Any] = []
     for (_, node), part in zip(nodes, shapes, strict=True):
         arrays = []
         for key, like in part:

@@ -51,7 +51,7 @@ TF_IGNORED_ARGS = (
     "custom_getter",
     "synchronous",
 )
-"""TF constructor arguments with no meaning for a pure transform (variable names, locking): accepted and dropped."""
+"""TF constructor arguments with no meaning for a pure transform (names, locking): accepted and dropped."""
 
 SPARSE_RULES = ("rows", "all_rows", "dense", "custom")
 """What a row-sparse gradient does to an entry's transform (see `Entry.sparse`)."""

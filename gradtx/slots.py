@@ -53,7 +53,7 @@ def _merge(name: str, found: list[tuple[str, Any]]) -> Any:
         columns = list(zip(*(jax.tree.leaves(t, is_leaf=is_leaf) for t in trees), strict=True))
         if all(sum(x is not None for x in col) <= 1 for col in columns):
             merged = [next((x for x in col if x is not None), None) for col in columns]
-            return treedefs.pop().unflatten(merged)
+            return jax.tree.unflatten(treedefs.pop(), merged)
     raise ValueError(
         f"`get_slot`: the slot {name!r} exists in several places ({', '.join(w for w, _ in found)}); "
         f"pass the part of the state you mean, e.g. `get_slot(state[0], {name!r})`."

@@ -128,7 +128,7 @@ class RowSparse:
         return jnp.where(self.valid(), self.indices, self.num_rows)
 
     def deduplicated(self) -> "RowSparse":
-        """Unique sorted indices with the values of duplicates summed (TF's `unique` + `unsorted_segment_sum`).
+        """Unique sorted indices, the values of duplicates summed (TF's `unique` + `unsorted_segment_sum`).
 
         The result keeps length k: missing entries are padded with index `num_rows` and
         zero values, so shapes stay static under jit. Costs O(k log k).
@@ -305,7 +305,8 @@ def value_and_grad(
     _checks.check_callable("value_and_grad", "loss_fn", loss_fn)
     if not isinstance(lookups, Mapping) or not lookups:
         raise TypeError(
-            f"`value_and_grad`: `lookups` must be a non-empty dict path -> argument position, got {lookups!r}."
+            f"`value_and_grad`: `lookups` must be a non-empty dict path -> argument position, "
+            f"got {lookups!r}."
         )
     for path, pos in lookups.items():
         _checks.check_int("value_and_grad", f"lookups[{path!r}]", pos, minimum=1)
@@ -380,7 +381,8 @@ def densify(tree: Any) -> Any:
     Example:
         >>> import jax.numpy as jnp
         >>> from gradtx.sparse import RowSparse, densify
-        >>> densify({"emb": RowSparse(jnp.array([0, 0]), jnp.ones((2, 1)), (2, 1)), "b": jnp.ones(1)})["emb"][:, 0]
+        >>> emb = RowSparse(jnp.array([0, 0]), jnp.ones((2, 1)), (2, 1))
+        >>> densify({"emb": emb, "b": jnp.ones(1)})["emb"][:, 0]
         Array([2., 0.], dtype=float32)
     """
     return jax.tree.map(

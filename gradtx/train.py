@@ -58,7 +58,7 @@ def _check_learning_rate(learning_rate: Any) -> None:
     if (
         isinstance(learning_rate, bool)
         or not isinstance(learning_rate, (numbers.Real, jax.Array))
-        or jnp.ndim(learning_rate) != 0
+        or getattr(learning_rate, "ndim", 0) != 0  # a Python number is 0-d
     ):
         raise _error(f"`learning_rate` must be a float, a 0-d array or a schedule, got {learning_rate!r}.")
     if not isinstance(learning_rate, jax.core.Tracer) and not float(learning_rate) >= 0:
@@ -88,7 +88,8 @@ def _optimizer_builder(
         if needed:
             args = ", ".join(f"{n}=..." for n in needed)
             raise _error(
-                f"`optimizer` {optimizer!r} (`gradtx.{factory.__name__}`) needs {', '.join(f'`{n}`' for n in needed)}, "
+                f"`optimizer` {optimizer!r} (`gradtx.{factory.__name__}`) needs "
+                f"{', '.join(f'`{n}`' for n in needed)}, "
                 f"which a name cannot give; pass a function of the learning rate instead, e.g. "
                 f"`optimizer=lambda lr: gradtx.{factory.__name__}(lr, {args})`."
             )

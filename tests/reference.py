@@ -39,7 +39,8 @@ def _sparse_rows(ref, var, indices, values, slots, t):
 
 
 def run(ref: Reference, params: Sequence[np.ndarray], grads_seq: Sequence[Sequence]):
-    """Trajectory (params after each step) and final slots, in float64; sparse grads are `(indices, values)`."""
+    """Trajectory (params after each step) and final slots, in float64; sparse grads are `(indices,
+    values)`."""
     params = [np.asarray(p, np.float64) for p in params]
     slots = [ref.init(p) for p in params]
     out = []
@@ -73,7 +74,8 @@ def gradient_descent(lr: float) -> Reference:
 
 
 def momentum(lr: float, momentum: float, nesterov: bool = False) -> Reference:
-    """ApplyMomentum: accum = accum*momentum + grad; var -= accum*lr (nesterov: grad*lr + accum*momentum*lr)."""
+    """ApplyMomentum: accum = accum*momentum + grad; var -= accum*lr (nesterov: grad*lr +
+    accum*momentum*lr)."""
 
     def step(var, g, s, t):
         accum = s["momentum"] * momentum + g

@@ -1,4 +1,5 @@
-"""Float64 NumPy references of the tf.contrib.opt and RETURNN rules (spec/TF_SEMANTICS.md, RETURNN's updater.py).
+"""Float64 NumPy references of the tf.contrib.opt and RETURNN rules (spec/TF_SEMANTICS.md, RETURNN's
+updater.py).
 
 Same `Reference(init, step, sparse)` convention as tests/reference.py. RETURNN's custom
 optimizers take a sparse gradient entry by entry, without deduplication: their `sparse`
@@ -75,7 +76,8 @@ def lars(lr, mu=0.9, weight_decay=1e-4, eeta=0.001, eps=0.0, nesterov=False, ski
 
 
 def adam_gs(lr, b1=0.9, b2=0.999, eps=1e-8, lazy=False) -> Reference:
-    """AdamGS: TF1 Adam with beta_power = pow(beta, global_step + 1) = beta**t (the same numbers in float64)."""
+    """AdamGS: TF1 Adam with beta_power = pow(beta, global_step + 1) = beta**t (the same numbers in
+    float64)."""
     return adam(lr, b1, b2, eps, lazy=lazy)
 
 

@@ -1,4 +1,5 @@
-"""The benchmark suite keeps working: smoke-sized run, floors that compute the same numbers, committed results."""
+"""The benchmark suite keeps working: smoke-sized run, floors that compute the same numbers, committed
+results."""
 
 import json
 import pathlib
@@ -47,7 +48,7 @@ def test_every_contender_computes_the_same_parameters(name, monkeypatch):
     reference = results[w.contenders[0].name]
     for who, params in results.items():
         jax.tree.map(
-            lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=who),
+            lambda a, b, who=who: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=who),
             params,
             reference,
         )

@@ -1,4 +1,5 @@
-"""Checkpoints: optimizer state and TrainState through .npz and orbax-checkpoint; resuming is bit-identical."""
+"""Checkpoints: optimizer state and TrainState through .npz and orbax-checkpoint; resuming is
+bit-identical."""
 
 import jax
 import jax.numpy as jnp

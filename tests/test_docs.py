@@ -1,4 +1,5 @@
-"""Every public name is documented: a summary, Args / Returns, a runnable example; building blocks show their math.
+"""Every public name is documented: a summary, Args / Returns, a runnable example; building blocks show their
+math.
 
 The examples themselves run as doctests (`--doctest-modules` over gradtx/, see pyproject).
 """

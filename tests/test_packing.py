@@ -17,8 +17,6 @@ from gradtx import packing, registry
 from tests import helpers
 from tests.test_contract import ENTRIES, _build, _grads, _params
 
-GGT_TOLERANCE = {"rtol": 2e-5, "atol": 1e-6}  # its sums over all elements run in another order when packed
-
 
 class Pair(NamedTuple):
     kernel: jax.Array
@@ -27,7 +25,10 @@ class Pair(NamedTuple):
 
 def _mixed_tree():
     rng = np.random.default_rng(0)
-    f32 = lambda *s: jnp.asarray(rng.standard_normal(s), jnp.float32)
+
+    def f32(*s):
+        return jnp.asarray(rng.standard_normal(s), jnp.float32)
+
     return {
         "dense": Pair(f32(4, 3), f32(3)),
         "half": [
@@ -99,7 +100,8 @@ def test_gradients_through_unpack_arrive_packed_and_equal_the_per_leaf_ones():
 
 
 def test_views_slice_at_runtime_offsets_so_leaves_of_one_shape_share_a_kernel():
-    """XLA sees no constant offset (one kernel per leaf shape, not per leaf); the backward is one concatenation."""
+    """XLA sees no constant offset (one kernel per leaf shape, not per leaf); the backward is one
+    concatenation."""
     packed = packing.pack({f"l{i}": {"w": jnp.ones((4, 3)), "b": jnp.ones(3)} for i in range(20)})
     step = jax.jit(jax.grad(lambda p: sum(jnp.sum(jnp.sin(x)) for x in jax.tree.leaves(packing.unpack(p)))))
     hlo = step.lower(packed).compile().as_text()
@@ -125,7 +127,7 @@ def test_every_registered_factory_gives_its_per_leaf_numbers_on_packed_params(en
     tx = _build(entry)
     actual, packed_state = helpers.run(tx, packed, packed_grads, extra_args_seq=extra)
     tol = (
-        GGT_TOLERANCE if "ggt" in entry.name else {"rtol": 2e-7, "atol": 1e-7}
+        helpers.GGT_TOLERANCE if "ggt" in entry.name else {"rtol": 2e-7, "atol": 1e-7}
     )  # sign decays: exp's last bit
     for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         assert packing.is_packed(a)
@@ -195,7 +197,8 @@ def test_a_chain_runs_its_element_wise_members_on_buffers_and_the_others_on_view
 
 
 def test_a_foreign_transform_sees_leaves_unless_declared_element_wise():
-    """optax's per-tensor trust ratio on packed params: per leaf inside gradtx.chain (leaf-wise by default)."""
+    """optax's per-tensor trust ratio on packed params: per leaf inside gradtx.chain (leaf-wise by
+    default)."""
     params = _params()
     grads = [_grads(params, seed) for seed in range(1, 3)]
     packed = packing.pack(params)
@@ -262,7 +265,10 @@ def test_flax_train_state_with_packed_params():
 
     params = _params()
     packed = packing.pack(params)
-    loss = lambda p: sum(jnp.sum(x**2) for x in jax.tree.leaves(p))
+
+    def loss(p):
+        return sum(jnp.sum(x**2) for x in jax.tree.leaves(p))
+
     state = train_state.TrainState.create(apply_fn=None, params=packed, tx=gradtx.adam(0.1))
     grads = jax.grad(lambda p: loss(packing.unpack(p)))(state.params)
     state = state.apply_gradients(grads=grads)
@@ -276,7 +282,10 @@ def test_flax_serialization_stores_packed_trees_by_leaf_name():
     from flax.training import train_state
 
     params = _params()
-    make = lambda p: train_state.TrainState.create(apply_fn=None, params=p, tx=gradtx.adam(0.1))
+
+    def make(p):
+        return train_state.TrainState.create(apply_fn=None, params=p, tx=gradtx.adam(0.1))
+
     state = make(packing.pack(params))
     state = state.apply_gradients(grads=packing.pack(_grads(params, 1), layout=state.params.layout))
     data = flax.serialization.to_bytes(state)

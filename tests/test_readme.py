@@ -1,4 +1,5 @@
-"""README keeps true: its catalogue table is what tools/catalog_table.py generates from the package and tests."""
+"""README keeps true: its catalogue table is what tools/catalog_table.py generates from the package and
+tests."""
 
 import importlib.util
 import pathlib

@@ -86,7 +86,8 @@ def _optax_count(name: str) -> dict[str, int]:
 
 
 def _assert_slots_sharded_like(state, params, what: str) -> None:
-    """Every slot leaf shaped like its param has its sharding; `[n, *shape]` windows have it on their own dims."""
+    """Every slot leaf shaped like its param has its sharding; `[n, *shape]` windows have it on their own
+    dims."""
     checked = 0
     param_leaves = jax.tree.leaves(packing.unpack(params))
     for name, tree in gradtx.slots(state).items():
@@ -207,7 +208,8 @@ def test_a_train_step_through_views_adds_no_collective():
 
 
 def test_explicit_axes_keep_sharded_leaves_as_they_are():
-    """On a mesh of explicit axes (`jax.make_mesh`'s default), a sharded leaf stays its own buffer; a step works."""
+    """On a mesh of explicit axes (`jax.make_mesh`'s default), a sharded leaf stays its own buffer; a step
+    works."""
     mesh = jax.make_mesh((4, 2), ("data", "model"))
     assert set(mesh.axis_types) == {jax.sharding.AxisType.Explicit}
     put = lambda x, spec: jax.device_put(x, NamedSharding(mesh, spec))  # noqa: E731

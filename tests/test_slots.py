@@ -1,4 +1,5 @@
-"""gradtx/slots.py: TF's slots by name, through chains, named chains, partitions, wrappers and optax states."""
+"""gradtx/slots.py: TF's slots by name, through chains, named chains, partitions, wrappers and optax
+states."""
 
 import jax.numpy as jnp
 import numpy as np

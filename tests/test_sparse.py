@@ -160,7 +160,8 @@ def test_embedding_model_trains_on_row_sparse_gradients_in_a_donated_step(name):
 
 
 def test_sparse_step_equals_dense_on_touched_rows_and_needs_no_table_sized_temporaries():
-    """Semantics on a large table; cost is shown by the compiled step's temporary memory (O(k), not O(table))."""
+    """Semantics on a large table; cost is shown by the compiled step's temporary memory (O(k), not
+    O(table))."""
     n_rows, dim, k = 200_000, 16, 256
     table_bytes = n_rows * dim * 4
     tx = gradtx.adagrad(0.1)
@@ -200,7 +201,8 @@ _IN_PLACE = {"parameter", "bitcast", "tuple", "get-tuple-element", "scatter", "d
 
 
 def table_sized_work(hlo: str, shape: str) -> list[str]:
-    """The instructions of the compiled step's entry computation that produce a `shape` array other than in place.
+    """The instructions of the compiled step's entry computation that produce a `shape` array other than in
+    place.
 
     Allowed: the parameters themselves, bitcasts, and scatters / dynamic-update-slices
     (alone or as the root of a fusion) -- XLA runs those in place in the donated buffer,
@@ -247,7 +249,8 @@ def _type_and_op(line: str) -> tuple[str, str]:
 
 @pytest.mark.parametrize("entry", _ROWS, ids=[e.name for e in _ROWS])
 def test_every_touched_rows_optimizer_steps_in_o_of_touched_rows(entry):
-    """A donated step with a RowSparse gradient does no work of the table's size and allocates no such temporary."""
+    """A donated step with a RowSparse gradient does no work of the table's size and allocates no such
+    temporary."""
     n_rows, dim, k = 100_000, 16, 128
     tx = entry.build()
     params = {"emb": jax.ShapeDtypeStruct((n_rows, dim), jnp.float32)}

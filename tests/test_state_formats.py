@@ -46,7 +46,9 @@ def _resumes_like(entry, tx, params, restored, state):
 
 
 def _is_params_copy(tree, params) -> bool:
-    is_none = lambda x: x is None
+    def is_none(x):
+        return x is None
+
     return jax.tree.structure(tree, is_leaf=is_none) == jax.tree.structure(params, is_leaf=is_none) and [
         jnp.shape(x) for x in jax.tree.leaves(tree)
     ] == [jnp.shape(x) for x in jax.tree.leaves(params)]

@@ -1,4 +1,5 @@
-"""gradtx/train.py: optimize_loss (every argument of the seed), compute_gradients, apply_gradients, minimize."""
+"""gradtx/train.py: optimize_loss (every argument of the seed), compute_gradients, apply_gradients,
+minimize."""
 
 import jax
 import jax.numpy as jnp
@@ -163,7 +164,8 @@ def test_summaries_gradients_and_aux():
         ),
         (
             {"optimizer": "Momentum", "learning_rate": 0.1},
-            r"`optimizer` 'Momentum' \(`gradtx.momentum`\) needs `momentum`.*lambda lr: gradtx.momentum\(lr, momentum=...\)",
+            r"`optimizer` 'Momentum' \(`gradtx.momentum`\) needs `momentum`.*"
+            r"lambda lr: gradtx.momentum\(lr, momentum=...\)",
         ),
         ({"optimizer": 3, "learning_rate": 0.1}, r"`optimizer` must be a registry name, a transform"),
         (
@@ -176,7 +178,8 @@ def test_summaries_gradients_and_aux():
         ),
         (
             {"optimizer": "SGD", "learning_rate": 0.1, "summaries": ["loss", "histograms"]},
-            r"`summaries` must be from \['learning_rate', 'loss', 'gradients', 'gradient_norm', 'global_gradient_norm'\]",
+            r"`summaries` must be from \['learning_rate', 'loss', 'gradients', 'gradient_norm', "
+            r"'global_gradient_norm'\]",
         ),
     ],
 )

@@ -14,7 +14,7 @@ from gradtx import _base, _checks, _protocol, _tree, sparse
 class AccumulateGradientsState(NamedTuple):
     """State of `accumulate_gradients`."""
 
-    count: jax.Array  # int32: calls so far (micro-steps)
+    count: _protocol.Count  # int32: calls so far (micro-steps)
     accumulator: _protocol.Updates  # sum of the gradients since the last applied update (one tree)
     inner_state: Any  # the inner transform's state; it advances once per applied update
 

@@ -77,7 +77,8 @@ def named_chain(*named_transforms: tuple[str, Any]) -> _protocol.GradientTransfo
 
     Example:
         >>> import jax.numpy as jnp, gradtx
-        >>> tx = gradtx.named_chain(("momentum", gradtx.trace(0.9)), ("lr", gradtx.scale_by_learning_rate(0.1)))
+        >>> lr = gradtx.scale_by_learning_rate(0.1)
+        >>> tx = gradtx.named_chain(("momentum", gradtx.trace(0.9)), ("lr", lr))
         >>> sorted(tx.init(jnp.zeros(2)))
         ['lr', 'momentum']
     """

@@ -1,4 +1,4 @@
-"""Gradient clipping as TF computes it: `clip` (by value), `clip_by_norm` (per tensor), `clip_by_global_norm`."""
+"""Gradient clipping as TF computes it: `clip` (value), `clip_by_norm` (per tensor), `clip_by_global_norm`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from gradtx import _base, _checks, _protocol, _tree
 class ClipState(NamedTuple):
     """State of a clipping transform whose bound is a schedule."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
 
 
 def _with_values(g: Any, values: jax.Array) -> Any:
@@ -21,7 +21,7 @@ def _with_values(g: Any, values: jax.Array) -> Any:
 
 
 def _stateless(fn: str, bound: Any, apply) -> _protocol.GradientTransformation:
-    """A transform `apply(updates, bound_value)`, with `count` in its state only when `bound` is a schedule."""
+    """A transform `apply(updates, bound_value)`; `count` is in its state only when `bound` is a schedule."""
     scheduled = _tree.any_schedule(bound)
 
     def init_fn(params):
@@ -114,13 +114,13 @@ def clip_by_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.GradientTran
 class ClipByGlobalNormState(NamedTuple):
     """State of `clip_by_global_norm`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     global_norm: jax.Array  # the norm of the last updates before clipping (for logging; read, never fed back)
 
 
 @_base.api
 def clip_by_global_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
-    r"""Scale all updates together so that their global L2 norm is at most `max_norm` (`tf.clip_by_global_norm`).
+    r"""Scale all updates together so their global L2 norm is at most `max_norm`: `tf.clip_by_global_norm`.
 
     .. math::
         n = \sqrt{\textstyle\sum_i \lVert u_i \rVert_2^2}, \qquad

@@ -53,7 +53,7 @@ def transform_gradients(
 class AddNoiseState(NamedTuple):
     """State of `add_noise`."""
 
-    count: jax.Array  # int32: completed updates (the noise of step t is drawn from fold_in(key, t - 1))
+    count: _protocol.Count  # int32: completed updates (the noise of step t is drawn from fold_in(key, t - 1))
     key: jax.Array  # uint32 key data of the PRNG key made from `seed`
 
 
@@ -162,7 +162,8 @@ def scale_gradients(
     fn = "scale_gradients"
     if not isinstance(multipliers, Mapping) or not multipliers:
         raise TypeError(
-            f"`{_checks.api_name(fn)}`: `multipliers` must be a non-empty dict key -> factor, got {multipliers!r}."
+            f"`{_checks.api_name(fn)}`: `multipliers` must be a non-empty dict key -> factor, "
+            f"got {multipliers!r}."
         )
     for k, v in multipliers.items():
         if not isinstance(k, str):
@@ -229,4 +230,4 @@ def scale_gradients(
 class ScaleGradientsState(NamedTuple):
     """State of `scale_gradients` when a factor is a schedule."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates

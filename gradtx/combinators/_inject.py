@@ -15,7 +15,7 @@ from gradtx import _base, _checks, _protocol, _tree
 class InjectHyperparamsState(NamedTuple):
     """State of `inject_hyperparams`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     hyperparams: dict  # name -> the value used in the last step (schedules evaluated), editable
     inner_state: Any
 
@@ -32,7 +32,7 @@ def _is_injectable(value: Any, annotation: Any) -> bool:
         or isinstance(value, numbers.Real)
         and not isinstance(value, int)
     ):
-        return jnp.ndim(value) == 0
+        return getattr(value, "ndim", 0) == 0  # a Python number is 0-d
     return False
 
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from gradtx import _base, _checks, _protocol, _tree
 
 Mask = Any
-"""A tree of bools shaped like the params, a function `params -> such a tree`, or a list of key-path patterns."""
+"""A tree of bools shaped like the params, a function `params -> such a tree`, or key-path patterns."""
 
 
 class MaskedState(NamedTuple):
@@ -25,8 +25,8 @@ def _check_mask(fn: str, mask: Any, arg: str = "mask") -> None:
         or not (callable(mask) or isinstance(mask, (dict, list, tuple, bool)) or hasattr(mask, "_fields"))
     ):
         raise TypeError(
-            f"`{_checks.api_name(fn)}`: `{arg}` must be a tree of bools, a function params -> tree of bools, or a "
-            f"list of key-path patterns, got {mask!r}."
+            f"`{_checks.api_name(fn)}`: `{arg}` must be a tree of bools, a function params -> tree of "
+            f"bools, or a list of key-path patterns, got {mask!r}."
         )
 
 

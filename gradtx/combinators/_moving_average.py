@@ -13,7 +13,7 @@ from gradtx import _base, _checks, _protocol, _tree
 class MovingAverageState(NamedTuple):
     """State of `moving_average`."""
 
-    count: jax.Array  # int32: completed updates (= TF's num_updates after the step's increment, minus 1)
+    count: _protocol.Count  # int32: completed updates (TF's num_updates after the step's increment, - 1)
     averages: Any  # the shadow variables, one per parameter (start at the initial parameters)
     inner_state: Any
 
@@ -22,12 +22,13 @@ class MovingAverageState(NamedTuple):
 def moving_average(
     tx: Any, average_decay: _protocol.ScalarOrSchedule = 0.9999, *, num_updates: bool = False
 ) -> _protocol.GradientTransformation:
-    r"""Keep exponential moving averages of the parameters after each step of `tx` (contrib's MovingAverageOptimizer).
+    r"""Keep exponential moving averages of the parameters after each step of `tx`: MovingAverageOptimizer.
 
     After the inner step produces the new parameters :math:`w_t`:
 
     .. math::
-        \delta = \begin{cases} \min\!\big(d, \tfrac{1 + t}{10 + t}\big) & \text{num\_updates} \\ d \end{cases},
+        \delta = \begin{cases} \min\!\big(d, \tfrac{1 + t}{10 + t}\big) & \text{num\_updates} \\
+            d \end{cases},
         \qquad a_t = a_{t-1} - (a_{t-1} - w_t)(1 - \delta)
 
     as `ExponentialMovingAverage.apply` after `apply_gradients` (sequential update, `t` the

@@ -12,7 +12,7 @@ from gradtx import _base, _checks, _protocol, _tree
 class ClipVariablesState(NamedTuple):
     """State of `clip_variables` when `max_norm` is a schedule."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
 
 
 @_base.api
@@ -67,7 +67,8 @@ def clip_variables(
         )
     ):
         raise TypeError(
-            f"`{_checks.api_name(fn)}`: `dims` must be a non-empty dict key path -> list of axes, got {dims!r}."
+            f"`{_checks.api_name(fn)}`: `dims` must be a non-empty dict key path -> list of axes, "
+            f"got {dims!r}."
         )
     scheduled = _tree.any_schedule(max_norm)
 
@@ -80,7 +81,8 @@ def clip_variables(
             hits = [] if p is None else [k for k in dims if _tree.path_matches(k, path)]
             if len(hits) > 1:
                 raise ValueError(
-                    f"`{_checks.api_name(fn)}`: the parameter {_tree.path_str(path)!r} is matched by several keys: {hits}."
+                    f"`{_checks.api_name(fn)}`: the parameter {_tree.path_str(path)!r} is matched by "
+                    f"several keys: {hits}."
                 )
             if hits and any(not -len(p.shape) <= a < len(p.shape) for a in dims[hits[0]]):
                 raise ValueError(
@@ -119,7 +121,9 @@ def clip_variables(
             moved = p + dense.astype(p.dtype)
             return (_tree.clip_to_norm(moved, c, axes) - p).astype(dense.dtype)
 
-        out = treedef.unflatten([project(u, p, a) for u, p, a in zip(leaves, flat_p, axes_of(params), strict=True)])
+        out = treedef.unflatten(
+            [project(u, p, a) for u, p, a in zip(leaves, flat_p, axes_of(params), strict=True)]
+        )
         return out, (ClipVariablesState(_tree.increment(state.count)) if scheduled else state)
 
     return _protocol.GradientTransformation(init_fn, update_fn)

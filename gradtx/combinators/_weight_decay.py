@@ -1,4 +1,4 @@
-"""Weight decay: `add_decayed_weights` (through the gradient) and `decoupled_weight_decay` (TF's AdamW/MomentumW)."""
+"""Weight decay: `add_decayed_weights` (through the gradient), `decoupled_weight_decay` (AdamW, MomentumW)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from gradtx.combinators._masking import Mask, _check_mask
 class AddDecayedWeightsState(NamedTuple):
     """State of `add_decayed_weights` when `weight_decay` is a schedule."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
 
 
 @_base.api
@@ -87,7 +87,7 @@ def add_decayed_weights(
 class DecoupledWeightDecayState(NamedTuple):
     """State of `decoupled_weight_decay`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     inner_state: Any
 
 

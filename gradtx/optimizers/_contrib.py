@@ -1,5 +1,6 @@
-"""The other tf.contrib.opt optimizers (MomentumW, LARS, RegAdagrad, AddSign, PowerSign, GGT, Shampoo); the Adam
-variants are in `_contrib_adam.py`."""
+"""The other tf.contrib.opt optimizers: MomentumW, LARS, RegAdagrad, AddSign, PowerSign, GGT, Shampoo.
+
+The Adam variants are in `_contrib_adam.py`."""
 
 from __future__ import annotations
 

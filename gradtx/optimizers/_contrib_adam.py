@@ -1,4 +1,4 @@
-"""The Adam variants of tf.contrib.opt (AdaMax, AdamGS, LazyAdam, LazyAdamGS, Nadam, AdamW), each a chain or wrapper."""
+"""The Adam variants of tf.contrib.opt (AdaMax, AdamGS, LazyAdam, LazyAdamGS, Nadam, AdamW), as chains."""
 
 from __future__ import annotations
 
@@ -146,7 +146,8 @@ def lazy_adam_gs(
     r"""LazyAdamGS: `tf.contrib.opt.LazyAdamGSOptimizer`: `lazy_adam` with AdamGS's bias correction.
 
     Call `update(..., global_step=step)` (TF's global step during the step, `t - 1`). This is
-    `chain(scale_by_adam(b1, b2, eps, lazy=True, use_global_step=True), scale_by_learning_rate(learning_rate))`.
+    `chain(scale_by_adam(b1, b2, eps, lazy=True, use_global_step=True),
+    scale_by_learning_rate(learning_rate))`.
 
     Args:
       {ADAM_ARGS}
@@ -181,7 +182,7 @@ def nadam(
     *,
     mu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
-    r"""Nadam: `tf.contrib.opt.NadamOptimizer`: Adam with TF's Nesterov kernel (`ApplyAdam(use_nesterov=True)`).
+    r"""Nadam: `tf.contrib.opt.NadamOptimizer`, Adam with the Nesterov kernel `ApplyAdam(use_nesterov=True)`.
 
     `var -= alpha * ((1 - b1) * g + b1 * m) / (sqrt(v) + eps)`; there is no momentum
     schedule, and it is NOT Keras' Nadam. Row-sparse gradients: the moments decay on all

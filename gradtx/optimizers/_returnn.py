@@ -34,7 +34,8 @@ def amsgrad(
       decay: divide the rate by the square root of the step number (RETURNN's `decay`).
 
     Returns:
-      A `GradientTransformation`; its slots, read with `gradtx.get_slot(state, name)`, are `m`, `v` and `v_hat`.
+      A `GradientTransformation`; its slots, read with `gradtx.get_slot(state, name)`, are `m`, `v`
+      and `v_hat`.
 
     Raises:
       ValueError: for a beta outside [0, 1), a negative `eps` or rate.
@@ -86,7 +87,7 @@ def neural_optimizer1(
     b1: _protocol.ScalarOrSchedule = 0.9,
     decrease_factor: _protocol.ScalarOrSchedule = 0.1,
 ) -> _protocol.GradientTransformation:
-    r"""RETURNN's `NeuralOptimizer1`: SGD that shrinks the step where the gradient's sign disagrees with its mean.
+    r"""RETURNN's `NeuralOptimizer1`: SGD, shrinking steps where the gradient's sign disagrees with its mean.
 
     This is `chain(scale_by_neural_optimizer1(b1, decrease_factor), scale_by_learning_rate(learning_rate))`.
 

@@ -181,7 +181,8 @@ def adadelta(
       eps: the constant inside both square roots, >= 0.
 
     Returns:
-      A `GradientTransformation`; its slots, read with `gradtx.get_slot(state, name)`, are `accum` and `accum_update`.
+      A `GradientTransformation`; its slots, read with `gradtx.get_slot(state, name)`, are `accum`
+      and `accum_update`.
 
     Raises:
       ValueError: for `rho` outside [0, 1], a negative `eps` or rate.
@@ -262,7 +263,8 @@ def ftrl(
       beta: the paper's beta, >= 0 (added to l2 as `beta / (2 * lr)`).
 
     Returns:
-      A `GradientTransformation`; its slots, read with `gradtx.get_slot(state, name)`, are `accum` and `linear`.
+      A `GradientTransformation`; its slots, read with `gradtx.get_slot(state, name)`, are `accum`
+      and `linear`.
 
     Raises:
       ValueError: as TF: `initial_accumulator_value` < 0, `learning_rate_power` > 0, a

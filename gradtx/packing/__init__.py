@@ -21,11 +21,11 @@ mixes both. Nothing else in gradtx packs, concatenates or reshapes leaves.
 
 Layout. Leaves of a float dtype with at most `max_leaf_size` elements on a device (a
 sharded leaf counts its shard) are packed; the others (large leaves, integer leaves, empty
-ones) are kept as they are, as their own buffers. A buffer holds the leaves of one dtype and one placement: leaves on one device
-(or replicated) are flattened into a 1-D buffer; leaves sharded over mesh axes
-`(a1, ..., am)` (a `NamedSharding`) go into a buffer of shape `(k1, ..., km, length)`
-sharded `P(a1, ..., am, None)`, each device's shard of every leaf flattened into that
-device's row. Packing and unpacking then move no data between devices.
+ones) are kept as they are, as their own buffers. A buffer holds the leaves of one dtype
+and one placement: leaves on one device (or replicated) are flattened into a 1-D buffer;
+leaves sharded over mesh axes `(a1, ..., am)` (a `NamedSharding`) go into a buffer of shape
+`(k1, ..., km, length)` sharded `P(a1, ..., am, None)`, each device's shard of every leaf
+flattened into that device's row. Packing and unpacking then move no data between devices.
 
 Views. `unpack` slices each leaf out at an offset that XLA sees as a runtime value (the
 output of a `lax.cond` it cannot fold), so all leaves of one shape share one compiled

@@ -54,7 +54,7 @@ class Packed:
         return obj
 
     def __contains__(self, key: Any) -> bool:
-        """Whether the packed tree is a dict with `key` at its top (as Flax's `TrainState` asks its params)."""
+        """Whether the packed tree is a dict with `key` at its top (Flax's `TrainState` asks its params)."""
         top = self.layout.treedef.unflatten([None] * self.layout.treedef.num_leaves)
         return isinstance(top, dict) and key in top
 
@@ -180,7 +180,10 @@ def _buffers(layout: Layout, leaves: list) -> tuple:
 
 def _abstract_buffers(layout: Layout, leaves: list) -> tuple:
     groups = tuple(jax.ShapeDtypeStruct(g.shape, g.dtype, sharding=g.sharding) for g in layout.groups)
-    return (*groups, *(x for x, e in zip(leaves, layout.entries, strict=True) if e is not None and e[0] == "loose"))
+    return (
+        *groups,
+        *(x for x, e in zip(leaves, layout.entries, strict=True) if e is not None and e[0] == "loose"),
+    )
 
 
 # --------------------------------------------------------------------------- unpack
@@ -246,8 +249,9 @@ def _batch_dims(packed: Packed) -> int:
         k = len(shape) - len(group.shape)
         if k < 0 or shape[k:] != group.shape:
             raise ValueError(
-                f"`unpack`: buffer {i} has shape {shape}, but its layout was made for {group.shape}; pack the "
-                f"parameters where they are unpacked (e.g. inside `shard_map` for per-device shards)."
+                f"`unpack`: buffer {i} has shape {shape}, but its layout was made for "
+                f"{group.shape}; pack the parameters where they are unpacked (e.g. inside "
+                f"`shard_map` for per-device shards)."
             )
         extra.add(k)
     if len(extra) > 1:
@@ -319,11 +323,14 @@ def repack(tree: Any, like: Any) -> Any:
     """
     if is_packed(like):
         return pack(tree, layout=like.layout)
+    treedef: Any  # a PyTreeDef (jax's annotations leave its type unresolved)
     nodes, treedef = jax.tree_util.tree_flatten(like, is_leaf=lambda x: x is None or is_packed(x))
     if not any(is_packed(x) for x in nodes):
         return tree
     parts = treedef.flatten_up_to(tree)
-    return treedef.unflatten([pack(p, layout=n.layout) if is_packed(n) else p for p, n in zip(parts, nodes, strict=True)])
+    return treedef.unflatten(
+        [pack(p, layout=n.layout) if is_packed(n) else p for p, n in zip(parts, nodes, strict=True)]
+    )
 
 
 def has_packed(tree: Any) -> bool:

@@ -52,7 +52,7 @@ def _start(fn: str, axes: tuple, updates: Any, params: Any):
 class ModelAverageState(NamedTuple):
     """State of `model_average` (per replica)."""
 
-    count: jax.Array  # int32: local steps (TF's local_step); the parameters are averaged when k divides it
+    count: _protocol.Count  # int32: local steps (TF's local_step); params are averaged when k divides it
     inner: _protocol.OptState  # the replica's own state of the wrapped transform (never averaged, as in TF)
 
 
@@ -140,7 +140,7 @@ def model_average(
 class ElasticAverageState(NamedTuple):
     """State of `elastic_average`."""
 
-    count: jax.Array  # int32: local steps (TF's local_step)
+    count: _protocol.Count  # int32: local steps (TF's local_step)
     inner: _protocol.OptState  # the replica's own state of the wrapped transform
     global_center: _protocol.Updates  # TF's "global_center_variable": the center (identical on all replicas)
     local_center: _protocol.Updates  # TF's "local_center_variable": the center read at the last communication
@@ -286,7 +286,7 @@ def elastic_average(
 class AGNState(NamedTuple):
     """State of `agn`."""
 
-    count: jax.Array  # int32: local steps (TF's local_step)
+    count: _protocol.Count  # int32: local steps (TF's local_step)
     inner: _protocol.OptState  # the replica's own state of the wrapped transform (local steps)
     center_inner: (
         _protocol.OptState

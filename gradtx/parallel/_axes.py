@@ -50,9 +50,8 @@ def check_axis_name(fn: str, axis_name: Any) -> tuple[Hashable, ...]:
     for n in names:
         if n is None or isinstance(n, (list, dict, set, bool)) or not isinstance(n, Hashable):
             raise TypeError(
-                f"`{_checks.api_name(fn)}`: `axis_name` must be a hashable name (usually a str) or a tuple of "
-                f"them, "
-                f"got {axis_name!r}."
+                f"`{_checks.api_name(fn)}`: `axis_name` must be a hashable name (usually a str) or a "
+                f"tuple of them, got {axis_name!r}."
             )
     if len(set(names)) != len(names):
         raise ValueError(f"`{_checks.api_name(fn)}`: `axis_name` repeats a name: {axis_name!r}.")

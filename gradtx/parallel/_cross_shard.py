@@ -175,8 +175,9 @@ def mean_over(value: Any, axis_name: _axes.AxisName) -> Any:
         >>> from jax.sharding import PartitionSpec as P
         >>> mesh = jax.make_mesh((jax.device_count(),), ("data",))
         >>> x = jax.device_put(jnp.arange(float(jax.device_count())), jax.NamedSharding(mesh, P("data")))
-        >>> f = jax.shard_map(lambda x: gradtx.parallel.mean_over(x[0], "data"), mesh=mesh, in_specs=P("data"),
-        ...                   out_specs=P())
+        >>> def mean(x):
+        ...     return gradtx.parallel.mean_over(x[0], "data")
+        >>> f = jax.shard_map(mean, mesh=mesh, in_specs=P("data"), out_specs=P())
         >>> float(jax.jit(f)(x)) == (jax.device_count() - 1) / 2
         True
     """
@@ -221,7 +222,8 @@ def per_replica(tree: Any, axis_name: _axes.AxisName) -> Any:
         ...     w = gradtx.parallel.per_replica(w, "data")
         ...     return jax.grad(lambda w: jnp.sum(x * w))(w)[None]
         >>> x = jax.device_put(jnp.arange(float(jax.device_count())), jax.NamedSharding(mesh, P("data")))
-        >>> g = jax.jit(jax.shard_map(grads, mesh=mesh, in_specs=(P(), P("data")), out_specs=P("data")))(1.0, x)
+        >>> grads = jax.shard_map(grads, mesh=mesh, in_specs=(P(), P("data")), out_specs=P("data"))
+        >>> g = jax.jit(grads)(1.0, x)
         >>> bool((g == x).all())
         True
     """

@@ -15,7 +15,7 @@ from gradtx.parallel import _axes
 class SyncReplicasState(NamedTuple):
     """State of `sync_replicas` (replicated: identical on every replica)."""
 
-    count: jax.Array  # int32: applied updates (TF's global_step, advanced once per applied update)
+    count: _protocol.Count  # int32: applied updates (TF's global_step, advanced once per applied update)
     inner: _protocol.OptState  # the state of the wrapped transform (advances only when an update is applied)
     grad_accum: (
         _protocol.Updates
@@ -167,7 +167,7 @@ def sync_replicas(
 class DropStaleGradientsState(NamedTuple):
     """State of `drop_stale_gradients`."""
 
-    count: jax.Array  # int32: applied updates (TF's global_step, advanced by accepted gradients only)
+    count: _protocol.Count  # int32: applied updates (TF's global_step, advanced by accepted gradients only)
     inner: _protocol.OptState  # the state of the wrapped transform (untouched by a dropped gradient)
     stale_counter: jax.Array  # int32: dropped gradients so far (TF's "stale_counter")
 

@@ -38,7 +38,7 @@ P_ARGS = (
 
 def doc(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Fill the shared `{P_ARGS}` and `{RETURNS_RAISES}` sections of a docstring."""
-    fn.__doc__ = fn.__doc__.replace("{P_ARGS}", P_ARGS).replace("{RETURNS_RAISES}", RETURNS_RAISES)
+    fn.__doc__ = (fn.__doc__ or "").replace("{P_ARGS}", P_ARGS).replace("{RETURNS_RAISES}", RETURNS_RAISES)
     return fn
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -14,7 +13,7 @@ from gradtx import _base, _checks, _protocol, _tree, sparse
 class ScaleByAdadeltaState(NamedTuple):
     """State of `scale_by_adadelta`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     accum: _protocol.Updates  # TF slot "accum": average of squared gradients (starts at 0)
     accum_update: _protocol.Updates  # TF slot "accum_update": average of squared updates (starts at 0)
 

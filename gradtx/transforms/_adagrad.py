@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -14,7 +13,7 @@ from gradtx import _base, _checks, _protocol, _tree, sparse
 class ScaleByAdagradState(NamedTuple):
     """State of `scale_by_adagrad`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     accumulator: _protocol.Updates  # TF slot "accumulator" (starts at initial_accumulator_value)
 
 
@@ -86,7 +85,7 @@ def scale_by_adagrad(initial_accumulator_value: float = 0.1) -> _protocol.Gradie
 class ScaleByAdagradDAState(NamedTuple):
     """State of `scale_by_adagrad_da`."""
 
-    count: jax.Array  # int32: completed updates (the closed form uses T = count + 1)
+    count: _protocol.Count  # int32: completed updates (the closed form uses T = count + 1)
     gradient_accumulator: _protocol.Updates  # TF slot "gradient_accumulator" (starts at 0)
     gradient_squared_accumulator: _protocol.Updates  # TF slot (starts at the initial value)
 

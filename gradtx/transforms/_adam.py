@@ -14,7 +14,7 @@ from gradtx import _base, _checks, _protocol, _tree, _vma, sparse
 class ScaleByAdamState(NamedTuple):
     """State of `scale_by_adam`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     m: _protocol.Updates  # TF slot "m": first moment (starts at 0)
     v: _protocol.Updates  # TF slot "v": second moment (starts at 0)
     beta1_power: jax.Array  # float32 (float64 under x64), TF's non-slot "beta1_power": b1**(count+1)
@@ -22,13 +22,13 @@ class ScaleByAdamState(NamedTuple):
 
 
 def _adam_step(m, v, g, b1, c, eps, nesterov):
-    """The epsilon-hat step from the new moments: `(m * c) / (sqrt(v) + eps)` (Nesterov: m -> g(1-b1) + b1 m)."""
+    """The epsilon-hat step from the new moments: `m c / (sqrt(v) + eps)` (Nesterov: m -> g(1-b1) + b1 m)."""
     num = g * (1 - b1) + b1 * m if nesterov else m
     return (num * c) / (jnp.sqrt(v) + eps)
 
 
 def _as_stored(m: jax.Array, dtype: Any) -> jax.Array:
-    """`m` rounded to the slot's `dtype` (`mu_dtype`) but kept in its own: the step uses the moment it stores."""
+    """`m` rounded to the slot's `dtype` (`mu_dtype`), kept in its own: the step uses the moment it stores."""
     return m if m.dtype == dtype else m.astype(dtype).astype(m.dtype)
 
 
@@ -182,7 +182,7 @@ def scale_by_adam(
 class ScaleByAdamaxState(NamedTuple):
     """State of `scale_by_adamax`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     m: _protocol.Updates  # TF slot "m": first moment (starts at 0)
     v: _protocol.Updates  # TF slot "v": exponentially weighted infinity norm (starts at 0)
     beta1_power: jax.Array  # TF's non-slot "beta1_power": b1**(count+1), a running product
@@ -274,7 +274,7 @@ def scale_by_adamax(
 class ScaleByAmsgradState(NamedTuple):
     """State of `scale_by_amsgrad`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     m: _protocol.Updates  # RETURNN's "m" (starts at 0)
     v: _protocol.Updates  # RETURNN's "v" (starts at 0)
     v_hat: _protocol.Updates  # RETURNN's "v_hat": the running maximum of v (starts at 0)

@@ -13,7 +13,7 @@ from gradtx import _base, _checks, _protocol, _tree, sparse
 class ScaleByFtrlState(NamedTuple):
     """State of `scale_by_ftrl`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     accum: (
         _protocol.Updates
     )  # TF slot "accum": sum of squared gradients (starts at initial_accumulator_value)
@@ -37,7 +37,7 @@ def scale_by_ftrl(
     l2_shrinkage: _protocol.ScalarOrSchedule = 0.0,
     beta: _protocol.ScalarOrSchedule = 0.0,
 ) -> _protocol.GradientTransformation:
-    r"""FTRL-proximal, exactly TF's `ApplyFtrlV2` (`ApplyFtrl` when `l2_shrinkage = 0`); outputs `var - var_new`.
+    r"""FTRL-proximal, exactly TF's `ApplyFtrlV2` (`ApplyFtrl` if `l2_shrinkage = 0`); gives `var - var_new`.
 
     With :math:`p` = `learning_rate_power`, :math:`\tilde g = g + 2\lambda_s w`
     (shrinkage), :math:`n' = n + g^2`:
@@ -92,7 +92,7 @@ def scale_by_ftrl(
     p_static = (
         None
         if _tree.any_schedule(learning_rate_power) or isinstance(learning_rate_power, jax.core.Tracer)
-        else float(learning_rate_power) == -0.5
+        else float(learning_rate_power) == -0.5  # type: ignore[arg-type]
     )
 
     def init_fn(params):

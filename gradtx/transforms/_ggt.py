@@ -20,7 +20,7 @@ class ScaleByGGTState(NamedTuple):
     float64), whatever the leaves' dtypes.
     """
 
-    count: jax.Array  # int32: completed updates (TF's own float "global_step" = count)
+    count: _protocol.Count  # int32: completed updates (TF's own float "global_step" = count)
     moment1: _protocol.Updates  # TF non-slot "moment1": first moment of the gradient, shaped like the params
     grad_buffer: (
         _protocol.Updates

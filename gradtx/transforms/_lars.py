@@ -14,12 +14,12 @@ from gradtx.transforms._momentum import _trace_leaf
 class ScaleByLarsState(NamedTuple):
     """State of `scale_by_lars`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     momentum: _protocol.Updates  # TF slot "momentum" (starts at 0)
 
 
 def _trust_ratio(var: jax.Array, grad: jax.Array, eeta, weight_decay, eps) -> jax.Array:
-    """`eeta * |w| / (|g| + weight_decay * |w| + eps)`, or 1 when `|w|` or `|g|` is 0 (contrib's compute_lr)."""
+    """`eeta * |w| / (|g| + weight_decay * |w| + eps)`, or 1 if `|w|` or `|g|` is 0 (contrib's compute_lr)."""
     w_norm = jnp.sqrt(_tree.squared_norm(var))
     g_norm = jnp.sqrt(_tree.squared_norm(grad))
     ratio = eeta * w_norm / (g_norm + weight_decay * w_norm + eps)
@@ -41,7 +41,8 @@ def scale_by_lars(
     For each variable, before the update:
 
     .. math::
-        r = \begin{cases} \dfrac{\eta\,\lVert w\rVert_2}{\lVert g\rVert_2 + \lambda \lVert w\rVert_2 + \epsilon}
+        r = \begin{cases}
+            \dfrac{\eta\,\lVert w\rVert_2}{\lVert g\rVert_2 + \lambda \lVert w\rVert_2 + \epsilon}
             & \lVert w\rVert_2 > 0 \text{ and } \lVert g\rVert_2 > 0 \\ 1 & \text{otherwise} \end{cases},
         \qquad a_t = \mu a_{t-1} + g_t, \qquad u_t = r\, a_t
 
@@ -85,7 +86,8 @@ def scale_by_lars(
     _checks.check_bool(fn, "nesterov", nesterov)
     if isinstance(skip, str) or not all(isinstance(s, str) for s in skip):
         raise TypeError(
-            f"`{_checks.api_name(fn)}`: `skip` must be a sequence of strings (key-path substrings), got {skip!r}."
+            f"`{_checks.api_name(fn)}`: `skip` must be a sequence of strings (key-path substrings), "
+            f"got {skip!r}."
         )
     skip = tuple(skip)
 

@@ -12,7 +12,7 @@ from gradtx import _base, _checks, _protocol, _tree, sparse
 class TraceState(NamedTuple):
     """State of `trace`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     momentum: _protocol.Updates  # TF slot "momentum" (the accumulator; starts at 0)
 
 

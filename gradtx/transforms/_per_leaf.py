@@ -14,7 +14,7 @@ from gradtx.transforms._scale import scale_by_learning_rate
 class PerLeafState(NamedTuple):
     """State of `per_leaf`."""
 
-    count: jax.Array  # int32: completed updates (the rule gets it: step t sees count = t-1)
+    count: _protocol.Count  # int32: completed updates (the rule gets it: step t sees count = t-1)
     slots: _protocol.SlotDict  # slot name -> tree of that slot, as `init_slots` made them
 
 

@@ -28,7 +28,7 @@ def _prox(prox: jax.Array, rate: jax.Array, l1: jax.Array, l2: jax.Array) -> jax
 class ScaleByProximalSGDState(NamedTuple):
     """State of `scale_by_proximal_sgd`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
 
 
 @_base.api
@@ -99,7 +99,7 @@ def scale_by_proximal_sgd(
 class ScaleByProximalAdagradState(NamedTuple):
     """State of `scale_by_proximal_adagrad`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     accumulator: _protocol.Updates  # TF slot "accumulator" (starts at initial_accumulator_value)
 
 

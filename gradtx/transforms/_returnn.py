@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -20,7 +19,7 @@ from gradtx import _base, _checks, _protocol, _tree
 class ScaleByNeuralOptimizer1State(NamedTuple):
     """State of `scale_by_neural_optimizer1`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     m: _protocol.Updates  # RETURNN slot "m": running average of the gradient (starts at 0)
 
 
@@ -49,11 +48,12 @@ def _like_g(g, values):
 def scale_by_neural_optimizer1(
     b1: _protocol.ScalarOrSchedule = 0.9, decrease_factor: _protocol.ScalarOrSchedule = 0.1
 ) -> _protocol.GradientTransformation:
-    r"""RETURNN's NeuralOptimizer1: keep the gradient where its sign agrees with its running mean, shrink it elsewhere.
+    r"""RETURNN's NeuralOptimizer1: keep the gradient where its sign agrees with its mean, else shrink it.
 
     .. math::
         m_t = \beta_1 m_{t-1} + (1-\beta_1) g_t, \qquad
-        u_t = g_t \cdot \begin{cases} 1 & \mathrm{sign}(m_t) = \mathrm{sign}(g_t) \\ d & \text{otherwise} \end{cases}
+        u_t = g_t \cdot \begin{cases} 1 & \mathrm{sign}(m_t) = \mathrm{sign}(g_t) \\
+            d & \text{otherwise} \end{cases}
 
     A cheap form of Bello et al.'s `g * exp(sign(g) * sign(m))`; followed by
     `scale_by_learning_rate(lr)` this is RETURNN's `NeuralOptimizer1`. Row-sparse gradients
@@ -108,7 +108,7 @@ def scale_by_neural_optimizer1(
 class ScaleByGradVarianceState(NamedTuple):
     """State of `scale_by_grad_variance`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     m: _protocol.Updates  # RETURNN slot "m": running mean of the gradient (starts at 0)
     v: _protocol.Updates  # RETURNN slot "v": running mean of (g - m)^2 (starts at 0)
 
@@ -184,12 +184,12 @@ def scale_by_grad_variance(
 class ScaleByL2NormalizationState(NamedTuple):
     """State of `scale_by_l2_normalization` when `eps` is a schedule."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
 
 
 @_base.api
 def scale_by_l2_normalization(eps: _protocol.ScalarOrSchedule = 1e-12) -> _protocol.GradientTransformation:
-    r"""Divide each gradient tensor by its L2 norm (`tf.nn.l2_normalize(g, None)`), as RETURNN's NormalizedSGD.
+    r"""Divide each gradient tensor by its L2 norm (`tf.nn.l2_normalize(g, None)`): RETURNN's NormalizedSGD.
 
     .. math:: u = g \,/\, \sqrt{\max(\textstyle\sum g^2, \epsilon)}
 

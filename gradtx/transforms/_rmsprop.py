@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 
 from gradtx import _base, _checks, _protocol, _tree, sparse
@@ -13,7 +12,7 @@ from gradtx import _base, _checks, _protocol, _tree, sparse
 class ScaleByRmspropState(NamedTuple):
     """State of `scale_by_rmsprop`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     rms: _protocol.Updates  # TF slot "rms": mean square (starts at ONES, as TF1's RMSPropOptimizer)
     momentum: _protocol.Updates  # TF slot "momentum": the last step (starts at 0)
     mg: _protocol.Updates  # TF slot "mg": mean gradient when centered (starts at 0), else None

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import jax
-
 from gradtx import _base, _checks, _protocol, _tree
 
 
 class ScaleByScheduleState(NamedTuple):
     """State of a scaling whose factor is a schedule."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
 
 
 def _scaled(fn: str, factor: Any, sign: float) -> _protocol.GradientTransformation:
@@ -26,28 +24,26 @@ def _scaled(fn: str, factor: Any, sign: float) -> _protocol.GradientTransformati
 
         return _tree.map_updates(fn, leaf, updates)
 
-    if _tree.any_schedule(factor):
+    def init_scheduled(params):
+        del params
+        return ScaleByScheduleState(count=_tree.zero_count())
 
-        def init_fn(params):
-            del params
-            return ScaleByScheduleState(count=_tree.zero_count())
+    def update_scheduled(updates, state, params=None, **extra_args):
+        del params, extra_args
+        out = apply(updates, _tree.resolve(factor, state.count))
+        return out, ScaleByScheduleState(count=_tree.increment(state.count))
 
-        def update_fn(updates, state, params=None, **extra_args):
-            del params, extra_args
-            out = apply(updates, _tree.resolve(factor, state.count))
-            return out, ScaleByScheduleState(count=_tree.increment(state.count))
-
-        return _protocol.ElementWise(init_fn, update_fn)
-
-    def init_fn(params):
+    def init_constant(params):
         del params
         return _protocol.EmptyState()
 
-    def update_fn(updates, state, params=None, **extra_args):
+    def update_constant(updates, state, params=None, **extra_args):
         del params, extra_args
         return apply(updates, factor), state
 
-    return _protocol.ElementWise(init_fn, update_fn)
+    if _tree.any_schedule(factor):
+        return _protocol.ElementWise(init_scheduled, update_scheduled)
+    return _protocol.ElementWise(init_constant, update_constant)
 
 
 @_base.api

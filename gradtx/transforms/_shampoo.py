@@ -27,7 +27,7 @@ class ScaleByShampooState(NamedTuple):
     leaves), whatever the leaf's dtype.
     """
 
-    count: jax.Array  # int32: completed updates; contrib's `step` is count + 1
+    count: _protocol.Count  # int32: completed updates; contrib's `step` is count + 1
     gbar: _protocol.Updates  # TF slot "gbar": the averaged gradient (stays 0 when gbar_decay == 0)
     mat_gbar: (
         _protocol.Updates
@@ -109,9 +109,9 @@ def _root_order(fn: str, rank: int, alpha: float) -> int:
     p = rank / float(alpha)
     if not (p >= 1 and abs(p - round(p)) <= 1e-9 * p):
         raise ValueError(
-            f"`{_checks.api_name(fn)}`: with `use_iterative_root=True`, rank / `alpha` must be a positive integer "
-            f"(the Schur-Newton iteration takes integer roots); a leaf of rank {rank} with alpha={alpha!r} "
-            f"gives {p!r}. Use an alpha such as 0.5 or 1.0, or the SVD root."
+            f"`{_checks.api_name(fn)}`: with `use_iterative_root=True`, rank / `alpha` must be a positive "
+            f"integer (the Schur-Newton iteration takes integer roots); a leaf of rank {rank} with "
+            f"alpha={alpha!r} gives {p!r}. Use an alpha such as 0.5 or 1.0, or the SVD root."
         )
     return round(p)
 
@@ -288,11 +288,18 @@ def scale_by_shampoo(
                     value = jnp.where(update_stats, value, mat_g[i])
                     slot = jnp.where(update_stats, slot, mat_g[i])
                 if d == 1:
-                    root = lambda v: jnp.power(v + eps_t, neg_alpha)
+
+                    def root(v):
+                        return jnp.power(v + eps_t, neg_alpha)
                 elif use_iterative_root:
-                    root = lambda v: _root_iterative(v, eps_t, neg_alpha, _root_order(fn, rank, alpha))
+
+                    def root(v):
+                        return _root_iterative(v, eps_t, neg_alpha, _root_order(fn, rank, alpha))
                 else:
-                    root = lambda v: _root_svd(v, eps_t, neg_alpha)
+
+                    def root(v):
+                        return _root_svd(v, eps_t, neg_alpha)
+
                 if svd_interval > 1:
                     h = jax.lax.cond(update_roots, root, lambda v, stored=mat_h[i]: stored, value)
                 else:

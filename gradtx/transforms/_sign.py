@@ -20,14 +20,14 @@ from gradtx import _base, _checks, _protocol, _tree
 class ScaleByAddSignState(NamedTuple):
     """State of `scale_by_addsign`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     m: _protocol.Updates  # TF slot "m": moving average of the gradients (starts at 0)
 
 
 class ScaleByPowerSignState(NamedTuple):
     """State of `scale_by_powersign`."""
 
-    count: jax.Array  # int32: completed updates
+    count: _protocol.Count  # int32: completed updates
     m: _protocol.Updates  # TF slot "m": moving average of the gradients (starts at 0)
 
 

@@ -1,4 +1,5 @@
-"""gradtx/combinators/_clip.py: clip, clip_by_norm, clip_by_global_norm (TF's arithmetic; TF parity in tests/parity)."""
+"""gradtx/combinators/_clip.py: clip, clip_by_norm, clip_by_global_norm (TF's arithmetic; TF parity in
+tests/parity)."""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,5 @@
-"""gradtx/combinators/_moving_average.py and _variable_clipping.py: averages of the params, projections of them."""
+"""gradtx/combinators/_moving_average.py and _variable_clipping.py: averages of the params, projections of
+them."""
 
 import jax
 import jax.numpy as jnp

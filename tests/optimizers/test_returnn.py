@@ -1,4 +1,5 @@
-"""RETURNN's optimizers (gradtx/optimizers/_returnn.py) and per_leaf against float64 references of RETURNN's rules."""
+"""RETURNN's optimizers (gradtx/optimizers/_returnn.py) and per_leaf against float64 references of RETURNN's
+rules."""
 
 import jax.numpy as jnp
 import numpy as np

@@ -77,7 +77,10 @@ def run(
             p = gradtx.apply_updates(p, u)
             ps.append(p)
             obs.append(observe(state) if observe is not None else ())
-        stack = lambda *xs: jnp.stack(xs)
+
+        def stack(*xs):
+            return jnp.stack(xs)
+
         return jax.tree.map(stack, *ps), jax.tree.map(stack, *obs)
 
     if mode == "pmap":

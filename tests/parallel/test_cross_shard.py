@@ -76,7 +76,10 @@ def _assert_matches(got, ref, rtol=1e-5, atol=1e-6):
 def test_cross_shard_equals_the_large_batch_step(mode, reduction):
     """check_vma=True: autodiff has summed the replicated params' gradients; they are not summed again."""
     params, data = _problem()
-    make = lambda: gradtx.adam(0.05)
+
+    def make():
+        return gradtx.adam(0.05)
+
     got, _ = _util.run(cross_shard(make(), _util.AXIS, reduction), params, data, mode=mode, grad_fn=_grad_fn)
     _assert_matches(got, _large_batch_reference(make(), params, data, reduction))
 

@@ -46,7 +46,10 @@ def test_trajectory_equals_the_unsharded_optimizer(mode, autodiff):
 def test_trajectory_with_a_rule_reading_the_params(reduction="sum"):
     """The inner transform gets this replica's slice of the params too (FTRL's rule reads them)."""
     params, grads = _problem(1)
-    make = lambda: gradtx.ftrl(0.1, l1=0.01, l2=0.02, l2_shrinkage=0.01)
+
+    def make():
+        return gradtx.ftrl(0.1, l1=0.01, l2=0.02, l2_shrinkage=0.01)
+
     got, _ = _util.run(sharded_state(make(), _util.AXIS, reduction=reduction), params, grads, mode="novma")
     ref, _ = _util.run(cross_shard(make(), _util.AXIS, reduction), params, grads, mode="novma")
     for k in SHAPES:
@@ -108,7 +111,7 @@ def test_per_device_state_is_one_nth_and_round_trips_through_shard_map():
         return gradtx.apply_updates(params, updates), state
 
     p, rp, ref_state = params, params, ref_tx.init(params)
-    for t in range(3):
+    for _ in range(3):
         g = _util.put(
             {k: jnp.asarray(rng.standard_normal((N, *s)), jnp.float32) for k, s in shapes.items()},
             m,

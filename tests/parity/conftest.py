@@ -1,4 +1,5 @@
-"""TensorFlow is the oracle here. Without it these tests skip, unless GRADTX_REQUIRE_TF=1 (set by `make test`)."""
+"""TensorFlow is the oracle here. Without it these tests skip, unless GRADTX_REQUIRE_TF=1 (set by `make
+test`)."""
 
 import os
 

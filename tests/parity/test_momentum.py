@@ -1,4 +1,5 @@
-"""GradientDescentOptimizer and MomentumOptimizer (with and without Nesterov) against TensorFlow, dense and sparse."""
+"""GradientDescentOptimizer and MomentumOptimizer (with and without Nesterov) against TensorFlow, dense and
+sparse."""
 
 import pytest
 

@@ -25,7 +25,7 @@ import gradtx
 from gradtx.schedules import cosine_sign_decay, linear_sign_decay, restart_sign_decay
 from tests import helpers
 
-# --------------------------------------------------------------------------- contrib's sign_decay.py, in TF ops
+# ----------------------------------------------------------------------- contrib's sign_decay.py, in TF ops
 
 
 def tf_linear(decay_steps):

@@ -103,7 +103,10 @@ def test_float32_matches_the_reference(name):
 
 def test_leaf_order_does_not_matter():
     params, grads = helpers.problem(1, shapes=SHAPES)
-    reverse = lambda xs: list(reversed(xs))
+
+    def reverse(xs):
+        return list(reversed(xs))
+
     a, _ = _run64(gradtx.ggt(0.1), params, grads)
     b, _ = _run64(gradtx.ggt(0.1), reverse(params), [reverse(g) for g in grads])
     for x, y in zip(a, b, strict=True):
@@ -142,7 +145,8 @@ def test_state_is_per_leaf_float32_with_tf_names():
 
 
 def test_packed_parameters_give_the_reference_numbers():
-    """On packed parameters the sums over leaves run in another order: as close to exact arithmetic as per leaf."""
+    """On packed parameters the sums over leaves run in another order: as close to exact arithmetic as per
+    leaf."""
     params, grads = helpers.problem(3, shapes=SHAPES)
     expected, _, _ = reference(params, grads, 0.1)
     packed_params = gradtx.packing.pack(params)

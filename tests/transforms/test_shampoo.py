@@ -1,4 +1,5 @@
-"""gradtx/transforms/_shampoo.py: scale_by_shampoo against a float64 NumPy reference of spec/TF_SEMANTICS.md."""
+"""gradtx/transforms/_shampoo.py: scale_by_shampoo against a float64 NumPy reference of
+spec/TF_SEMANTICS.md."""
 
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def reference(
     eps=1e-4,
     alpha=0.5,
 ):
-    """The spec's Shampoo in float64 (schedules called with t-1); a scalar is a [1] vector. Returns (trajectory, slots)."""
+    """The spec's Shampoo in float64 (schedules called with t-1); a scalar is a [1] vector. Returns
+    (trajectory, slots)."""
 
     def at(h, t):
         return float(h(t - 1)) if callable(h) else h
@@ -197,7 +199,8 @@ def test_schur_newton_root_of_psd_matrices(n, p):
 
 
 def _schur_newton(mat, eps, p):
-    """The coupled iteration as contrib writes it: z, M_0 = z A, X_0 = z^(1/p) I; stop at max|M - I| <= 1e-6."""
+    """The coupled iteration as contrib writes it: z, M_0 = z A, X_0 = z^(1/p) I; stop at max|M - I| <=
+    1e-6."""
     a = -1.0 / p
     eye = np.eye(len(mat))
     damped = mat + eps * eye
@@ -426,7 +429,10 @@ def test_constant_schedules_equal_numbers():
     params = _params()
     grads = [_grads(params, seed) for seed in range(3)]
     plain = helpers.run(gradtx.shampoo(0.5), params, grads)[0]
-    const = lambda v: lambda count: jnp.asarray(v, jnp.float32)
+
+    def const(v):
+        return lambda count: jnp.asarray(v, jnp.float32)
+
     scheduled = gradtx.shampoo(
         const(0.5),
         gbar_decay=const(0.0),
@@ -462,7 +468,8 @@ def test_row_sparse_gradients_are_densified():
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_converges_on_a_quadratic(variant):
-    """The registry example (learning_rate=0.5, eps=0.1) and variants on the contract's quadratic: loss / 100."""
+    """The registry example (learning_rate=0.5, eps=0.1) and variants on the contract's quadratic: loss /
+    100."""
     tx = gradtx.shampoo(0.5, **VARIANTS[variant])
     params = _params()
     target = _grads(params, seed=7)
@@ -471,7 +478,9 @@ def test_converges_on_a_quadratic(variant):
     def loss_fn(p):
         return sum(
             0.5 * jnp.sum(c * (x - y) ** 2)
-            for x, y, c in zip(jax.tree.leaves(p), jax.tree.leaves(target), jax.tree.leaves(curvature), strict=True)
+            for x, y, c in zip(
+                jax.tree.leaves(p), jax.tree.leaves(target), jax.tree.leaves(curvature), strict=True
+            )
         )
 
     @jax.jit

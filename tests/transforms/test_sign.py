@@ -72,7 +72,8 @@ def ref_addsign(lr, alpha, beta, decay):
 
 
 def ref_powersign(lr, base, beta, decay):
-    """ApplyPowerSign: var -= lr * exp(log(base) * decay(t-1) * sign(g) sign(m_new)) * g (sparse: pow(e, .))."""
+    """ApplyPowerSign: var -= lr * exp(log(base) * decay(t-1) * sign(g) sign(m_new)) * g (sparse:
+    pow(e, .))."""
     logbase = math.log(base)
 
     def multiplier(sgm, t, sparse):
@@ -124,7 +125,9 @@ def _reference(name, *, x64):
     if x64 and callable(value):
         # gradtx's sign decays are float32 (as TF's), and so is `int32 count / 4`: the float64 run
         # must see the same values
-        ref_decay = lambda gs, s=value: float(s(jnp.int32(gs)))
+        def ref_decay(gs, s=value):
+            return float(s(jnp.int32(gs)))
+
     lr, h, beta = hyper["learning_rate"], hyper.get("alpha", hyper.get("base")), hyper["beta"]
     ref = ref_addsign if make is addsign else ref_powersign
     return make(**hyper, sign_decay=value), ref(lr, h, beta, ref_decay)
@@ -179,7 +182,8 @@ def test_state_has_count_and_tf_slot_m():
 
 
 def test_sign_of_zero_is_zero():
-    """m is exactly 0 after g = [1], [-0.5] with beta = 0.5: the multiplier is alpha (1), not alpha - 1 (0)."""
+    """m is exactly 0 after g = [1], [-0.5] with beta = 0.5: the multiplier is alpha (1), not alpha - 1
+    (0)."""
     for tx, expected in ((scale_by_addsign(1.0, 0.5), -0.5), (scale_by_powersign(2.0, 0.5), -0.5)):
         state = tx.init(jnp.zeros(1))
         _, state = tx.update(jnp.array([1.0]), state)
@@ -319,7 +323,10 @@ def test_sparse_padding_and_unique_row_sparse():
 def test_every_hyperparameter_accepts_a_schedule_and_a_jax_scalar(make, name, value):
     params, grads = helpers.problem(1)
     plain, _ = helpers.run(make(**{name: value}), params, grads[:5])
-    schedule = lambda count: jnp.asarray(value, jnp.float32)
+
+    def schedule(count):
+        return jnp.asarray(value, jnp.float32)
+
     scheduled, _ = helpers.run(make(**{name: schedule}), params, grads[:5])
     scalar, _ = helpers.run(make(**{name: jnp.float32(value)}), params, grads[:5])
     helpers.assert_trees_close(scheduled[-1], plain[-1], rtol=1e-6, atol=1e-7)
