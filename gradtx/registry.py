@@ -5,7 +5,7 @@ same transform as `gradtx.momentum(0.1, 0.9, nesterov=True)`, so a TF config mov
 verbatim. Lookup ignores case, underscores and a trailing "Optimizer": `"lazy_adam"`,
 `"LazyAdam"` and `"LazyAdamOptimizer"` are one name.
 
-Every factory of the library is registered (in `gradtx/_catalog.py`, loaded with this
+Every factory of the library is registered (in `gradtx/_catalog/`, one module per family, loaded with this
 module) with `example` arguments that build a working instance: the contract suite
 (tests/test_contract.py) runs over all of them, and the README's catalogue table is
 generated from them.

@@ -1,0 +1,18 @@
+"""The built-in catalogue: every factory of gradtx registered with its TF names, example and sparse rule.
+
+`gradtx.registry` is the mechanism; the package imports this package right after it, so the
+registry is complete once `gradtx` is imported. One module per family (tf.train, contrib,
+RETURNN, building blocks, combinators, parallel); each entry's `example` builds a working
+instance; the contract suite runs over all of them and the README's catalogue table is
+generated from them.
+"""
+
+from __future__ import annotations
+
+from gradtx._catalog import _combinators, _contrib, _parallel, _returnn, _tf_train, _transforms  # noqa: F401
+from gradtx.registry import names
+
+OPTIMIZER_NAMES: tuple[str, ...] = names("optimizer")
+"""The gradtx names of the built-in optimizers, sorted.
+
+(`registry.names("optimizer")` includes later registrations.)"""
