@@ -1,4 +1,4 @@
-"""gradtx/sparse.py: RowSparse, deduplication, the gradient helper, O(touched rows) steps."""
+"""gradtx/sparse/: RowSparse, deduplication, the gradient helper, O(touched rows) steps."""
 
 import re
 

@@ -1,23 +1,14 @@
-"""Row-sparse gradients (TF's `IndexedSlices`) and the helpers that produce and apply them.
-
-A `RowSparse` is the gradient of an embedding table that a batch touched in only some
-rows. Transforms apply TF's sparse rule to it (most change the touched rows only, see
-each optimizer), `apply_updates` scatters it, and under `jax.jit` with donated params and
-state one step costs O(touched rows), not O(table).
-
-Indices must lie in `[0, num_rows)`; under jit they cannot be checked, and rows outside
-are dropped (TF raises instead).
-"""
+"""`RowSparse`: a gradient for some rows of a table (TF's `IndexedSlices`); `densify`, `random_row_sparse`."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _checks, _tree
+from gradtx import _tree
 
 
 @jax.tree_util.register_pytree_with_keys_class
@@ -189,186 +180,6 @@ def _rows(mask: jax.Array, like: jax.Array) -> jax.Array:
     return mask.reshape(mask.shape + (1,) * (like.ndim - 1))
 
 
-def apply_rows(
-    rule: Callable[..., tuple[jax.Array, ...]],
-    grad: RowSparse,
-    *slots: jax.Array,
-    param: jax.Array | None = None,
-) -> tuple[Any, ...]:
-    """Apply a dense per-element rule to the touched rows only (TF's `SparseApply*` kernels).
-
-    The gradient is deduplicated; the rows of each slot (and of `param`, when given) are
-    gathered, `rule(grad_rows, *slot_rows[, param_rows])` returns
-    `(update_rows, *new_slot_rows)`, and the new rows are scattered back. Untouched rows of
-    the slots do not change. Costs O(touched rows).
-
-    Args:
-      rule: the dense rule, element-wise over rows.
-      grad: the row-sparse gradient.
-      *slots: the slot tables (shaped like the parameter).
-      param: the parameter table, for rules that read it.
-
-    Returns:
-      `(update, *new_slots)` where `update` is a `RowSparse` (zero in padding rows).
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from gradtx.sparse import RowSparse, apply_rows
-        >>> accum = jnp.ones((3, 1))
-        >>> g = RowSparse(jnp.array([2, 2]), jnp.array([[1.0], [2.0]]), (3, 1))  # row 2, twice
-        >>> update, accum = apply_rows(lambda g, a: (-g / a, a + g * g), g, accum)
-        >>> update.todense()[:, 0], accum[:, 0]
-        (Array([ 0.,  0., -3.], dtype=float32), Array([ 1.,  1., 10.], dtype=float32))
-    """
-    g = grad.deduplicated()
-    args = [g.values, *(g.gather(s) for s in slots)]
-    if param is not None:
-        args.append(g.gather(param))
-    update_rows, *new_rows = rule(*args)
-    update = g.with_values(g.zero_padding(update_rows))
-    return (update, *(g.scatter(s, r) for s, r in zip(slots, new_rows, strict=True)))
-
-
-def lift(
-    rule: Callable[..., tuple[jax.Array, ...]], *, with_param: bool = False
-) -> Callable[..., tuple[Any, ...]]:
-    """A per-leaf function from a dense per-element rule: dense gradients get `rule`, row-sparse
-    ones get it on their touched rows only (`apply_rows`, TF's `SparseApply*` semantics).
-
-    `rule(grad, *slots[, param]) -> (update, *new_slots)`; the returned function takes the
-    same positional arguments (the param last when `with_param`).
-
-    Args:
-      rule: the dense rule, element-wise.
-      with_param: `rule` takes the parameter as its last argument.
-
-    Returns:
-      `leaf(grad, *slots[, param]) -> (update, *new_slots)` for dense or `RowSparse` grads.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from gradtx.sparse import RowSparse, lift
-        >>> leaf = lift(lambda g, a: (g / a, a + 1))
-        >>> leaf(jnp.array([2.0, 4.0]), jnp.array([1.0, 2.0]))  # dense: the rule everywhere
-        (Array([2., 2.], dtype=float32), Array([2., 3.], dtype=float32))
-        >>> u, a = leaf(RowSparse(jnp.array([1]), jnp.array([4.0]), (2,)), jnp.array([1.0, 2.0]))
-        >>> u.todense(), a  # row-sparse: row 1 only
-        (Array([0., 2.], dtype=float32), Array([1., 3.], dtype=float32))
-    """
-
-    def leaf(grad, *rest):
-        if _tree.is_row_sparse(grad):
-            slots, param = (rest[:-1], rest[-1]) if with_param else (rest, None)
-            return apply_rows(rule, grad, *slots, param=param)
-        return rule(grad, *rest)
-
-    return leaf
-
-
-def value_and_grad(
-    loss_fn: Callable[..., Any],
-    lookups: Mapping[str, int],
-    *,
-    has_aux: bool = False,
-) -> Callable[..., tuple[Any, Any]]:
-    """Like `jax.value_and_grad(loss_fn)`, but embedding tables get `RowSparse` gradients.
-
-    `loss_fn(params, *args)` must use each table of `lookups` only through row lookups
-    (`table[ids]` or `jnp.take(table, ids, axis=0)`) with the integer array `args[i - 1]`,
-    where `i = lookups[path]` counts `loss_fn`'s positional arguments (`params` is 0). The
-    returned function gathers the touched rows once, lets `loss_fn` look up into them with
-    remapped ids, and returns their gradient as a `RowSparse` with unique indices, so no
-    table-sized array is made.
-
-    Args:
-      loss_fn: the loss; returns a scalar (or `(scalar, aux)` with `has_aux`).
-      lookups: table key path (slash-separated, e.g. ``"embed/table"``) -> the position of
-        its ids among `loss_fn`'s arguments. Tables sharing one ids argument are allowed
-        if they have the same number of rows.
-      has_aux: as in `jax.value_and_grad`.
-
-    Returns:
-      A function `(params, *args) -> (loss, grads)` (`((loss, aux), grads)` with `has_aux`).
-
-    Raises:
-      ValueError: at call time, if a path is not a leaf of `params` or an argument position
-        is out of range.
-
-    Example:
-        >>> import jax.numpy as jnp, gradtx
-        >>> params = {"emb": jnp.ones((1000, 4)), "w": jnp.ones(4)}
-        >>> loss = lambda p, ids: jnp.sum(p["emb"][ids] @ p["w"])
-        >>> value, grads = gradtx.sparse.value_and_grad(loss, {"emb": 1})(params, jnp.array([3, 7, 3]))
-        >>> float(value), grads["emb"].values.shape, grads["emb"].dense_shape
-        (12.0, (3, 4), (1000, 4))
-    """
-    _checks.check_callable("value_and_grad", "loss_fn", loss_fn)
-    if not isinstance(lookups, Mapping) or not lookups:
-        raise TypeError(
-            f"`value_and_grad`: `lookups` must be a non-empty dict path -> argument position, "
-            f"got {lookups!r}."
-        )
-    for path, pos in lookups.items():
-        _checks.check_int("value_and_grad", f"lookups[{path!r}]", pos, minimum=1)
-
-    def wrapped(params, *args):
-        leaves = {_tree.path_str(p): (p, x) for p, x in jax.tree_util.tree_flatten_with_path(params)[0]}
-        args = list(args)
-        remapped: dict[int, tuple[jax.Array, jax.Array, int]] = {}
-        rows_of: dict[str, tuple[jax.Array, int]] = {}
-        for path, pos in lookups.items():
-            if path not in leaves:
-                raise ValueError(
-                    f"`value_and_grad`: `lookups` names {path!r}, which is not a leaf of params; "
-                    f"leaves: {sorted(leaves)}."
-                )
-            if pos > len(args):
-                raise ValueError(
-                    f"`value_and_grad`: `lookups[{path!r}]` = {pos}, but the loss got {len(args)} "
-                    f"argument(s) after params."
-                )
-            table = leaves[path][1]
-            if pos not in remapped:
-                ids = jnp.asarray(args[pos - 1])
-                flat = ids.reshape(-1)
-                uniq, inverse = jnp.unique(flat, size=flat.shape[0], fill_value=-1, return_inverse=True)
-                remapped[pos] = (uniq, inverse.reshape(ids.shape), table.shape[0])
-            uniq, _, n = remapped[pos]
-            if n != table.shape[0]:
-                raise ValueError(
-                    f"`value_and_grad`: tables sharing ids argument {pos} must have the same "
-                    f"number of rows; {path!r} has {table.shape[0]}, another has {n}."
-                )
-            rows_of[path] = (jnp.where(uniq >= 0, uniq, n).astype(jnp.int32), n)
-        for pos, (_, inverse, _) in remapped.items():
-            args[pos - 1] = inverse
-
-        def substituted(p):
-            return jax.tree_util.tree_map_with_path(
-                lambda kp, x: (
-                    x.at[rows_of[_tree.path_str(kp)][0]].get(mode="fill", fill_value=0)
-                    if _tree.path_str(kp) in rows_of
-                    else x
-                ),
-                p,
-            )
-
-        small = substituted(params)
-        out, grads = jax.value_and_grad(loss_fn, has_aux=has_aux)(small, *args)
-
-        def to_sparse(kp, g):
-            name = _tree.path_str(kp)
-            if name not in rows_of:
-                return g
-            idx, n = rows_of[name]
-            shape = (n,) + g.shape[1:]
-            return RowSparse.tree_unflatten((shape, True), (idx, g))
-
-        return out, jax.tree_util.tree_map_with_path(to_sparse, grads)
-
-    return wrapped
-
-
 def densify(tree: Any) -> Any:
     """Every `RowSparse` leaf of `tree` as a dense array (for rules with no sparse form).
 
@@ -414,6 +225,3 @@ def random_row_sparse(
     k_idx, k_val = jax.random.split(key)
     idx = jax.random.randint(k_idx, (k,), 0, dense_shape[0])
     return RowSparse(idx, jax.random.normal(k_val, (k, *dense_shape[1:]), dtype), tuple(dense_shape))
-
-
-__all__ = ["RowSparse", "apply_rows", "densify", "lift", "random_row_sparse", "value_and_grad"]
