@@ -31,13 +31,24 @@ def any_schedule(*values: Any) -> bool:
     return any(_checks.is_schedule(v) for v in values)
 
 
-def scalar(value: Any) -> jax.Array:
-    """A hyperparameter as a float array of the widest enabled precision (float32; float64 under x64).
+def scalar_dtype(tree: Any) -> Any:
+    """float32, or float64 when `tree` holds a float64 leaf: the dtype of per-step scalars for `tree`.
+
+    TF keeps its scalars (`beta1_power`, a resolved learning rate) in the variables' dtype,
+    so float32 params get float32 scalars whether or not x64 is enabled.
+    """
+    leaves = jax.tree.leaves(tree, is_leaf=is_row_sparse)
+    wide = any(getattr(values_of(x), "dtype", None) == jnp.float64 for x in leaves)
+    return jnp.float64 if wide and jax.config.jax_enable_x64 else jnp.float32
+
+
+def scalar(value: Any, tree: Any = None) -> jax.Array:
+    """A hyperparameter as a float scalar in `scalar_dtype(tree)` (float32 when no tree is given).
 
     For scalar state and scalar arithmetic done once per step (TF's `beta1_power`,
     FTRL's adjusted l2), before `like` casts it to each leaf's dtype.
     """
-    return jnp.asarray(value, jax.dtypes.canonicalize_dtype(jnp.float64))
+    return jnp.asarray(value, scalar_dtype(tree))
 
 
 def like(value: Any, x: jax.Array) -> jax.Array:

@@ -131,7 +131,7 @@ def test_embedding_model_trains_on_row_sparse_gradients_in_a_donated_step(name):
     tx = {
         "ftrl": gradtx.ftrl(0.5, l1=1e-4),
         "adagrad": gradtx.adagrad(0.5),
-        "lazy_rows_adam": gradtx.chain(gradtx.scale_by_adam(lazy=True), gradtx.scale_by_learning_rate(0.05)),
+        "lazy_rows_adam": gradtx.chain(gradtx.scale_by_lazy_adam(), gradtx.scale_by_learning_rate(0.05)),
     }[name]
     rng = np.random.default_rng(1)
     n_rows, dim = 1000, 8

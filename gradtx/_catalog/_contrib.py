@@ -5,12 +5,7 @@ from __future__ import annotations
 import math
 
 from gradtx import optimizers
-from gradtx._catalog._entries import CONTRIB, optimizer
-
-
-def _global_step(step: int) -> dict:
-    """AdamGS's extra argument: TF's global step as read during the step (t - 1)."""
-    return {"global_step": step}
+from gradtx._catalog._entries import CONTRIB, global_step_arg, optimizer
 
 
 def _lars_learning_rate(count):
@@ -26,7 +21,7 @@ optimizer(
     {"learning_rate": 0.05},
     f"{CONTRIB}.AdamGSOptimizer",
     sparse="all_rows",
-    extra_args=_global_step,
+    extra_args=global_step_arg,
 )
 optimizer(
     "lazy_adam", optimizers.lazy_adam, ("LazyAdam",), {"learning_rate": 0.05}, f"{CONTRIB}.LazyAdamOptimizer"
@@ -37,7 +32,7 @@ optimizer(
     ("LazyAdamGS",),
     {"learning_rate": 0.05},
     f"{CONTRIB}.LazyAdamGSOptimizer",
-    extra_args=_global_step,
+    extra_args=global_step_arg,
 )
 optimizer(
     "nadam",

@@ -34,3 +34,8 @@ def transform(name, factory, example=None, sparse="rows", extra_args=None):
 def wrapper(name, factory, example, sparse="rows"):
     """Register a wrapper (a transform of a transform)."""
     register(Entry(name, factory, "wrapper", example=example, sparse=sparse))
+
+
+def global_step_arg(step: int) -> dict:
+    """AdamGS's extra argument: TF's global step as read during the step (t - 1)."""
+    return {"global_step": step}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gradtx import combinators, transforms
-from gradtx._catalog._entries import transform
+from gradtx._catalog._entries import global_step_arg, transform
 
 
 def _custom_sgd_slots(param):
@@ -39,6 +39,18 @@ transform(
 )
 transform("scale_by_proximal_sgd", transforms.scale_by_proximal_sgd, {"learning_rate": 0.1, "l1": 0.001})
 transform("scale_by_rmsprop", transforms.scale_by_rmsprop, {"learning_rate": 0.01, "momentum": 0.5})
+transform(
+    "scale_by_nesterov_adam", transforms.scale_by_nesterov_adam, {"b1": 0.9, "b2": 0.999}, sparse="custom"
+)
+transform("scale_by_lazy_adam", transforms.scale_by_lazy_adam, {"b1": 0.9, "b2": 0.999})
+transform(
+    "scale_by_adam_gs",
+    transforms.scale_by_adam_gs,
+    {"b1": 0.9},
+    sparse="all_rows",
+    extra_args=global_step_arg,
+)
+transform("scale_by_lazy_adam_gs", transforms.scale_by_lazy_adam_gs, {"b1": 0.9}, extra_args=global_step_arg)
 transform("scale_by_adamax", transforms.scale_by_adamax, {"b1": 0.9, "b2": 0.999, "eps": 1e-8})
 transform(
     "scale_by_amsgrad", transforms.scale_by_amsgrad, {"b1": 0.9, "b2": 0.99, "eps": 1e-8}, sparse="dense"

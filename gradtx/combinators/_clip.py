@@ -158,7 +158,7 @@ def clip_by_global_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.Gradi
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
         norm = _tree.global_norm(updates)
-        c = _tree.scalar(_tree.resolve(max_norm, state.count)).astype(norm.dtype)
+        c = jnp.asarray(_tree.resolve(max_norm, state.count), norm.dtype)
         scale = c * jnp.minimum(1.0 / norm, 1.0 / c) + (norm - norm)
 
         def leaf(g):

@@ -75,9 +75,9 @@ def moving_average(
             raise _protocol.missing_params(fn)
         out, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
         new_params = _base.apply_updates(params, out)
-        decay = _tree.scalar(_tree.resolve(average_decay, state.count))
+        decay = _tree.scalar(_tree.resolve(average_decay, state.count), params)
         if num_updates:
-            n = _tree.scalar(state.count + 1)
+            n = _tree.scalar(state.count + 1, params)
             decay = jnp.minimum(decay, (1.0 + n) / (10.0 + n))
 
         def average(a, w):

@@ -158,7 +158,7 @@ def decoupled_weight_decay(
             raise _protocol.missing_params(fn)
         wd = _tree.resolve(weight_decay, state.count)
         if learning_rate is not None:
-            wd = _tree.scalar(_tree.resolve(learning_rate, state.count)) * wd
+            wd = _tree.scalar(_tree.resolve(learning_rate, state.count), params) * wd
         on = (
             _tree.resolve_mask(fn, mask, params) if mask is not None else jax.tree.map(lambda _: True, params)
         )

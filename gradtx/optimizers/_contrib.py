@@ -278,7 +278,7 @@ def shampoo(
     mat_gbar_weight: _protocol.ScalarOrSchedule = 1.0,
     svd_interval: int = 1,
     precond_update_interval: int = 1,
-    eps: _protocol.ScalarOrSchedule = 1e-4,
+    eps: _protocol.ScalarOrSchedule = 0.1,
     alpha: _protocol.ScalarOrSchedule = 0.5,
     use_iterative_root: bool = False,
 ) -> _protocol.GradientTransformation:
@@ -301,8 +301,8 @@ def shampoo(
       svd_interval: recompute the roots every this many steps (int >= 1).
       precond_update_interval: update the matrix statistics every this many steps (int >= 1).
       eps: added to the statistics (times I) and floor of the singular values, >= 0 (TF's
-        `epsilon`; a rank-deficient statistic amplifies float32 rounding by about
-        sqrt(|G| / eps), so larger values such as contrib's 0.1 are steadier).
+        `epsilon`, whose default 0.1 this is; a rank-deficient statistic amplifies float32
+        rounding by about sqrt(|G| / eps), so smaller values are less steady).
       alpha: total power of the preconditioners, >= 0.
       use_iterative_root: use the Schur-Newton iteration instead of the SVD (rank / alpha
         must then be an integer).

@@ -6,7 +6,15 @@ from typing import Any
 
 from gradtx import _base, _checks, _protocol
 from gradtx.combinators import chain, decoupled_weight_decay
-from gradtx.transforms import scale_by_adam, scale_by_adamax, scale_by_learning_rate
+from gradtx.transforms import (
+    scale_by_adam,
+    scale_by_adam_gs,
+    scale_by_adamax,
+    scale_by_lazy_adam,
+    scale_by_lazy_adam_gs,
+    scale_by_learning_rate,
+    scale_by_nesterov_adam,
+)
 
 _ADAM_ARGS = """learning_rate: the learning rate (number, scalar array or schedule).
       b1: decay of the first moment, in [0, 1).
@@ -67,7 +75,7 @@ def adam_gs(
 
     Call `update(..., global_step=step)` with TF's global step as read during the step
     (`t - 1`): `beta_power = pow(beta, float(global_step + 1))`. This is
-    `chain(scale_by_adam(b1, b2, eps, use_global_step=True), scale_by_learning_rate(learning_rate))`;
+    `chain(scale_by_adam_gs(b1, b2, eps), scale_by_learning_rate(learning_rate))`;
     row-sparse gradients behave as TF1 Adam (all rows move).
 
     Args:
@@ -89,7 +97,7 @@ def adam_gs(
         -0.1
     """
     return chain(
-        scale_by_adam(b1, b2, eps, use_global_step=True, mu_dtype=mu_dtype),
+        scale_by_adam_gs(b1, b2, eps, mu_dtype=mu_dtype),
         scale_by_learning_rate(learning_rate),
     )
 
@@ -108,7 +116,7 @@ def lazy_adam(
 
     Dense gradients give exactly `adam`. With a row-sparse gradient (an embedding lookup)
     only the touched rows of `m`, `v` and the variable change, so a step costs O(touched
-    rows). This is `chain(scale_by_adam(b1, b2, eps, lazy=True), scale_by_learning_rate(learning_rate))`.
+    rows). This is `chain(scale_by_lazy_adam(b1, b2, eps), scale_by_learning_rate(learning_rate))`.
 
     Args:
       {ADAM_ARGS}
@@ -128,9 +136,7 @@ def lazy_adam(
         >>> [round(float(x), 4) for x in gradtx.apply_updates(jnp.zeros((3, 2)), u)[:, 0]]
         [0.0, -0.1, 0.0]
     """
-    return chain(
-        scale_by_adam(b1, b2, eps, lazy=True, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate)
-    )
+    return chain(scale_by_lazy_adam(b1, b2, eps, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate))
 
 
 @_doc
@@ -146,8 +152,7 @@ def lazy_adam_gs(
     r"""LazyAdamGS: `tf.contrib.opt.LazyAdamGSOptimizer`: `lazy_adam` with AdamGS's bias correction.
 
     Call `update(..., global_step=step)` (TF's global step during the step, `t - 1`). This is
-    `chain(scale_by_adam(b1, b2, eps, lazy=True, use_global_step=True),
-    scale_by_learning_rate(learning_rate))`.
+    `chain(scale_by_lazy_adam_gs(b1, b2, eps), scale_by_learning_rate(learning_rate))`.
 
     Args:
       {ADAM_ARGS}
@@ -167,7 +172,7 @@ def lazy_adam_gs(
         -0.1
     """
     return chain(
-        scale_by_adam(b1, b2, eps, lazy=True, use_global_step=True, mu_dtype=mu_dtype),
+        scale_by_lazy_adam_gs(b1, b2, eps, mu_dtype=mu_dtype),
         scale_by_learning_rate(learning_rate),
     )
 
@@ -187,7 +192,7 @@ def nadam(
     `var -= alpha * ((1 - b1) * g + b1 * m) / (sqrt(v) + eps)`; there is no momentum
     schedule, and it is NOT Keras' Nadam. Row-sparse gradients: the moments decay on all
     rows, the variable moves on the touched rows only (contrib's sparse rule). This is
-    `chain(scale_by_adam(b1, b2, eps, nesterov=True), scale_by_learning_rate(learning_rate))`.
+    `chain(scale_by_nesterov_adam(b1, b2, eps), scale_by_learning_rate(learning_rate))`.
 
     Args:
       {ADAM_ARGS}
@@ -206,7 +211,7 @@ def nadam(
         -0.19
     """
     return chain(
-        scale_by_adam(b1, b2, eps, nesterov=True, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate)
+        scale_by_nesterov_adam(b1, b2, eps, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate)
     )
 
 

@@ -8,10 +8,16 @@ from gradtx.transforms._adagrad import (
     scale_by_adagrad_da,
 )
 from gradtx.transforms._adam import (
-    ScaleByAdamaxState,
     ScaleByAdamState,
-    ScaleByAmsgradState,
     scale_by_adam,
+    scale_by_adam_gs,
+    scale_by_lazy_adam,
+    scale_by_lazy_adam_gs,
+    scale_by_nesterov_adam,
+)
+from gradtx.transforms._adamax import (
+    ScaleByAdamaxState,
+    ScaleByAmsgradState,
     scale_by_adamax,
     scale_by_amsgrad,
 )
@@ -72,6 +78,7 @@ __all__ = [
     "scale_by_adagrad",
     "scale_by_adagrad_da",
     "scale_by_adam",
+    "scale_by_adam_gs",
     "scale_by_adamax",
     "scale_by_addsign",
     "scale_by_amsgrad",
@@ -80,7 +87,10 @@ __all__ = [
     "scale_by_grad_variance",
     "scale_by_l2_normalization",
     "scale_by_lars",
+    "scale_by_lazy_adam",
+    "scale_by_lazy_adam_gs",
     "scale_by_learning_rate",
+    "scale_by_nesterov_adam",
     "scale_by_neural_optimizer1",
     "scale_by_powersign",
     "scale_by_proximal_adagrad",

@@ -157,7 +157,7 @@ def scale_by_adagrad_da(
         if params is None:
             raise _protocol.missing_params(fn)
         lr_, l1_, l2_ = (_tree.resolve(h, state.count) for h in (learning_rate, l1, l2))
-        step = _tree.scalar(state.count + 1)  # TF: static_cast<float>(global_step + 1)
+        step = _tree.scalar(state.count + 1, params)  # TF: static_cast<float>(global_step + 1)
 
         def rule(g, g_acc, gg_acc, var):
             lr, l1v, l2v, t = (_tree.like(x, var) for x in (lr_, l1_, l2_, step))

@@ -1,9 +1,15 @@
-"""The Adam family: `scale_by_adam` (TF1's ApplyAdam, epsilon-hat; Nesterov, lazy and global-step
-variants), `scale_by_adamax` (contrib's ApplyAdaMax), `scale_by_amsgrad` (RETURNN's AMSGrad)."""
+"""TF1's Adam and its contrib variants, one building block each, sharing one formula.
+
+`scale_by_adam` (TF1's ApplyAdam, epsilon-hat), `scale_by_nesterov_adam` (contrib's Nadam
+kernel), `scale_by_lazy_adam` (contrib's LazyAdam: row-sparse gradients change their rows
+only), and `scale_by_adam_gs` / `scale_by_lazy_adam_gs` (the bias correction from TF's
+global step). They differ in two places only: where the bias correction's beta powers come
+from (`_powers_*`), and how a leaf is updated (`_*_leaf`, dense and row-sparse).
+"""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -12,38 +18,189 @@ from gradtx import _base, _checks, _protocol, _tree, _vma, sparse
 
 
 class ScaleByAdamState(NamedTuple):
-    """State of `scale_by_adam`."""
+    """State of the Adam building blocks (TF's slots and non-slot variables)."""
 
     count: _protocol.Count  # int32: completed updates
     m: _protocol.Updates  # TF slot "m": first moment (starts at 0)
     v: _protocol.Updates  # TF slot "v": second moment (starts at 0)
-    beta1_power: jax.Array  # float32 (float64 under x64), TF's non-slot "beta1_power": b1**(count+1)
-    beta2_power: jax.Array  # float32 (float64 under x64), TF's non-slot "beta2_power": b2**(count+1)
+    beta1_power: jax.Array  # TF's non-slot "beta1_power": b1**(count+1), float32 (float64 for f64 params)
+    beta2_power: jax.Array  # TF's non-slot "beta2_power": b2**(count+1), likewise
 
 
-def _adam_step(m, v, g, b1, c, eps, nesterov):
-    """The epsilon-hat step from the new moments: `m c / (sqrt(v) + eps)` (Nesterov: m -> g(1-b1) + b1 m)."""
-    num = g * (1 - b1) + b1 * m if nesterov else m
-    return (num * c) / (jnp.sqrt(v) + eps)
+class _Hyper(NamedTuple):
+    """One step's scalars, cast to a leaf's dtype: the betas, the bias correction, epsilon-hat."""
+
+    b1: jax.Array
+    b2: jax.Array
+    c: jax.Array  # sqrt(1 - beta2_power) / (1 - beta1_power)
+    eps: jax.Array
 
 
-def _as_stored(m: jax.Array, dtype: Any) -> jax.Array:
-    """`m` rounded to the slot's `dtype` (`mu_dtype`), kept in its own: the step uses the moment it stores."""
+# --------------------------------------------------------------------------- the one formula
+
+
+def _adam_step(num, v, h):
+    """The epsilon-hat step: `num * c / (sqrt(v) + eps)`, with `num` the first moment (or Nesterov's)."""
+    return (num * h.c) / (jnp.sqrt(v) + h.eps)
+
+
+def _nesterov(m, g, h):
+    """Nesterov's numerator, as ApplyAdam(use_nesterov=True): `(1 - b1) g + b1 m`."""
+    return g * (1 - h.b1) + h.b1 * m
+
+
+def _stored(m: jax.Array, dtype: Any) -> jax.Array:
+    """`m` rounded to the slot's `dtype` (`mu_dtype`) but kept in its own: the step uses what it stores."""
     return m if m.dtype == dtype else m.astype(dtype).astype(m.dtype)
 
 
+def _dense_moments(g, m, v, h):
+    """ApplyAdam's moments: `m += (g - m)(1 - b1)`, `v += (g^2 - v)(1 - b2)`."""
+    return _stored(_tree.moment_increment(m, g, h.b1), m.dtype), _tree.moment_increment(v, g * g, h.b2)
+
+
+def _decayed_moments(g, m, v, h):
+    """TF1's sparse moments: every row decays, the deduplicated gradient is added to its rows."""
+    g = g.deduplicated()
+    m = g.add_to_rows(m * h.b1, g.values * (1 - h.b1))
+    return m, g.add_to_rows(v * h.b2, (g.values * g.values) * (1 - h.b2))
+
+
+# --------------------------------------------------------------------------- leaf rules
+
+
+def _tf1_leaf(g, m, v, h):
+    """TF1 Adam: a row-sparse gradient decays the moments on all rows and moves every row."""
+    if _tree.is_row_sparse(g):
+        m, v = _decayed_moments(g, m, v, h)
+        return _adam_step(m, v, h), m, v
+    m, v = _dense_moments(g, m, v, h)
+    return _adam_step(m, v, h), m, v
+
+
+def _nesterov_leaf(g, m, v, h):
+    """contrib's Nadam: the Nesterov numerator; a row-sparse gradient moves its rows only."""
+    if _tree.is_row_sparse(g):
+        g = g.deduplicated()
+        m, v = _decayed_moments(g, m, v, h)
+        rows = _adam_step(_nesterov(g.gather(m), g.values, h), g.gather(v), h)
+        return g.with_values(g.zero_padding(rows)), m, v
+    m, v = _dense_moments(g, m, v, h)
+    return _adam_step(_nesterov(m, g, h), v, h), m, v
+
+
+def _lazy_rows(g, m, v, h):
+    """LazyAdam on the touched rows (contrib's form): `m = b1 m + (1 - b1) g` there."""
+    m = _stored(_tree.moment_blend(m, g, h.b1), m.dtype)
+    v = _tree.moment_blend(v, g * g, h.b2)
+    return _adam_step(m, v, h), m, v
+
+
+def _lazy_leaf(g, m, v, h):
+    """contrib's LazyAdam: TF1 Adam on dense gradients, the touched rows only on row-sparse ones."""
+    if _tree.is_row_sparse(g):
+        return sparse.apply_rows(lambda gr, mr, vr: _lazy_rows(gr, mr, vr, h), g, m, v)
+    m, v = _dense_moments(g, m, v, h)
+    return _adam_step(m, v, h), m, v
+
+
+# --------------------------------------------------------------------------- beta powers
+
+
+def _powers_from_state(fn, state, b1, b2, extra):
+    """TF1's running products `beta_power`, kept in the state."""
+    del fn, b1, b2, extra
+    return state.beta1_power, state.beta2_power
+
+
+def _powers_from_global_step(fn, state, b1, b2, extra):
+    """AdamGS: `beta_power = pow(beta, float(global_step + 1))` from the extra argument `global_step`."""
+    global_step = extra.get("global_step")
+    if global_step is None:
+        raise _protocol.missing_extra_arg(fn, "global_step", "step")
+    t = (jnp.asarray(global_step) + 1).astype(state.beta1_power.dtype)  # cast(global_step + 1, float)
+    return jnp.power(b1, t), jnp.power(b2, t)
+
+
+# --------------------------------------------------------------------------- the shared transform
+
+
+def _adam_family(
+    fn: str,
+    b1: Any,
+    b2: Any,
+    eps: Any,
+    mu_dtype: Any,
+    leaf_rule: Callable[..., tuple[Any, Any, Any]],
+    powers: Callable[..., tuple[jax.Array, jax.Array]],
+) -> _protocol.GradientTransformation:
+    """An Adam building block from its leaf rule and the source of its beta powers."""
+    _checks.check_in_range(fn, "b1", b1, 0.0, 1.0, high_open=True)
+    _checks.check_in_range(fn, "b2", b2, 0.0, 1.0, high_open=True)
+    _checks.check_nonnegative(fn, "eps", eps)
+    _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
+
+    def init_fn(params):
+        zero = _tree.zero_count()
+        return ScaleByAdamState(
+            count=zero,
+            m=_tree.zeros_like(params, mu_dtype),
+            v=_tree.zeros_like(params),
+            beta1_power=_tree.scalar(_tree.resolve(b1, zero), params),
+            beta2_power=_tree.scalar(_tree.resolve(b2, zero), params),
+        )
+
+    def update_fn(updates, state, params=None, **extra_args):
+        del params
+        dt = state.beta1_power.dtype  # TF's scalars follow the variables' dtype, not x64
+        b1_, b2_, eps_ = (jnp.asarray(_tree.resolve(h, state.count), dt) for h in (b1, b2, eps))
+        b1p, b2p = powers(fn, state, b1_, b2_, extra_args)
+        c = jnp.sqrt(1 - b2p) / (1 - b1p)
+
+        def leaf(g, m, v):
+            x = _tree.values_of(g)
+            h = _Hyper(*(_tree.like(s, x) for s in (b1_, b2_, c, eps_)))
+            out, new_m, new_v = leaf_rule(g, m, v, h)
+            return out, new_m.astype(m.dtype), new_v.astype(v.dtype)  # slots keep their dtypes
+
+        out, m, v = _tree.split_map(
+            fn, leaf, 3, updates, state.m, state.v, names=("updates", "state.m", "state.v")
+        )
+        return out, ScaleByAdamState(
+            count=_tree.increment(state.count),
+            m=m,
+            v=v,
+            beta1_power=_vma.typed_like((b1p * b1_).astype(dt), state.beta1_power),
+            beta2_power=_vma.typed_like((b2p * b2_).astype(dt), state.beta2_power),
+        )
+
+    return _protocol.ElementWise(init_fn, update_fn)
+
+
+_ARGS = """b1: decay of the first moment, in [0, 1).
+      b2: decay of the second moment, in [0, 1).
+      eps: epsilon-hat, >= 0.
+      mu_dtype: dtype of `m` (default: each param's dtype)."""
+
+_RAISES = """ValueError: if a beta is outside [0, 1) or `eps` is negative.
+      TypeError: if `mu_dtype` is not a floating-point dtype."""
+
+
+def _doc(fn):
+    fn.__doc__ = fn.__doc__.replace("{ARGS}", _ARGS).replace("{RAISES}", _RAISES)
+    return fn
+
+
+@_doc
 @_base.api
 def scale_by_adam(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
     eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
-    nesterov: bool = False,
-    lazy: bool = False,
-    use_global_step: bool = False,
     mu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
-    r"""Adam's scaling in TF1's epsilon-hat form, with TF's float32 `beta_power` accumulators.
+    r"""Adam's scaling in TF1's epsilon-hat form, with TF's `beta_power` accumulators.
 
     .. math::
         m_t = m_{t-1} + (g_t - m_{t-1})(1-\beta_1), \quad
@@ -51,23 +208,12 @@ def scale_by_adam(
         u_t = \frac{m_t \sqrt{1-\beta_2^t}/(1-\beta_1^t)}{\sqrt{v_t} + \hat\epsilon}
 
     Followed by `scale_by_learning_rate(lr)` this is `tf.compat.v1.train.AdamOptimizer`
-    (`epsilon` is the paper's epsilon-hat, added after the bias correction). With
-    `nesterov=True`, :math:`m_t` in the numerator becomes :math:`(1-\beta_1) g_t + \beta_1 m_t`
-    (`ApplyAdam(use_nesterov=True)`, contrib's Nadam). `beta1_power` / `beta2_power` are
-    kept as TF keeps them: float32 products, multiplied by the betas after each step.
-
-    Row-sparse gradients follow TF:
-    - default (TF1 Adam): `m` and `v` decay on all rows, the gradient is added to the
-      touched rows, and every row of the variable moves (a dense update);
-    - `nesterov=True` (contrib Nadam): moments as above, the variable moves on the
-      touched rows only;
-    - `lazy=True` (contrib LazyAdam): only the touched rows of `m`, `v` and the variable
-      change.
-
-    With `use_global_step=True` (contrib's AdamGS / LazyAdamGS) the bias correction comes
-    from the extra argument `global_step` of `update` (TF's global step read during the
-    step, `t - 1`): `beta_power = pow(beta, float(global_step + 1))`, as AdamGS computes it,
-    instead of the state's running products.
+    (`epsilon` is the paper's epsilon-hat, added after the bias correction).
+    `beta1_power` / `beta2_power` are kept as TF keeps them: running products in the
+    variables' float dtype (float32 for float32 params, with or without x64), multiplied by
+    the betas after each step. A row-sparse gradient follows TF1 Adam: `m` and `v` decay on
+    all rows, the gradient is added to the touched rows, and every row of the variable
+    moves (a dense update; `scale_by_lazy_adam` changes the touched rows only).
 
     `mu_dtype` (not in TF; e.g. `jnp.bfloat16`) stores `m` in a lower precision: each step
     computes in the gradient's dtype, rounds the new `m` to `mu_dtype` and steps with the
@@ -75,21 +221,13 @@ def scale_by_adam(
     Adam's memory traffic and a third of its state.
 
     Args:
-      b1: decay of the first moment, in [0, 1).
-      b2: decay of the second moment, in [0, 1).
-      eps: epsilon-hat, >= 0.
-      nesterov: use the Nesterov numerator.
-      lazy: row-sparse gradients change the touched rows only (LazyAdam).
-      use_global_step: take the bias correction from the extra argument `global_step`.
-      mu_dtype: dtype of `m` (default: each param's dtype).
+      {ARGS}
 
     Returns:
-      A `GradientTransformation` with state `ScaleByAdamState`.
+      An `ElementWise` transform with state `ScaleByAdamState(count, m, v, beta1_power, beta2_power)`.
 
     Raises:
-      ValueError: if a beta is outside [0, 1) or `eps` is negative.
-      TypeError: if `mu_dtype` is not a floating-point dtype.
-      MissingExtraArgError: (when traced) `use_global_step` without a `global_step` argument.
+      {RAISES}
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -100,261 +238,170 @@ def scale_by_adam(
 
     References:
       Kingma, Ba, *Adam: a method for stochastic optimization*, ICLR 2015 (the formula
-      before section 2.1); Dozat, *Incorporating Nesterov momentum into Adam*, 2016.
+      before section 2.1).
     """
-    fn = "scale_by_adam"
-    _checks.check_in_range(fn, "b1", b1, 0.0, 1.0, high_open=True)
-    _checks.check_in_range(fn, "b2", b2, 0.0, 1.0, high_open=True)
-    _checks.check_nonnegative(fn, "eps", eps)
-    _checks.check_bool(fn, "nesterov", nesterov)
-    _checks.check_bool(fn, "lazy", lazy)
-    _checks.check_bool(fn, "use_global_step", use_global_step)
-    _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
-
-    def init_fn(params):
-        zero = _tree.zero_count()
-        return ScaleByAdamState(
-            count=zero,
-            m=_tree.zeros_like(params, mu_dtype),
-            v=_tree.zeros_like(params),
-            beta1_power=_tree.scalar(_tree.resolve(b1, zero)),
-            beta2_power=_tree.scalar(_tree.resolve(b2, zero)),
-        )
-
-    def update_fn(updates, state, params=None, *, global_step=None, **extra_args):
-        del params, extra_args
-        b1_, b2_, eps_ = (_tree.scalar(_tree.resolve(h, state.count)) for h in (b1, b2, eps))
-        if use_global_step:
-            if global_step is None:
-                raise _protocol.missing_extra_arg(
-                    "scale_by_adam(use_global_step=True)", "global_step", "step"
-                )
-            t = _tree.scalar(jnp.asarray(global_step) + 1)  # AdamGS: cast(global_step + 1, float32)
-            b1p, b2p = jnp.power(b1_, t), jnp.power(b2_, t)
-        else:
-            b1p, b2p = state.beta1_power, state.beta2_power
-        c = jnp.sqrt(1 - b2p) / (1 - b1p)
-
-        def dense_rule(g, m, v):
-            b1v, b2v, cv, e = (_tree.like(x, g) for x in (b1_, b2_, c, eps_))
-            m = _as_stored(_tree.moment_increment(m, g, b1v), m.dtype)
-            v = _tree.moment_increment(v, g * g, b2v)
-            return _adam_step(m, v, g, b1v, cv, e, nesterov), m, v
-
-        def lazy_rule(g, m, v):
-            b1v, b2v, cv, e = (_tree.like(x, g) for x in (b1_, b2_, c, eps_))
-            m = _as_stored(_tree.moment_blend(m, g, b1v), m.dtype)
-            v = _tree.moment_blend(v, g * g, b2v)
-            return _adam_step(m, v, g, b1v, cv, e, False), m, v
-
-        def leaf(g, m, v):
-            out, new_m, new_v = rule(g, m, v)
-            return out, new_m.astype(m.dtype), new_v  # stored in mu_dtype
-
-        def rule(g, m, v):
-            if not _tree.is_row_sparse(g):
-                return dense_rule(g, m, v)
-            if lazy:
-                return sparse.apply_rows(lazy_rule, g, m, v)
-            g = g.deduplicated()
-            b1v, b2v, cv, e = (_tree.like(x, g.values) for x in (b1_, b2_, c, eps_))
-            m = g.add_to_rows(m * b1v, g.values * (1 - b1v))
-            v = g.add_to_rows(v * b2v, (g.values * g.values) * (1 - b2v))
-            if nesterov:  # contrib Nadam: the variable moves on the touched rows only
-                rows = _adam_step(g.gather(m), g.gather(v), g.values, b1v, cv, e, True)
-                return g.with_values(g.zero_padding(rows)), m, v
-            return _adam_step(m, v, None, b1v, cv, e, False), m, v
-
-        out, m, v = _tree.split_map(
-            fn, leaf, 3, updates, state.m, state.v, names=("updates", "state.m", "state.v")
-        )
-        return out, ScaleByAdamState(
-            count=_tree.increment(state.count),
-            m=m,
-            v=v,
-            beta1_power=_vma.typed_like((b1p * b1_).astype(state.beta1_power.dtype), state.beta1_power),
-            beta2_power=_vma.typed_like((b2p * b2_).astype(state.beta2_power.dtype), state.beta2_power),
-        )
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return _adam_family("scale_by_adam", b1, b2, eps, mu_dtype, _tf1_leaf, _powers_from_state)
 
 
-class ScaleByAdamaxState(NamedTuple):
-    """State of `scale_by_adamax`."""
-
-    count: _protocol.Count  # int32: completed updates
-    m: _protocol.Updates  # TF slot "m": first moment (starts at 0)
-    v: _protocol.Updates  # TF slot "v": exponentially weighted infinity norm (starts at 0)
-    beta1_power: jax.Array  # TF's non-slot "beta1_power": b1**(count+1), a running product
-
-
+@_doc
 @_base.api
-def scale_by_adamax(
+def scale_by_nesterov_adam(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
     eps: _protocol.ScalarOrSchedule = 1e-8,
+    *,
+    mu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
-    r"""AdaMax's scaling (Adam with the infinity norm), as contrib's `ApplyAdaMax` kernel.
+    r"""Adam with a Nesterov numerator, as `ApplyAdam(use_nesterov=True)` (contrib's Nadam kernel).
 
     .. math::
-        m_t = m_{t-1} + (g_t - m_{t-1})(1-\beta_1), \quad
-        v_t = \max(\beta_2 v_{t-1}, |g_t|), \quad
-        u_t = \frac{1}{1-\beta_1^t}\,\frac{m_t}{v_t + \epsilon}
+        u_t = \frac{\big((1-\beta_1) g_t + \beta_1 m_t\big) \sqrt{1-\beta_2^t}/(1-\beta_1^t)}
+        {\sqrt{v_t} + \hat\epsilon}
 
-    Followed by `scale_by_learning_rate(lr)` this is `tf.contrib.opt.AdaMaxOptimizer`.
-    Only `beta1_power` is kept (a float32 running product, as TF). Row-sparse gradients
-    change the touched rows only (contrib's Python rule, with
-    `m = m*b1 + g*(1-b1)` on those rows).
+    with the moments and beta powers of `scale_by_adam`. There is no momentum schedule (it
+    is not Keras' or optax's Nadam). A row-sparse gradient decays the moments on all rows
+    and moves the touched rows of the variable only (contrib's sparse rule).
 
     Args:
-      b1: decay of the first moment, in [0, 1).
-      b2: decay of the infinity norm, in [0, 1).
-      eps: added to the norm, >= 0.
+      {ARGS}
 
     Returns:
-      A `GradientTransformation` with state `ScaleByAdamaxState(count, m, v, beta1_power)`.
+      An `ElementWise` transform with state `ScaleByAdamState`.
 
     Raises:
-      ValueError: if a beta is outside [0, 1) or `eps` is negative.
+      {RAISES}
 
     Example:
         >>> import jax.numpy as jnp, gradtx
-        >>> tx = gradtx.scale_by_adamax(eps=0.0)
-        >>> u, _ = tx.update(jnp.array([2.0, -0.5]), tx.init(jnp.zeros(2)))
-        >>> [round(float(x), 5) for x in u]  # m = 0.1 g, v = |g|, / (1 - 0.9)
-        [1.0, -1.0]
+        >>> tx = gradtx.scale_by_nesterov_adam()
+        >>> u, _ = tx.update(jnp.array([2.0]), tx.init(jnp.zeros(1)))
+        >>> round(float(u[0]), 4)  # (0.1 g + 0.9 m) c / sqrt(v): 1.9
+        1.9
 
     References:
-      Kingma, Ba, *Adam: a method for stochastic optimization*, ICLR 2015, section 7.1.
+      Dozat, *Incorporating Nesterov momentum into Adam*, ICLR 2016 workshop.
     """
-    fn = "scale_by_adamax"
-    _checks.check_in_range(fn, "b1", b1, 0.0, 1.0, high_open=True)
-    _checks.check_in_range(fn, "b2", b2, 0.0, 1.0, high_open=True)
-    _checks.check_nonnegative(fn, "eps", eps)
-
-    def init_fn(params):
-        zero = _tree.zero_count()
-        return ScaleByAdamaxState(
-            zero, _tree.zeros_like(params), _tree.zeros_like(params), _tree.scalar(_tree.resolve(b1, zero))
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        b1_, b2_, eps_ = (_tree.scalar(_tree.resolve(h, state.count)) for h in (b1, b2, eps))
-        correction = 1 / (1 - state.beta1_power)
-
-        def step(m, v, e, cv):
-            return (m / (v + e)) * cv
-
-        def dense_rule(g, m, v):
-            b1v, b2v, e, cv = (_tree.like(x, g) for x in (b1_, b2_, eps_, correction))
-            m = _tree.moment_increment(m, g, b1v)
-            v = jnp.maximum(b2v * v, jnp.abs(g))
-            return step(m, v, e, cv), m, v
-
-        def rows_rule(g, m, v):
-            b1v, b2v, e, cv = (_tree.like(x, g) for x in (b1_, b2_, eps_, correction))
-            m = _as_stored(_tree.moment_blend(m, g, b1v), m.dtype)
-            v = jnp.maximum(v * b2v, jnp.abs(g))
-            return step(m, v, e, cv), m, v
-
-        def leaf(g, m, v):
-            return sparse.apply_rows(rows_rule, g, m, v) if _tree.is_row_sparse(g) else dense_rule(g, m, v)
-
-        out, m, v = _tree.split_map(
-            fn, leaf, 3, updates, state.m, state.v, names=("updates", "state.m", "state.v")
-        )
-        return out, ScaleByAdamaxState(
-            _tree.increment(state.count), m, v, (state.beta1_power * b1_).astype(state.beta1_power.dtype)
-        )
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    fn = "scale_by_nesterov_adam"
+    return _adam_family(fn, b1, b2, eps, mu_dtype, _nesterov_leaf, _powers_from_state)
 
 
-class ScaleByAmsgradState(NamedTuple):
-    """State of `scale_by_amsgrad`."""
-
-    count: _protocol.Count  # int32: completed updates
-    m: _protocol.Updates  # RETURNN's "m" (starts at 0)
-    v: _protocol.Updates  # RETURNN's "v" (starts at 0)
-    v_hat: _protocol.Updates  # RETURNN's "v_hat": the running maximum of v (starts at 0)
-
-
+@_doc
 @_base.api
-def scale_by_amsgrad(
+def scale_by_lazy_adam(
     b1: _protocol.ScalarOrSchedule = 0.9,
-    b2: _protocol.ScalarOrSchedule = 0.99,
-    eps: _protocol.ScalarOrSchedule = 0.0,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
-    decay: bool = False,
+    mu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
-    r"""AMSGrad's scaling as RETURNN's `AMSGradOptimizer` computes it (no bias correction).
+    r"""`scale_by_adam` whose row-sparse gradients change their rows only (contrib's LazyAdam).
 
     .. math::
-        m_t = \beta_1 m_{t-1} + (1-\beta_1) g_t, \quad
-        v_t = \beta_2 v_{t-1} + (1-\beta_2) g_t^2, \quad
-        \hat v_t = \max(\hat v_{t-1}, v_t), \quad
-        u_t = \frac{m_t}{\epsilon + \sqrt{\hat v_t}}
+        m_r = \beta_1 m_r + (1-\beta_1) g_r, \quad v_r = \beta_2 v_r + (1-\beta_2) g_r^2, \quad
+        u_r = \frac{m_r \sqrt{1-\beta_2^t}/(1-\beta_1^t)}{\sqrt{v_r} + \hat\epsilon}
 
-    With `decay=True` the step is also divided by :math:`\sqrt{t}` (RETURNN's
-    `learning_rate /= sqrt(t)`). RETURNN has no sparse rule (TF densifies the gradient),
-    so row-sparse gradients are densified. With RETURNN's default `eps = 0` a parameter
-    whose gradient has always been 0 gets 0/0: pass a small `eps` to avoid it.
+    on the touched rows :math:`r` of a (deduplicated) row-sparse gradient; the other rows of
+    `m`, `v` and the variable do not change, so a step costs O(touched rows). Dense
+    gradients give exactly `scale_by_adam`.
 
     Args:
-      b1: decay of the first moment, in [0, 1).
-      b2: decay of the second moment, in [0, 1).
-      eps: added to the root, >= 0.
-      decay: divide by the square root of the step number.
+      {ARGS}
 
     Returns:
-      A `GradientTransformation` with state `ScaleByAmsgradState(count, m, v, v_hat)`.
+      An `ElementWise` transform with state `ScaleByAdamState`.
 
     Raises:
-      ValueError: if a beta is outside [0, 1) or `eps` is negative.
+      {RAISES}
 
     Example:
         >>> import jax.numpy as jnp, gradtx
-        >>> tx = gradtx.scale_by_amsgrad(b1=0.5, b2=0.75)
-        >>> u, _ = tx.update(jnp.array([2.0]), tx.init(jnp.zeros(1)))
-        >>> float(u[0])  # m = 1, v = 1: 1 / sqrt(1)
+        >>> from gradtx.sparse import RowSparse
+        >>> tx = gradtx.scale_by_lazy_adam()
+        >>> g = RowSparse(jnp.array([1]), jnp.ones((1, 1)), (3, 1))
+        >>> u, state = tx.update(g, tx.init(jnp.zeros((3, 1))))
+        >>> [round(float(x), 4) for x in u.todense()[:, 0]], [round(float(x), 4) for x in state.m[:, 0]]
+        ([0.0, 1.0, 0.0], [0.0, 0.1, 0.0])
+
+    References:
+      TensorFlow, `tf.contrib.opt.LazyAdamOptimizer` (lazy_adam_optimizer.py).
+    """
+    return _adam_family("scale_by_lazy_adam", b1, b2, eps, mu_dtype, _lazy_leaf, _powers_from_state)
+
+
+@_doc
+@_base.api
+def scale_by_adam_gs(
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
+    *,
+    mu_dtype: Any = None,
+) -> _protocol.GradientTransformation:
+    r"""`scale_by_adam` with the bias correction from TF's global step (contrib's AdamGS).
+
+    .. math:: \beta^t = \operatorname{pow}(\beta, \text{global\_step} + 1)
+
+    replaces the running products: call `update(..., global_step=step)` with TF's global
+    step as read during the step (`t - 1`). The state keeps `beta1_power` / `beta2_power`
+    (TF's slots of the same names) but the step does not read them.
+
+    Args:
+      {ARGS}
+
+    Returns:
+      An `ElementWise` transform with state `ScaleByAdamState`.
+
+    Raises:
+      {RAISES}
+      MissingExtraArgError: (when traced) if `update` gets no `global_step`.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.scale_by_adam_gs()
+        >>> u, _ = tx.update(jnp.array([2.0]), tx.init(jnp.zeros(1)), global_step=0)
+        >>> round(float(u[0]), 4)
         1.0
 
     References:
-      Reddi, Kale, Kumar, *On the convergence of Adam and beyond*, ICLR 2018.
+      TensorFlow, `tf.contrib.opt.AdamGSOptimizer` (adam_gs_optimizer.py).
     """
-    fn = "scale_by_amsgrad"
-    _checks.check_in_range(fn, "b1", b1, 0.0, 1.0, high_open=True)
-    _checks.check_in_range(fn, "b2", b2, 0.0, 1.0, high_open=True)
-    _checks.check_nonnegative(fn, "eps", eps)
-    _checks.check_bool(fn, "decay", decay)
+    fn = "scale_by_adam_gs"
+    return _adam_family(fn, b1, b2, eps, mu_dtype, _tf1_leaf, _powers_from_global_step)
 
-    def init_fn(params):
-        return ScaleByAmsgradState(_tree.zero_count(), *(_tree.zeros_like(params) for _ in range(3)))
 
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        b1_, b2_, eps_ = (_tree.resolve(h, state.count) for h in (b1, b2, eps))
-        steps = _tree.scalar(state.count + 1)
+@_doc
+@_base.api
+def scale_by_lazy_adam_gs(
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
+    *,
+    mu_dtype: Any = None,
+) -> _protocol.GradientTransformation:
+    r"""`scale_by_lazy_adam` with AdamGS's bias correction (contrib's LazyAdamGS).
 
-        def rule(g, m, v, v_hat):
-            b1v, b2v, e = (_tree.like(x, g) for x in (b1_, b2_, eps_))
-            m = b1v * m + (1 - b1v) * g
-            v = b2v * v + (1 - b2v) * g * g
-            v_hat = jnp.maximum(v_hat, v)
-            u = m / (e + jnp.sqrt(v_hat))
-            return (u / _tree.like(jnp.sqrt(steps), u) if decay else u), m, v, v_hat
+    .. math:: \beta^t = \operatorname{pow}(\beta, \text{global\_step} + 1)
 
-        out = _tree.split_map(
-            fn,
-            rule,
-            4,
-            sparse.densify(updates),
-            state.m,
-            state.v,
-            state.v_hat,
-            names=("updates", "state.m", "state.v", "state.v_hat"),
-        )
-        return out[0], ScaleByAmsgradState(_tree.increment(state.count), *out[1:])
+    with the leaf rule of `scale_by_lazy_adam`: call `update(..., global_step=step)`.
 
-    return _protocol.ElementWise(init_fn, update_fn)
+    Args:
+      {ARGS}
+
+    Returns:
+      An `ElementWise` transform with state `ScaleByAdamState`.
+
+    Raises:
+      {RAISES}
+      MissingExtraArgError: (when traced) if `update` gets no `global_step`.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.scale_by_lazy_adam_gs()
+        >>> round(float(tx.update(jnp.array([2.0]), tx.init(jnp.zeros(1)), global_step=0)[0][0]), 4)
+        1.0
+
+    References:
+      TensorFlow, `tf.contrib.opt.LazyAdamGSOptimizer` (lazy_adam_gs_optimizer.py).
+    """
+    fn = "scale_by_lazy_adam_gs"
+    return _adam_family(fn, b1, b2, eps, mu_dtype, _lazy_leaf, _powers_from_global_step)

@@ -107,7 +107,7 @@ def scale_by_ftrl(
         if params is None:
             raise _protocol.missing_params(fn)
         hp = [
-            _tree.scalar(_tree.resolve(h, state.count))
+            _tree.scalar(_tree.resolve(h, state.count), params)
             for h in (learning_rate, learning_rate_power, l1, l2, l2_shrinkage, beta)
         ]
         lr_, p_, l1_, l2_, shrink_, beta_ = hp

@@ -116,6 +116,74 @@ def _root_order(fn: str, rank: int, alpha: float) -> int:
     return round(p)
 
 
+class _Config(NamedTuple):
+    """The static options of a `scale_by_shampoo` that the per-dimension steps read."""
+
+    fn: str
+    mat_gbar_decay: Any  # as given: a literal 0 or 1 takes contrib's short forms
+    precond_update_interval: int
+    svd_interval: int
+    use_iterative_root: bool
+    alpha: Any
+
+
+class _Step(NamedTuple):
+    """One step's scalars in a leaf's compute dtype, and whether statistics and roots are renewed."""
+
+    mat_gbar_decay: jax.Array
+    mat_gbar_weight: jax.Array
+    eps: jax.Array
+    neg_alpha: jax.Array  # -alpha / rank
+    update_stats: jax.Array  # t % precond_update_interval == 0
+    update_roots: jax.Array  # t % svd_interval == 0
+
+
+def _diagonal_dimension(pg, x, i, mat_g_i, mat_h_i, step, config):
+    """A dimension larger than `max_matrix_size`: a diagonal statistic, renewed every step (no factor k).
+
+    Returns `(pg, new statistic, new root slot)`; `pg` comes back with dimension i moved last.
+    """
+    axes = tuple(j for j in range(x.ndim) if j != i)
+    value, slot = _weighted_average(
+        mat_g_i, config.mat_gbar_decay, step.mat_gbar_decay, step.mat_gbar_weight * jnp.sum(x * x, axis=axes)
+    )
+    pg = jnp.transpose(pg, (*range(1, x.ndim), 0)) * jnp.power(value + step.eps, step.neg_alpha)
+    return pg, slot, mat_h_i
+
+
+def _root(d, step, config, rank):
+    """The function `G -> (G + eps I)^neg_alpha` for a `d x d` statistic of a rank-`rank` leaf."""
+    if d == 1:
+        return lambda v: jnp.power(v + step.eps, step.neg_alpha)
+    if config.use_iterative_root:
+        p = _root_order(config.fn, rank, config.alpha)
+        return lambda v: _root_iterative(v, step.eps, step.neg_alpha, p)
+    return lambda v: _root_svd(v, step.eps, step.neg_alpha)
+
+
+def _matrix_dimension(pg, x, i, mat_g_i, mat_h_i, step, config):
+    """A dimension with a full `d x d` statistic: renew it every k steps, its root every svd_interval.
+
+    Returns `(pg, new statistic, new root slot)`; `pg` comes back with dimension i moved last.
+    """
+    axes = [j for j in range(x.ndim) if j != i]
+    # = (weight * k) * tensordot(x, x); the scalar goes in first so that XLA's fused
+    # multiply-adds round alike whether the weight is a literal 1 or a traced value
+    scaled = (step.mat_gbar_weight * config.precond_update_interval) * x
+    rest = jnp.tensordot(scaled, x, axes=(axes, axes), precision=_HIGHEST)
+    value, slot = _weighted_average(mat_g_i, config.mat_gbar_decay, step.mat_gbar_decay, rest)
+    if config.precond_update_interval > 1:
+        value = jnp.where(step.update_stats, value, mat_g_i)
+        slot = jnp.where(step.update_stats, slot, mat_g_i)
+    root = _root(x.shape[i], step, config, x.ndim)
+    if config.svd_interval > 1:
+        h = jax.lax.cond(step.update_roots, root, lambda v: mat_h_i, value)
+    else:
+        h = root(value)
+    pg = jnp.tensordot(pg, h, axes=([0], [0]), precision=_HIGHEST)
+    return pg, slot, (h if config.svd_interval > 1 else mat_h_i)
+
+
 @_base.api
 def scale_by_shampoo(
     *,
@@ -126,7 +194,7 @@ def scale_by_shampoo(
     mat_gbar_weight: _protocol.ScalarOrSchedule = 1.0,
     svd_interval: int = 1,
     precond_update_interval: int = 1,
-    eps: _protocol.ScalarOrSchedule = 1e-4,
+    eps: _protocol.ScalarOrSchedule = 0.1,
     alpha: _protocol.ScalarOrSchedule = 0.5,
     use_iterative_root: bool = False,
 ) -> _protocol.GradientTransformation:
@@ -244,6 +312,8 @@ def scale_by_shampoo(
             mat_h=jax.tree.map(mat_h, params),
         )
 
+    config = _Config(fn, mat_gbar_decay, precond_update_interval, svd_interval, use_iterative_root, alpha)
+
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
         step = state.count + 1  # contrib's `step`
@@ -261,52 +331,18 @@ def scale_by_shampoo(
             dt = gbar.dtype
             gd_t, gw_t, md_t, mw_t, eps_t, alpha_t = (jnp.asarray(h, dt) for h in hyper)
             dims = _dims(g.shape)
-            rank = len(dims)
             x = g.astype(dt).reshape(dims)
             pg, new_gbar = _weighted_average(gbar.reshape(dims), gbar_decay, gd_t, gw_t * x)
-            if _is_number(alpha):
-                neg_alpha = jnp.asarray(-alpha / rank, dt)
-            else:
-                neg_alpha = -alpha_t / rank
+            neg_alpha = jnp.asarray(-alpha / len(dims), dt) if _is_number(alpha) else -alpha_t / len(dims)
+            step_ = _Step(md_t, mw_t, eps_t, neg_alpha, update_stats, update_roots)
             new_g, new_h = [], []
             for i, d in enumerate(dims):
-                axes = [j for j in range(rank) if j != i]
-                if not is_matrix(d):  # diagonal: every step, no interval factor
-                    value, slot = _weighted_average(
-                        mat_g[i], mat_gbar_decay, md_t, mw_t * jnp.sum(x * x, axis=tuple(axes))
-                    )
-                    pg = jnp.transpose(pg, (*range(1, rank), 0)) * jnp.power(value + eps_t, neg_alpha)
-                    new_g.append(slot)
-                    new_h.append(mat_h[i])
-                    continue
-                # = (weight * k) * tensordot(x, x); the scalar goes in first so that XLA's fused
-                # multiply-adds round alike whether the weight is a literal 1 or a traced value
-                scaled = (mw_t * precond_update_interval) * x
-                rest = jnp.tensordot(scaled, x, axes=(axes, axes), precision=_HIGHEST)
-                value, slot = _weighted_average(mat_g[i], mat_gbar_decay, md_t, rest)
-                if precond_update_interval > 1:
-                    value = jnp.where(update_stats, value, mat_g[i])
-                    slot = jnp.where(update_stats, slot, mat_g[i])
-                if d == 1:
-
-                    def root(v):
-                        return jnp.power(v + eps_t, neg_alpha)
-                elif use_iterative_root:
-
-                    def root(v):
-                        return _root_iterative(v, eps_t, neg_alpha, _root_order(fn, rank, alpha))
+                if is_matrix(d):
+                    pg, slot, h = _matrix_dimension(pg, x, i, mat_g[i], mat_h[i], step_, config)
                 else:
-
-                    def root(v):
-                        return _root_svd(v, eps_t, neg_alpha)
-
-                if svd_interval > 1:
-                    h = jax.lax.cond(update_roots, root, lambda v, stored=mat_h[i]: stored, value)
-                else:
-                    h = root(value)
-                pg = jnp.tensordot(pg, h, axes=([0], [0]), precision=_HIGHEST)
+                    pg, slot, h = _diagonal_dimension(pg, x, i, mat_g[i], mat_h[i], step_, config)
                 new_g.append(slot)
-                new_h.append(h if svd_interval > 1 else mat_h[i])
+                new_h.append(h)
             return pg.reshape(g.shape).astype(g.dtype), new_gbar.reshape(g.shape), tuple(new_g), tuple(new_h)
 
         out, gbar, mat_g, mat_h = _tree.split_map(

@@ -203,7 +203,7 @@ def scale_by_powersign(
 
     def resolve_extra(count):
         if known is not None:
-            return _tree.scalar(known)
+            return known  # a Python float: `like` casts it to each leaf's dtype exactly
         return jnp.log(_tree.scalar(_tree.resolve(base, count)))
 
     def multiplier(sign_gm, decay, logbase, like, sparse):
