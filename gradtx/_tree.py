@@ -71,6 +71,14 @@ def moment_blend(m: jax.Array, x: jax.Array, decay: jax.Array) -> jax.Array:
     return m * decay + x * (1 - decay)
 
 
+# --------------------------------------------------------------------------- thresholds
+
+
+def soft_threshold(x: jax.Array, threshold: jax.Array) -> jax.Array:
+    """`sign(x) * max(|x| - threshold, 0)`: the L1 proximal step (FOBOS, AdagradDA's closed form)."""
+    return jnp.sign(x) * jnp.maximum(jnp.abs(x) - threshold, 0.0)
+
+
 # --------------------------------------------------------------------------- norms
 # TF measures a row-sparse gradient (IndexedSlices) by its values as they are, duplicates
 # included; low-precision leaves are summed in float32.
@@ -79,6 +87,16 @@ def moment_blend(m: jax.Array, x: jax.Array, decay: jax.Array) -> jax.Array:
 def values_of(x: Any) -> jax.Array:
     """The array a norm is taken over: a row-sparse gradient's values, or the array itself."""
     return x.values if is_row_sparse(x) else x
+
+
+def with_values(x: Any, values: jax.Array) -> Any:
+    """`x` with `values` in place of `values_of(x)`: a row-sparse gradient keeps its indices."""
+    return x.with_values(values) if is_row_sparse(x) else values
+
+
+def rows_of(x: Any, table: jax.Array) -> jax.Array:
+    """`table` as the entries of `x` see it: the rows a row-sparse `x` touches, or the whole table."""
+    return x.gather(table) if is_row_sparse(x) else table
 
 
 def _wide(x: jax.Array) -> jax.Array:

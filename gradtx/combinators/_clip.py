@@ -16,10 +16,6 @@ class ClipState(NamedTuple):
     count: _protocol.Count  # int32: completed updates
 
 
-def _with_values(g: Any, values: jax.Array) -> Any:
-    return g.with_values(values) if _tree.is_row_sparse(g) else values
-
-
 def _stateless(fn: str, bound: Any, apply) -> _protocol.GradientTransformation:
     """A transform `apply(updates, bound_value)`; `count` is in its state only when `bound` is a schedule."""
     scheduled = _tree.any_schedule(bound)
@@ -66,7 +62,7 @@ def clip(max_delta: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformat
         def leaf(g):
             v = _tree.values_of(g)
             b = _tree.like(bound, v)
-            return _with_values(g, jnp.clip(v, -b, b))
+            return _tree.with_values(g, jnp.clip(v, -b, b))
 
         return _tree.map_updates("clip", leaf, updates)
 
@@ -104,7 +100,7 @@ def clip_by_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.GradientTran
     def apply(updates, bound):
         def leaf(g):
             v = _tree.values_of(g)
-            return _with_values(g, _tree.clip_to_norm(v, _tree.like(bound, v)))
+            return _tree.with_values(g, _tree.clip_to_norm(v, _tree.like(bound, v)))
 
         return _tree.map_updates("clip_by_norm", leaf, updates)
 
@@ -163,7 +159,7 @@ def clip_by_global_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.Gradi
 
         def leaf(g):
             v = _tree.values_of(g)
-            return _with_values(g, v * scale.astype(v.dtype))
+            return _tree.with_values(g, v * scale.astype(v.dtype))
 
         out = _tree.map_updates("clip_by_global_norm", leaf, updates)
         return out, ClipByGlobalNormState(_tree.increment(state.count), norm.astype(jnp.float32))

@@ -6,7 +6,6 @@ from typing import Any
 
 from gradtx import _base, _protocol
 from gradtx.combinators import chain
-from gradtx.optimizers._common import DESCEND as _DESCEND
 from gradtx.transforms import (
     scale_by_adadelta,
     scale_by_adagrad,
@@ -19,6 +18,11 @@ from gradtx.transforms import (
     scale_by_rmsprop,
     trace,
 )
+
+_DESCEND = 1.0
+"""The rate of the last `scale_by_learning_rate` for optimizers whose TF kernel uses the learning
+rate inside its update (closed forms, proximal steps, RMSProp's momentum): their building block
+takes the rate and outputs the descent step, and this link only turns that step into an update."""
 
 
 @_base.api

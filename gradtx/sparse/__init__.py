@@ -11,6 +11,14 @@ are dropped (TF raises instead).
 
 from gradtx.sparse._autodiff import value_and_grad
 from gradtx.sparse._row_sparse import RowSparse, densify, random_row_sparse
-from gradtx.sparse._rules import apply_rows, lift
+from gradtx.sparse._rules import apply_rows, decay_and_add, lift
 
-__all__ = ["RowSparse", "apply_rows", "densify", "lift", "random_row_sparse", "value_and_grad"]
+__all__ = [
+    "RowSparse",
+    "apply_rows",
+    "decay_and_add",
+    "densify",
+    "lift",
+    "random_row_sparse",
+    "value_and_grad",
+]

@@ -84,3 +84,32 @@ def lift(
         return rule(grad, *rest)
 
     return leaf
+
+
+def decay_and_add(grad: Any, slot: jax.Array, decay: Any, rows: jax.Array) -> jax.Array:
+    """`slot * decay` on every row, plus `rows` added to the rows `grad` touches (dense: `slot*decay + rows`).
+
+    The sparse rule of TF1 Adam's moments, contrib's sign optimizers and RETURNN's own
+    optimizers: untouched rows still decay. `rows` holds one entry per entry of a row-sparse
+    `grad` (duplicates accumulate); for a dense `grad` it is shaped like `slot`.
+
+    Args:
+      grad: the gradient (`RowSparse` or dense) whose rows receive `rows`.
+      slot: the slot table.
+      decay: the factor every row of `slot` is multiplied by.
+      rows: what is added, per entry of `grad`.
+
+    Returns:
+      The new slot table.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from gradtx.sparse import RowSparse, decay_and_add
+        >>> g = RowSparse(jnp.array([1]), jnp.array([[2.0]]), (3, 1))
+        >>> decay_and_add(g, jnp.ones((3, 1)), 0.5, g.values)[:, 0]
+        Array([0.5, 2.5, 0.5], dtype=float32)
+    """
+    decayed = slot * decay
+    if _tree.is_row_sparse(grad):
+        return grad.add_to_rows(decayed, rows)
+    return decayed + rows

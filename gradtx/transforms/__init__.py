@@ -23,8 +23,10 @@ from gradtx.transforms._adamax import (
 )
 from gradtx.transforms._ftrl import ScaleByFtrlState, scale_by_ftrl
 from gradtx.transforms._ggt import ScaleByGGTState, scale_by_ggt
+from gradtx.transforms._grad_variance import ScaleByGradVarianceState, scale_by_grad_variance
 from gradtx.transforms._lars import ScaleByLarsState, scale_by_lars
 from gradtx.transforms._momentum import TraceState, trace
+from gradtx.transforms._normalize import ScaleByL2NormalizationState, scale_by_l2_normalization
 from gradtx.transforms._per_leaf import PerLeafState, per_leaf
 from gradtx.transforms._proximal import (
     ScaleByProximalAdagradState,
@@ -32,21 +34,15 @@ from gradtx.transforms._proximal import (
     scale_by_proximal_adagrad,
     scale_by_proximal_sgd,
 )
-from gradtx.transforms._returnn import (
-    ScaleByGradVarianceState,
-    ScaleByL2NormalizationState,
-    ScaleByNeuralOptimizer1State,
-    scale_by_grad_variance,
-    scale_by_l2_normalization,
-    scale_by_neural_optimizer1,
-)
 from gradtx.transforms._rmsprop import ScaleByRmspropState, scale_by_rmsprop
 from gradtx.transforms._scale import ScaleByScheduleState, scale, scale_by_learning_rate, scale_by_schedule
 from gradtx.transforms._shampoo import ScaleByShampooState, scale_by_shampoo
 from gradtx.transforms._sign import (
     ScaleByAddSignState,
+    ScaleByNeuralOptimizer1State,
     ScaleByPowerSignState,
     scale_by_addsign,
+    scale_by_neural_optimizer1,
     scale_by_powersign,
 )
 

@@ -164,7 +164,7 @@ def scale_by_adagrad_da(
             g_acc = g_acc + g
             gg_acc = gg_acc + g * g
             denom = l2v * (t * lr) + jnp.sqrt(gg_acc)
-            shrunk = lr * -1.0 * jnp.sign(g_acc) * jnp.maximum(jnp.abs(g_acc) - t * l1v, 0.0) / denom
+            shrunk = lr * -1.0 * _tree.soft_threshold(g_acc, t * l1v) / denom
             plain = lr * g_acc * -1.0 / denom
             new_var = jnp.where(l1v > 0, shrunk, plain)
             return var - new_var, g_acc, gg_acc

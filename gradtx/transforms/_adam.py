@@ -62,8 +62,8 @@ def _dense_moments(g, m, v, h):
 def _decayed_moments(g, m, v, h):
     """TF1's sparse moments: every row decays, the deduplicated gradient is added to its rows."""
     g = g.deduplicated()
-    m = g.add_to_rows(m * h.b1, g.values * (1 - h.b1))
-    return m, g.add_to_rows(v * h.b2, (g.values * g.values) * (1 - h.b2))
+    m = sparse.decay_and_add(g, m, h.b1, g.values * (1 - h.b1))
+    return m, sparse.decay_and_add(g, v, h.b2, (g.values * g.values) * (1 - h.b2))
 
 
 # --------------------------------------------------------------------------- leaf rules

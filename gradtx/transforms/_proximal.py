@@ -21,7 +21,7 @@ def _prox(prox: jax.Array, rate: jax.Array, l1: jax.Array, l2: jax.Array) -> jax
 
     `rate` is the scalar `lr` (ProximalGradientDescent) or the per-element Adagrad rate.
     """
-    shrunk = jnp.sign(prox) * jnp.maximum(jnp.abs(prox) - rate * l1, 0.0) / (1.0 + l2 * rate)
+    shrunk = _tree.soft_threshold(prox, rate * l1) / (1.0 + l2 * rate)
     return jnp.where(l1 > 0, shrunk, prox / (1.0 + l2 * rate))
 
 

@@ -1,9 +1,15 @@
-"""The sign family: `scale_by_addsign` and `scale_by_powersign`, TF's `ApplyAddSign` / `ApplyPowerSign`.
+"""The sign family: `scale_by_addsign`, `scale_by_powersign` (TF's `ApplyAddSign` / `ApplyPowerSign`)
+and `scale_by_neural_optimizer1` (RETURNN's NeuralOptimizer1).
 
-Both scale each gradient entry by how its sign agrees with the sign of a moving average
+Each scales each gradient entry by how its sign agrees with the sign of a moving average
 `m` of the gradients (Bello et al.'s rules found by neural optimizer search). The
 learning rate multiplies the whole step, so the aliases are
 `chain(scale_by_addsign(...), scale_by_learning_rate(lr))`.
+
+NeuralOptimizer1's sparse rule is RETURNN's, which applies its rule entry by entry without
+TF's deduplication: the slot decays on all rows, each entry's scaled gradient is added to its
+row, and each entry's step is computed with the slot row it reads (a duplicated row gets the
+sum of its entries' steps).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx import _base, _checks, _protocol, _tree, sparse
 
 
 class ScaleByAddSignState(NamedTuple):
@@ -40,7 +46,7 @@ def _sign_transform(fn, state_cls, beta, sign_decay, resolve_extra, multiplier):
     """The shared moment update and tree walk.
 
     `resolve_extra(count)` returns the block's own scalars for this step;
-    `multiplier(sign_gm, sign_decay, extra, like, sparse)` returns the factor of the gradient.
+    `multiplier(sign_gm, sign_decay, extra, like, row_sparse)` returns the factor of the gradient.
     """
 
     def init_fn(params):
@@ -58,7 +64,7 @@ def _sign_transform(fn, state_cls, beta, sign_decay, resolve_extra, multiplier):
                 # decay), the variable moves on the touched rows only.
                 g = g.deduplicated()
                 b = _tree.like(beta_, g.values)
-                m = g.add_to_rows(m * b, g.values * (1 - b))
+                m = sparse.decay_and_add(g, m, b, g.values * (1 - b))
                 sign_gm = jnp.sign(g.gather(m)) * jnp.sign(g.values)
                 rows = multiplier(sign_gm, decay_, extra, g.values, True) * g.values
                 return g.with_values(g.zero_padding(rows)), m
@@ -127,8 +133,8 @@ def scale_by_addsign(
     def resolve_extra(count):
         return _tree.resolve(alpha, count)
 
-    def multiplier(sign_gm, decay, alpha_, like, sparse):
-        del sparse  # the kernel and contrib's sparse path agree: alpha + decay * sign_gm
+    def multiplier(sign_gm, decay, alpha_, like, row_sparse):
+        del row_sparse  # the kernel and contrib's sparse path agree: alpha + decay * sign_gm
         return _tree.like(alpha_, like) + _tree.like(decay, like) * sign_gm
 
     return _sign_transform(fn, ScaleByAddSignState, beta, sign_decay, resolve_extra, multiplier)
@@ -206,10 +212,78 @@ def scale_by_powersign(
             return known  # a Python float: `like` casts it to each leaf's dtype exactly
         return jnp.log(_tree.scalar(_tree.resolve(base, count)))
 
-    def multiplier(sign_gm, decay, logbase, like, sparse):
+    def multiplier(sign_gm, decay, logbase, like, row_sparse):
         exponent = (_tree.like(logbase, like) * _tree.like(decay, like)) * sign_gm
-        if sparse:  # contrib: math_ops.pow(cast(math.e), logbase * sign_decay * sign_gm)
+        if row_sparse:  # contrib: math_ops.pow(cast(math.e), logbase * sign_decay * sign_gm)
             return jnp.power(_tree.like(math.e, like), exponent)
         return jnp.exp(exponent)  # the kernel: (logbase * sign_decay * sign_gm).exp()
 
     return _sign_transform(fn, ScaleByPowerSignState, beta, sign_decay, resolve_extra, multiplier)
+
+
+class ScaleByNeuralOptimizer1State(NamedTuple):
+    """State of `scale_by_neural_optimizer1`."""
+
+    count: _protocol.Count  # int32: completed updates
+    m: _protocol.Updates  # RETURNN slot "m": running average of the gradient (starts at 0)
+
+
+@_base.api
+def scale_by_neural_optimizer1(
+    b1: _protocol.ScalarOrSchedule = 0.9, decrease_factor: _protocol.ScalarOrSchedule = 0.1
+) -> _protocol.GradientTransformation:
+    r"""RETURNN's NeuralOptimizer1: keep the gradient where its sign agrees with its mean, else shrink it.
+
+    .. math::
+        m_t = \beta_1 m_{t-1} + (1-\beta_1) g_t, \qquad
+        u_t = g_t \cdot \begin{cases} 1 & \mathrm{sign}(m_t) = \mathrm{sign}(g_t) \\
+            d & \text{otherwise} \end{cases}
+
+    A cheap form of Bello et al.'s `g * exp(sign(g) * sign(m))`; followed by
+    `scale_by_learning_rate(lr)` this is RETURNN's `NeuralOptimizer1`. Row-sparse gradients
+    follow RETURNN entry by entry (see the module docstring).
+
+    Args:
+      b1: decay of the running mean, in [0, 1].
+      decrease_factor: the factor `d` for disagreeing signs (the paper's e^-2 ~ 0.135).
+
+    Returns:
+      A `GradientTransformation` with state `ScaleByNeuralOptimizer1State(count, m)`.
+
+    Raises:
+      ValueError: if `b1` is outside [0, 1] or `decrease_factor` is negative.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.scale_by_neural_optimizer1(b1=0.9, decrease_factor=0.1)
+        >>> state = tx.init(jnp.zeros(2))
+        >>> _, state = tx.update(jnp.array([1.0, 1.0]), state)
+        >>> [round(float(u), 4) for u in tx.update(jnp.array([1.0, -0.5]), state)[0]]  # m = [0.19, 0.04]
+        [1.0, -0.05]
+
+    References:
+      Bello, Zoph, Vasudevan, Le, *Neural optimizer search with reinforcement learning*,
+      ICML 2017.
+    """
+    fn = "scale_by_neural_optimizer1"
+    _checks.check_in_range(fn, "b1", b1, 0.0, 1.0)
+    _checks.check_nonnegative(fn, "decrease_factor", decrease_factor)
+
+    def init_fn(params):
+        return ScaleByNeuralOptimizer1State(_tree.zero_count(), _tree.zeros_like(params))
+
+    def update_fn(updates, state, params=None, **extra_args):
+        del params, extra_args
+        b1_, df_ = _tree.resolve(b1, state.count), _tree.resolve(decrease_factor, state.count)
+
+        def leaf(g, m):
+            v = _tree.values_of(g)
+            beta, df = _tree.like(b1_, v), _tree.like(df_, v)
+            m = sparse.decay_and_add(g, m, _tree.like(beta, m), v * (1 - beta))
+            agree = jnp.sign(_tree.rows_of(g, m)) == jnp.sign(v)
+            return _tree.with_values(g, v * jnp.where(agree, jnp.ones_like(v), jnp.ones_like(v) * df)), m
+
+        out, m = _tree.split_map(fn, leaf, 2, updates, state.m, names=("updates", "state.m"))
+        return out, ScaleByNeuralOptimizer1State(_tree.increment(state.count), m)
+
+    return _protocol.ElementWise(init_fn, update_fn)

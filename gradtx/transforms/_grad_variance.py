@@ -1,0 +1,91 @@
+"""RETURNN's GradVarianceScaled: `scale_by_grad_variance`, a gradient shrunk where it deviates from its mean.
+
+A row-sparse gradient follows RETURNN, which applies its rule entry by entry without TF's
+deduplication: the slots decay on all rows, each entry's scaled gradient is added to its row,
+and each entry's step is computed with the slot row it reads (a duplicated row gets the sum
+of its entries' steps).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from gradtx import _base, _checks, _protocol, _tree, sparse
+
+
+class ScaleByGradVarianceState(NamedTuple):
+    """State of `scale_by_grad_variance`."""
+
+    count: _protocol.Count  # int32: completed updates
+    m: _protocol.Updates  # RETURNN slot "m": running mean of the gradient (starts at 0)
+    v: _protocol.Updates  # RETURNN slot "v": running mean of (g - m)^2 (starts at 0)
+
+
+@_base.api
+def scale_by_grad_variance(
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
+) -> _protocol.GradientTransformation:
+    r"""RETURNN's GradVarianceScaled: shrink the gradient where it deviates from its mean more than usual.
+
+    .. math::
+        m_t = \beta_1 m_{t-1} + (1-\beta_1) g_t, \quad s_t = (g_t - m_t)^2, \quad
+        v_t = \beta_2 v_{t-1} + (1-\beta_2) s_t, \quad
+        u_t = g_t \min\!\Big(\frac{v_t}{s_t + \epsilon}, 1\Big)
+
+    Followed by `scale_by_learning_rate(lr)` this is RETURNN's
+    `GradVarianceScaledOptimizer`. Row-sparse gradients follow RETURNN entry by entry.
+
+    Args:
+      b1: decay of the running mean, in [0, 1].
+      b2: decay of the running variance, in [0, 1].
+      eps: added to the current squared deviation, >= 0.
+
+    Returns:
+      A `GradientTransformation` with state `ScaleByGradVarianceState(count, m, v)`.
+
+    Raises:
+      ValueError: for a decay outside [0, 1] or a negative `eps`.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.scale_by_grad_variance(b1=0.5, b2=0.5, eps=0.0)
+        >>> tx.update(jnp.array([2.0]), tx.init(jnp.zeros(1)))[0]  # m = 1, s = 1, v = 0.5
+        Array([1.], dtype=float32)
+
+    References:
+      RETURNN, `returnn/tf/updater.py`: `GradVarianceScaledOptimizer` (the spec's
+      RETURNN section pins its arithmetic).
+    """
+    fn = "scale_by_grad_variance"
+    _checks.check_in_range(fn, "b1", b1, 0.0, 1.0)
+    _checks.check_in_range(fn, "b2", b2, 0.0, 1.0)
+    _checks.check_nonnegative(fn, "eps", eps)
+
+    def init_fn(params):
+        return ScaleByGradVarianceState(
+            _tree.zero_count(), _tree.zeros_like(params), _tree.zeros_like(params)
+        )
+
+    def update_fn(updates, state, params=None, **extra_args):
+        del params, extra_args
+        b1_, b2_, eps_ = (_tree.resolve(h, state.count) for h in (b1, b2, eps))
+
+        def leaf(g, m, v):
+            x = _tree.values_of(g)
+            beta1, beta2, e = (_tree.like(h, x) for h in (b1_, b2_, eps_))
+            m = sparse.decay_and_add(g, m, _tree.like(beta1, m), x * (1 - beta1))
+            variance = jnp.square(x - _tree.rows_of(g, m))
+            v = sparse.decay_and_add(g, v, _tree.like(beta2, v), variance * (1 - beta2))
+            factor = _tree.rows_of(g, v) / (variance + e)
+            return _tree.with_values(g, x * jnp.minimum(factor, 1.0)), m, v
+
+        out, m, v = _tree.split_map(
+            fn, leaf, 3, updates, state.m, state.v, names=("updates", "state.m", "state.v")
+        )
+        return out, ScaleByGradVarianceState(_tree.increment(state.count), m, v)
+
+    return _protocol.ElementWise(init_fn, update_fn)
