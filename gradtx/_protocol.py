@@ -18,28 +18,78 @@ treated as leaf-wise: every gradtx factory and combinator makes it one.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Protocol, Union
+import functools
+import sys
+import typing
+from typing import Annotated, Any, Callable, NamedTuple, Protocol, Union
 
 import jax
 
 # --------------------------------------------------------------------------- types
 
+
+class _Mark:
+    """A marker carried by an `Annotated` type: what a field or an argument is, read by `mark_of`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<gradtx.{self.name}>"
+
+
+SLOT = _Mark("slot")
+"""Marks a state field holding one array per parameter (a TF slot): `gradtx.get_slot` finds it."""
+SLOT_DICT = _Mark("slot_dict")
+"""Marks a state field holding `{slot name: tree}` (named slots in one field)."""
+HYPERPARAMETER = _Mark("hyperparameter")
+"""Marks a factory argument that takes a number or a schedule: `inject_hyperparams` injects it."""
+
 Params = Any
 """A pytree of arrays: the variables being trained."""
-Updates = Any
-"""A pytree with the structure of `Params`: gradients on the way in, updates on the way out."""
+Updates = Annotated[Any, SLOT]
+"""A pytree with the structure of `Params`: gradients on the way in, updates on the way out.
+
+A state field annotated `Updates` is a slot (`gradtx.get_slot` finds it by its name)."""
 OptState = Any
 """A pytree of arrays: the state of a transform (NamedTuples, tuples, dicts)."""
-SlotDict = dict
+SlotDict = Annotated[dict, SLOT_DICT]
 """`{slot name: Updates}`: named per-parameter slots held in one field (e.g. `per_leaf`'s)."""
 Schedule = Callable[[jax.Array], Any]
 """A function of the int32 step `count` returning a scalar (TF's callable hyperparameter)."""
-ScalarOrSchedule = Union[float, int, jax.Array, Schedule]
-"""A hyperparameter: a Python number, a jax scalar, or a `Schedule`."""
+ScalarOrSchedule = Annotated[Union[float, int, jax.Array, Schedule], HYPERPARAMETER]
+"""A hyperparameter: a Python number, a jax scalar, or a `Schedule` (`inject_hyperparams` injects it)."""
 Count = Any
 """The `count` field of a state: an int32 scalar `jax.Array`, the number of completed updates.
 
 (Typed `Any` because a NamedTuple field named `count` shadows `tuple.count` for type checkers.)"""
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(owner: Any) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(owner, include_extras=True)
+    except Exception:  # a foreign class or function whose annotations do not evaluate: as written
+        return dict(getattr(owner, "__annotations__", {}))
+
+
+def mark_of(owner: Any, name: str) -> _Mark | None:
+    """The gradtx mark (`SLOT`, `SLOT_DICT`, `HYPERPARAMETER`) of the annotation of `name` on `owner`.
+
+    `owner` is a state class (its fields) or a factory (its arguments); the annotations are
+    evaluated, so what counts is the type (e.g. `Updates`), not how it is spelled. Optax's
+    slot fields (annotated with optax's `Updates` or `chex.ArrayTree`) count as `SLOT`.
+    """
+    try:
+        hint = _hints(owner).get(name)
+    except TypeError:  # unhashable owner
+        hint = typing.get_type_hints(owner, include_extras=True).get(name)
+    if typing.get_origin(hint) is Annotated:
+        return next((m for m in typing.get_args(hint)[1:] if isinstance(m, _Mark)), None)
+    foreign = [getattr(sys.modules.get(m), a, None) for m, a in (("optax", "Updates"), ("chex", "ArrayTree"))]
+    if hint is not None and any(f is not None and hint == f for f in foreign):
+        return SLOT  # optax's slot fields (`mu: base.Updates`)
+    return None
 
 
 class TransformInitFn(Protocol):

@@ -39,7 +39,7 @@ def scalar_dtype(tree: Any) -> Any:
     """
     leaves = jax.tree.leaves(tree, is_leaf=is_row_sparse)
     wide = any(getattr(values_of(x), "dtype", None) == jnp.float64 for x in leaves)
-    return jnp.float64 if wide and jax.config.jax_enable_x64 else jnp.float32
+    return jax.dtypes.canonicalize_dtype(jnp.float64) if wide else jnp.dtype(jnp.float32)
 
 
 def scalar(value: Any, tree: Any = None) -> jax.Array:

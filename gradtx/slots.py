@@ -1,8 +1,9 @@
 """TF's slots by name: `slot_names`, `get_slot`, `slots` on any state (chains, partitions, wrappers, optax's).
 
 A *slot* is a field of a transform's state that holds one array per parameter: the
-fields a state class annotates as `Updates` (gradtx's `m`, `v`, `accumulator`, `linear`,
-`momentum`, `rms`, ...; optax's `mu`, `nu`, `trace`, ..., annotated `Updates` = `chex.ArrayTree`).
+fields a state class annotates with the type `Updates` (gradtx's `m`, `v`, `accumulator`,
+`linear`, `momentum`, `rms`, ...; optax's `mu`, `nu`, `trace`, ..., annotated with optax's
+`Updates`), read by `_protocol.mark_of` from the evaluated annotation, not its spelling.
 Counters and scalar accumulators (`count`, `beta1_power`) are not slots. The walk goes
 through tuples (`chain`), dicts (`named_chain`, `partition`) and wrapper states.
 """
@@ -23,14 +24,13 @@ def _is_state(x: Any) -> bool:
 def _walk(state: Any, where: str) -> Iterator[tuple[str, str, Any]]:
     """(slot name, where it lives, slot tree) for every slot in `state`."""
     if _is_state(state):
-        notes = getattr(type(state), "__annotations__", {})
         for field in state._fields:
             value = getattr(state, field)
-            note = str(notes.get(field, ""))
-            if "SlotDict" in note:  # named slots in one dict (per_leaf)
+            mark = _protocol.mark_of(type(state), field)
+            if mark is _protocol.SLOT_DICT:  # named slots in one dict (per_leaf)
                 for key, tree in value.items():
                     yield key, f"{where}.{field}[{key!r}]", tree
-            elif "Updates" in note or "ArrayTree" in note:  # gradtx's `Updates`, optax's (chex.ArrayTree)
+            elif mark is _protocol.SLOT:  # a field annotated `Updates` (gradtx's or optax's)
                 value = packing.unpack(value)  # a slot of packed parameters: shown leaf by leaf
                 if value is not None:
                     yield field, f"{where}.{field}", value

@@ -20,11 +20,11 @@ class InjectHyperparamsState(NamedTuple):
     inner_state: Any
 
 
-def _is_injectable(value: Any, annotation: Any) -> bool:
+def _is_injectable(value: Any, mark: Any) -> bool:
     if _checks.is_schedule(value):
-        # only where the factory takes "a number or a schedule": other callables (label
-        # functions, `fn` arguments, a schedule-only argument) stay static
-        return "ScalarOrSchedule" in str(annotation)
+        # only where the factory takes "a number or a schedule" (`ScalarOrSchedule`): other
+        # callables (label functions, `fn` arguments, a schedule-only argument) stay static
+        return mark is _protocol.HYPERPARAMETER
     if isinstance(value, bool):
         return False
     if (
@@ -95,10 +95,8 @@ def inject_hyperparams(
         var_args = tuple(arguments.pop(var_pos, ())) if var_pos else ()
 
         def injectable(name, value):
-            annotation = (
-                params[name].annotation if name in params else (params[var_kw].annotation if var_kw else "")
-            )
-            return name not in static_args and _is_injectable(value, annotation)
+            mark = _protocol.mark_of(factory, name if name in params else var_kw or "")
+            return name not in static_args and _is_injectable(value, mark)
 
         candidates = {**arguments, **keywords}
         numeric = {k: v for k, v in candidates.items() if injectable(k, v)}
