@@ -1,0 +1,98 @@
+"""What both checkpoint formats share: their error, trees read leaf by leaf by key path, atomic files.
+
+A `Packed` node (`gradtx.packing`) is read as the leaves it holds, each under the key path
+the unpacked tree gives it, so a checkpoint does not depend on whether a run packed its
+parameters.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any, Callable
+
+import jax
+
+from gradtx import packing
+
+ROOT = "<root>"
+"""The name under which a tree that is a single array is stored."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read into the target: corrupt, truncated, foreign, or of another tree.
+
+    The message names the file and what is wrong with it: the leaf, the variable or the state
+    type that differs, or the part of the file that cannot be read. A `ValueError`, so code
+    that catches those keeps working.
+    """
+
+
+def nodes(tree: Any) -> list[tuple[str, Any]]:
+    """`(key path, leaf or Packed)` of `tree`, a `Packed` taken whole."""
+    flat = jax.tree_util.tree_flatten_with_path(tree, is_leaf=packing.is_packed)[0]
+    return [(jax.tree_util.keystr(path), node) for path, node in flat]
+
+
+def leaves_of(key: str, node: Any, unpack: Any) -> list[tuple[str, Any]]:
+    """The `(key path, leaf)` entries of one node: a `Packed` gives its leaves, named as if unpacked."""
+    if not packing.is_packed(node):
+        return [(key or ROOT, node)]
+    leaves = jax.tree_util.tree_flatten_with_path(unpack(node))[0]
+    return [(key + jax.tree_util.keystr(sub), leaf) for sub, leaf in leaves]
+
+
+def is_named_tuple(x: Any) -> bool:
+    """True for an instance of a NamedTuple class (a state class)."""
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def state_types(tree: Any, prefix: str = "") -> dict[str, str]:
+    """`{key path: class name}` of every NamedTuple in `tree` (the state classes, which key paths alone
+    do not tell apart: `ScaleByAddSignState(count, m)` and `ScaleByPowerSignState(count, m)`)."""
+    out: dict[str, str] = {}
+    if is_named_tuple(tree):
+        out[prefix or ROOT] = type(tree).__name__
+        for field in tree._fields:
+            out.update(state_types(getattr(tree, field), f"{prefix}.{field}"))
+        return out
+    is_node = lambda x: x is not tree and (is_named_tuple(x) or packing.is_packed(x))  # noqa: E731
+    for path, node in jax.tree_util.tree_flatten_with_path(tree, is_leaf=is_node)[0]:
+        if is_named_tuple(node):
+            out.update(state_types(node, prefix + jax.tree_util.keystr(path)))
+    return out
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # e.g. Windows, where a directory cannot be opened (and need not be synced)
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
+    """`write(file)` into a temporary file beside `path`, synced, then renamed over `path`."""
+    target = os.path.abspath(os.fspath(path))
+    directory, name = os.path.split(target)
+    tmp = os.path.join(directory, f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    fd = os.open(tmp, flags, 0o666)  # the umask applies, as to open()
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(directory)
