@@ -77,8 +77,8 @@ def moving_average(
         new_params = _base.apply_updates(params, out)
         decay = _tree.scalar(_tree.resolve(average_decay, state.count), params)
         if num_updates:
-            n = _tree.scalar(state.count + 1, params)
-            decay = jnp.minimum(decay, (1.0 + n) / (10.0 + n))
+            t = _tree.scalar(state.count + 1, params)  # the step (TF's num_updates)
+            decay = jnp.minimum(decay, (1.0 + t) / (10.0 + t))
 
         def average(a, w):
             return a - (a - w) * _tree.like(1 - decay, a)

@@ -85,7 +85,7 @@ def scale_by_adagrad(initial_accumulator_value: float = 0.1) -> _protocol.Gradie
 class ScaleByAdagradDAState(NamedTuple):
     """State of `scale_by_adagrad_da`."""
 
-    count: _protocol.Count  # int32: completed updates (the closed form uses T = count + 1)
+    count: _protocol.Count  # int32: completed updates (the closed form uses t = count + 1)
     gradient_accumulator: _protocol.Updates  # TF slot "gradient_accumulator" (starts at 0)
     gradient_squared_accumulator: _protocol.Updates  # TF slot (starts at the initial value)
 
@@ -100,14 +100,14 @@ def scale_by_adagrad_da(
     r"""Adagrad dual averaging, TF's `ApplyAdagradDA` closed form; returns the descent step `var - var_new`.
 
     With accumulated gradients :math:`G_t`, squared gradients :math:`S_t` and
-    :math:`T = t` (TF's `global_step + 1`, read before its increment):
+    :math:`t` (TF's `global_step + 1`, read before its increment):
 
     .. math::
-        w_t = \frac{-\eta\,\mathrm{sign}(G_t)\,\max(|G_t| - T\,\ell_1, 0)}{\ell_2\,T\eta + \sqrt{S_t}}
+        w_t = \frac{-\eta\,\mathrm{sign}(G_t)\,\max(|G_t| - t\,\ell_1, 0)}{\ell_2\,t\eta + \sqrt{S_t}}
 
     The new weights ignore the previous ones; this block outputs `w_{t-1} - w_t`, so it
     is followed by `scale_by_learning_rate(1.0)` (the rate is already inside). Row-sparse
-    gradients change the touched rows only, with the same T.
+    gradients change the touched rows only, with the same t.
 
     Args:
       learning_rate: the learning rate (number, scalar array or schedule).
@@ -157,10 +157,10 @@ def scale_by_adagrad_da(
         if params is None:
             raise _protocol.missing_params(fn)
         lr_, l1_, l2_ = (_tree.resolve(h, state.count) for h in (learning_rate, l1, l2))
-        step = _tree.scalar(state.count + 1, params)  # TF: static_cast<float>(global_step + 1)
+        t_ = _tree.scalar(state.count + 1, params)  # the step t; TF: static_cast<float>(global_step + 1)
 
         def rule(g, g_acc, gg_acc, var):
-            lr, l1v, l2v, t = (_tree.like(x, var) for x in (lr_, l1_, l2_, step))
+            lr, l1v, l2v, t = (_tree.like(x, var) for x in (lr_, l1_, l2_, t_))
             g_acc = g_acc + g
             gg_acc = gg_acc + g * g
             denom = l2v * (t * lr) + jnp.sqrt(gg_acc)

@@ -176,7 +176,7 @@ def scale_by_amsgrad(
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
         b1_, b2_, eps_ = (_tree.resolve(h, state.count) for h in (b1, b2, eps))
-        steps = _tree.scalar(state.count + 1, updates)
+        t = _tree.scalar(state.count + 1, updates)  # the step
 
         def rule(g, m, v, v_hat):
             b1v, b2v, e = (_tree.like(x, g) for x in (b1_, b2_, eps_))
@@ -184,7 +184,7 @@ def scale_by_amsgrad(
             new_v = _tree.moment_blend(v, g * g, b2v)
             new_v_hat = jnp.maximum(v_hat, new_v)
             u = new_m / (e + jnp.sqrt(new_v_hat))
-            u = u / _tree.like(jnp.sqrt(steps), u) if decay else u
+            u = u / _tree.like(jnp.sqrt(t), u) if decay else u
             return u, new_m.astype(m.dtype), new_v.astype(v.dtype), new_v_hat.astype(v_hat.dtype)
 
         out = _tree.split_map(

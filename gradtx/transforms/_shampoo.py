@@ -127,7 +127,7 @@ class _Config(NamedTuple):
     alpha: Any
 
 
-class _Step(NamedTuple):
+class _Scalars(NamedTuple):
     """One step's scalars in a leaf's compute dtype, and whether statistics and roots are renewed."""
 
     mat_gbar_decay: jax.Array
@@ -138,30 +138,29 @@ class _Step(NamedTuple):
     update_roots: jax.Array  # t % svd_interval == 0
 
 
-def _diagonal_dimension(pg, x, i, mat_g_i, mat_h_i, step, config):
+def _diagonal_dimension(pg, x, i, mat_g_i, mat_h_i, scalars, config):
     """A dimension larger than `max_matrix_size`: a diagonal statistic, renewed every step (no factor k).
 
     Returns `(pg, new statistic, new root slot)`; `pg` comes back with dimension i moved last.
     """
     axes = tuple(j for j in range(x.ndim) if j != i)
-    value, slot = _weighted_average(
-        mat_g_i, config.mat_gbar_decay, step.mat_gbar_decay, step.mat_gbar_weight * jnp.sum(x * x, axis=axes)
-    )
-    pg = jnp.transpose(pg, (*range(1, x.ndim), 0)) * jnp.power(value + step.eps, step.neg_alpha)
+    rest = scalars.mat_gbar_weight * jnp.sum(x * x, axis=axes)
+    value, slot = _weighted_average(mat_g_i, config.mat_gbar_decay, scalars.mat_gbar_decay, rest)
+    pg = jnp.transpose(pg, (*range(1, x.ndim), 0)) * jnp.power(value + scalars.eps, scalars.neg_alpha)
     return pg, slot, mat_h_i
 
 
-def _root(d, step, config, rank):
+def _root(d, scalars, config, rank):
     """The function `G -> (G + eps I)^neg_alpha` for a `d x d` statistic of a rank-`rank` leaf."""
     if d == 1:
-        return lambda v: jnp.power(v + step.eps, step.neg_alpha)
+        return lambda v: jnp.power(v + scalars.eps, scalars.neg_alpha)
     if config.use_iterative_root:
         p = _root_order(config.fn, rank, config.alpha)
-        return lambda v: _root_iterative(v, step.eps, step.neg_alpha, p)
-    return lambda v: _root_svd(v, step.eps, step.neg_alpha)
+        return lambda v: _root_iterative(v, scalars.eps, scalars.neg_alpha, p)
+    return lambda v: _root_svd(v, scalars.eps, scalars.neg_alpha)
 
 
-def _matrix_dimension(pg, x, i, mat_g_i, mat_h_i, step, config):
+def _matrix_dimension(pg, x, i, mat_g_i, mat_h_i, scalars, config):
     """A dimension with a full `d x d` statistic: renew it every k steps, its root every svd_interval.
 
     Returns `(pg, new statistic, new root slot)`; `pg` comes back with dimension i moved last.
@@ -169,15 +168,15 @@ def _matrix_dimension(pg, x, i, mat_g_i, mat_h_i, step, config):
     axes = [j for j in range(x.ndim) if j != i]
     # = (weight * k) * tensordot(x, x); the scalar goes in first so that XLA's fused
     # multiply-adds round alike whether the weight is a literal 1 or a traced value
-    scaled = (step.mat_gbar_weight * config.precond_update_interval) * x
+    scaled = (scalars.mat_gbar_weight * config.precond_update_interval) * x
     rest = jnp.tensordot(scaled, x, axes=(axes, axes), precision=_HIGHEST)
-    value, slot = _weighted_average(mat_g_i, config.mat_gbar_decay, step.mat_gbar_decay, rest)
+    value, slot = _weighted_average(mat_g_i, config.mat_gbar_decay, scalars.mat_gbar_decay, rest)
     if config.precond_update_interval > 1:
-        value = jnp.where(step.update_stats, value, mat_g_i)
-        slot = jnp.where(step.update_stats, slot, mat_g_i)
-    root = _root(x.shape[i], step, config, x.ndim)
+        value = jnp.where(scalars.update_stats, value, mat_g_i)
+        slot = jnp.where(scalars.update_stats, slot, mat_g_i)
+    root = _root(x.shape[i], scalars, config, x.ndim)
     if config.svd_interval > 1:
-        h = jax.lax.cond(step.update_roots, root, lambda v: mat_h_i, value)
+        h = jax.lax.cond(scalars.update_roots, root, lambda v: mat_h_i, value)
     else:
         h = root(value)
     pg = jnp.tensordot(pg, h, axes=([0], [0]), precision=_HIGHEST)
@@ -316,13 +315,13 @@ def scale_by_shampoo(
 
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
-        step = state.count + 1  # contrib's `step`
+        t = state.count + 1  # the step (contrib's `step`)
         hyper = [
             _tree.resolve(h, state.count)
             for h in (gbar_decay, gbar_weight, mat_gbar_decay, mat_gbar_weight, eps, alpha)
         ]
-        update_stats = step % precond_update_interval == 0
-        update_roots = step % svd_interval == 0
+        update_stats = t % precond_update_interval == 0
+        update_roots = t % svd_interval == 0
 
         def leaf(g, gbar, mat_g, mat_h):
             g = g.todense() if _tree.is_row_sparse(g) else g
@@ -334,13 +333,13 @@ def scale_by_shampoo(
             x = g.astype(dt).reshape(dims)
             pg, new_gbar = _weighted_average(gbar.reshape(dims), gbar_decay, gd_t, gw_t * x)
             neg_alpha = jnp.asarray(-alpha / len(dims), dt) if _is_number(alpha) else -alpha_t / len(dims)
-            step_ = _Step(md_t, mw_t, eps_t, neg_alpha, update_stats, update_roots)
+            scalars = _Scalars(md_t, mw_t, eps_t, neg_alpha, update_stats, update_roots)
             new_g, new_h = [], []
             for i, d in enumerate(dims):
                 if is_matrix(d):
-                    pg, slot, h = _matrix_dimension(pg, x, i, mat_g[i], mat_h[i], step_, config)
+                    pg, slot, h = _matrix_dimension(pg, x, i, mat_g[i], mat_h[i], scalars, config)
                 else:
-                    pg, slot, h = _diagonal_dimension(pg, x, i, mat_g[i], mat_h[i], step_, config)
+                    pg, slot, h = _diagonal_dimension(pg, x, i, mat_g[i], mat_h[i], scalars, config)
                 new_g.append(slot)
                 new_h.append(h)
             return pg.reshape(g.shape).astype(g.dtype), new_gbar.reshape(g.shape), tuple(new_g), tuple(new_h)
