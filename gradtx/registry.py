@@ -53,7 +53,7 @@ TF_IGNORED_ARGS = (
 )
 """TF constructor arguments with no meaning for a pure transform (names, locking): accepted and dropped."""
 
-SPARSE_RULES = ("rows", "all_rows", "dense", "custom")
+SPARSE_RULES = ("rows", "all_rows", "decayed_rows", "entries", "values", "dense", "custom")
 """What a row-sparse gradient does to an entry's transform (see `Entry.sparse`)."""
 
 
@@ -72,8 +72,14 @@ class Entry:
       sparse: what a row-sparse gradient does (checked by the contract suite): "rows" --
         only the touched rows of the params and slots change, exactly as the dense rule
         applied to those rows alone; "all_rows" -- TF's rule that touches every row (TF1
-        Adam); "dense" -- the gradient is densified first, same result as dense;
-        "custom" -- a mix documented on the factory and tested there.
+        Adam), as the dense rule on the densified gradient; "decayed_rows" -- the slots
+        follow the dense rule on every row (untouched rows decay), the params move on the
+        touched rows only (contrib's Nadam, AddSign, PowerSign); "entries" -- as
+        "decayed_rows", but entry by entry without deduplication (RETURNN's rules);
+        "values" -- the rule applied to the values as they are, duplicates included (TF's
+        clipping of an `IndexedSlices`); "dense" -- the gradient is densified first, same
+        result as dense; "custom" -- a rule of its own, documented on the factory (the
+        contract suite compares it with a reference written for it).
       extra_args: for transforms whose `update` needs extra arguments (e.g. AdamGS's
         `global_step`), a function of the 0-based step returning them.
     """

@@ -24,10 +24,10 @@ def _by_rank(params):
 
 
 transform("clip_variables", combinators.clip_variables, {"max_norm": 1.0, "dims": {"kernel": [1]}})
-# TF clips an IndexedSlices by its values as they are (duplicates included): "custom".
-transform("clip", combinators.clip, {"max_delta": 0.5}, sparse="custom")
-transform("clip_by_norm", combinators.clip_by_norm, {"max_norm": 0.5}, sparse="custom")
-transform("clip_by_global_norm", combinators.clip_by_global_norm, {"max_norm": 0.5}, sparse="custom")
+# TF clips an IndexedSlices by its values as they are (duplicates included): "values".
+transform("clip", combinators.clip, {"max_delta": 0.5}, sparse="values")
+transform("clip_by_norm", combinators.clip_by_norm, {"max_norm": 0.5}, sparse="values")
+transform("clip_by_global_norm", combinators.clip_by_global_norm, {"max_norm": 0.5}, sparse="values")
 transform("transform_gradients", combinators.transform_gradients, {"fn": _halve})
 transform("add_noise", combinators.add_noise, {"scale": 0.01, "seed": 0}, sparse="dense")
 transform("scale_gradients", combinators.scale_gradients, {"multipliers": {"kernel": 0.5, "bias": 2.0}})

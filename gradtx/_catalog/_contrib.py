@@ -40,7 +40,7 @@ optimizer(
     ("Nadam",),
     {"learning_rate": 0.05},
     f"{CONTRIB}.NadamOptimizer",
-    sparse="custom",
+    sparse="decayed_rows",
 )
 optimizer(
     "adamw",
@@ -77,7 +77,7 @@ optimizer(
     ("AddSign",),
     {"learning_rate": 0.1, "alpha": 1.0, "beta": 0.9, "sign_decay": 0.5},
     f"{CONTRIB}.AddSignOptimizer",
-    sparse="custom",
+    sparse="decayed_rows",
 )
 optimizer(
     "powersign",
@@ -85,7 +85,7 @@ optimizer(
     ("PowerSign",),
     {"learning_rate": 0.1, "base": math.e, "beta": 0.9, "sign_decay": 0.5},
     f"{CONTRIB}.PowerSignOptimizer",
-    sparse="custom",
+    sparse="decayed_rows",
 )
 optimizer(
     "ggt",

@@ -19,7 +19,7 @@ optimizer(
     ("GradVarianceScaled",),
     {"learning_rate": 0.1},
     "RETURNN GradVarianceScaledOptimizer",
-    sparse="custom",
+    sparse="entries",
 )
 optimizer(
     "neural_optimizer1",
@@ -27,7 +27,7 @@ optimizer(
     ("NeuralOptimizer1",),
     {"learning_rate": 0.1},
     "RETURNN NeuralOptimizer1",
-    sparse="custom",
+    sparse="entries",
 )
 optimizer(
     "normalized_sgd",
@@ -35,5 +35,5 @@ optimizer(
     ("NormalizedSGD",),
     {"learning_rate": 0.02},
     "RETURNN NormalizedSGD",
-    sparse="custom",
+    sparse="values",
 )

@@ -40,7 +40,7 @@ transform(
 transform("scale_by_proximal_sgd", transforms.scale_by_proximal_sgd, {"learning_rate": 0.1, "l1": 0.001})
 transform("scale_by_rmsprop", transforms.scale_by_rmsprop, {"learning_rate": 0.01, "momentum": 0.5})
 transform(
-    "scale_by_nesterov_adam", transforms.scale_by_nesterov_adam, {"b1": 0.9, "b2": 0.999}, sparse="custom"
+    "scale_by_nesterov_adam", transforms.scale_by_nesterov_adam, {"b1": 0.9, "b2": 0.999}, sparse="decayed_rows"
 )
 transform("scale_by_lazy_adam", transforms.scale_by_lazy_adam, {"b1": 0.9, "b2": 0.999})
 transform(
@@ -65,26 +65,26 @@ transform(
     "scale_by_neural_optimizer1",
     transforms.scale_by_neural_optimizer1,
     {"b1": 0.9, "decrease_factor": 0.1},
-    sparse="custom",
+    sparse="entries",
 )
 transform(
     "scale_by_grad_variance",
     transforms.scale_by_grad_variance,
     {"b1": 0.9, "b2": 0.999, "eps": 1e-8},
-    sparse="custom",
+    sparse="entries",
 )
-transform("scale_by_l2_normalization", transforms.scale_by_l2_normalization, {"eps": 1e-12}, sparse="custom")
+transform("scale_by_l2_normalization", transforms.scale_by_l2_normalization, {"eps": 1e-12}, sparse="values")
 transform(
     "scale_by_addsign",
     transforms.scale_by_addsign,
     {"alpha": 1.0, "beta": 0.9, "sign_decay": 0.5},
-    sparse="custom",
+    sparse="decayed_rows",
 )
 transform(
     "scale_by_powersign",
     transforms.scale_by_powersign,
     {"base": 2.0, "beta": 0.9, "sign_decay": 0.5},
-    sparse="custom",
+    sparse="decayed_rows",
 )
 transform("scale_by_ggt", transforms.scale_by_ggt, {"b1": 0.9, "eps": 1e-4}, sparse="dense")
 transform("scale_by_shampoo", transforms.scale_by_shampoo, {"eps": 0.1}, sparse="dense")
