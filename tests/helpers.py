@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -86,18 +87,19 @@ def run(
 def assert_trees_close(
     actual: Any, expected: Any, *, rtol: float = 1e-5, atol: float = 1e-6, msg: str = ""
 ) -> None:
-    """Leaf-by-leaf `np.testing.assert_allclose`, with the key path in the message."""
+    """`chex.assert_trees_all_close` leaf by leaf in float64, leaves matched in order and named by the
+    key paths of `expected` (so a list may be compared with a tuple, NumPy with jax)."""
     leaves_e = jax.tree_util.tree_flatten_with_path(expected)[0]
     leaves_a = jax.tree.leaves(actual)
     assert len(leaves_a) == len(leaves_e), f"{msg}: {len(leaves_a)} leaves vs {len(leaves_e)}"
-    for (path, e), a in zip(leaves_e, leaves_a, strict=True):
-        np.testing.assert_allclose(
-            np.asarray(a, np.float64),
-            np.asarray(e, np.float64),
-            rtol=rtol,
-            atol=atol,
-            err_msg=f"{msg} at {jax.tree_util.keystr(path)}",
-        )
+    names = [jax.tree_util.keystr(path) or "<root>" for path, _ in leaves_e]
+    chex.assert_trees_all_close(
+        {n: np.asarray(a, np.float64) for n, a in zip(names, leaves_a, strict=True)},
+        {n: np.asarray(e, np.float64) for n, (_, e) in zip(names, leaves_e, strict=True)},
+        rtol=rtol,
+        atol=atol,
+        custom_message=msg,
+    )
 
 
 def shape_dtypes(tree: Any) -> Any:

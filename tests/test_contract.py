@@ -11,8 +11,10 @@ tests (compilation dominates the cost of this suite).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -66,17 +68,10 @@ def _build(entry, **overrides):
 
 @functools.lru_cache(maxsize=None)
 def _built(name):
-    """The entry's transform and a jitted step `(params, state, grads, t) -> (params, state)` that counts
-    traces."""
+    """The entry, its transform and a jitted step `(params, state, grads, t) -> (params, state)`."""
     entry = registry.entry(name)
     tx = _build(entry)
-    traces = []
-
-    def step(params, state, grads, t):
-        traces.append(1)
-        return _apply(entry, tx, params, state, grads, t)
-
-    return entry, tx, jax.jit(step), traces
+    return entry, tx, jax.jit(functools.partial(_apply, entry, tx))
 
 
 def _run(entry, tx, params, grads_seq):
@@ -86,7 +81,7 @@ def _run(entry, tx, params, grads_seq):
 
 @BY_ENTRY
 def test_registry_example_builds_and_get_agrees(entry):
-    entry, tx, step, _ = _built(entry.name)
+    entry, tx, step = _built(entry.name)
     assert isinstance(tx, gradtx.GradientTransformation)
     by_name = _mapped(entry, gradtx.get(entry.name, **entry.example))
     params = _params()
@@ -97,19 +92,26 @@ def test_registry_example_builds_and_get_agrees(entry):
 
 @BY_ENTRY
 def test_jit_no_retrace_stable_state_and_eager_agreement(entry):
-    entry, tx, step, traces = _built(entry.name)
+    """Two steps with jit and without (`chex.fake_jit`): one trace, a stable state, the same numbers."""
+    entry, tx, _ = _built(entry.name)
     params = _params()
-    state0 = jax.jit(tx.init)(params)
-    before = len(traces)
-    p1, s1 = step(params, state0, _grads(params, 1), 0)
-    p2, s2 = step(p1, s1, _grads(params, 2), 1)
-    assert len(traces) - before <= 1, "the second call retraced"
-    assert jax.tree.structure(s2) == jax.tree.structure(state0)
-    assert helpers.shape_dtypes(s2) == helpers.shape_dtypes(state0)
-    e1, es1 = _apply(entry, tx, params, tx.init(params), _grads(params, 1), 0)
-    e2, _ = _apply(entry, tx, e1, es1, _grads(params, 2), 1)
+    finals = {}
+    chex.clear_trace_counter()  # `step` below is one function to chex, whatever the entry
+    for jitted in (True, False):
+
+        def step(params, state, grads, t):
+            return _apply(entry, tx, params, state, grads, t)
+
+        with contextlib.nullcontext() if jitted else chex.fake_jit():
+            run = jax.jit(chex.assert_max_traces(step, n=1) if jitted else step)
+            state0 = tx.init(params)
+            p1, s1 = run(params, state0, _grads(params, 1), 0)
+            p2, s2 = run(p1, s1, _grads(params, 2), 1)  # a second trace fails chex.assert_max_traces
+        chex.assert_trees_all_equal_structs(s2, state0)
+        chex.assert_trees_all_equal_shapes_and_dtypes(s2, state0)
+        finals[jitted] = p2
     tol = helpers.GGT_TOLERANCE if "ggt" in entry.name else {"rtol": 1e-6, "atol": 1e-6}
-    helpers.assert_trees_close(p2, e2, **tol)
+    helpers.assert_trees_close(finals[True], finals[False], **tol)
 
 
 @BY_ENTRY
@@ -135,7 +137,7 @@ def test_donated_step_writes_params_and_state_in_place(entry):
 @BY_ENTRY
 def test_a_donated_step_runs_on_a_fresh_state(entry):
     """No state leaf is another leaf's buffer or a param's (donating one buffer twice fails at run time)."""
-    entry, tx, _, _ = _built(entry.name)
+    entry, tx, _ = _built(entry.name)
     params = _params()
     state = tx.init(params)
     step = jax.jit(lambda p, s, g: _apply(entry, tx, p, s, g, 0), donate_argnums=(0, 1))
@@ -147,7 +149,7 @@ def test_a_donated_step_runs_on_a_fresh_state(entry):
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16], ids=["f32", "bf16"])
 @BY_ENTRY
 def test_dtypes_are_kept(entry, dtype):
-    entry, tx, step, _ = _built(entry.name)
+    entry, tx, step = _built(entry.name)
     params = _params(dtype)
     state0 = tx.init(params)
     updates, state1 = jax.jit(lambda g, s, p: tx.update(g, s, p, **entry.extra(0)))(
@@ -157,12 +159,12 @@ def test_dtypes_are_kept(entry, dtype):
     assert helpers.shape_dtypes(state1) == helpers.shape_dtypes(state0)
     new_params = gradtx.apply_updates(params, updates)
     assert jax.tree.map(lambda u: u.dtype, new_params) == jax.tree.map(lambda p: p.dtype, params)
-    assert all(bool(jnp.all(jnp.isfinite(x.astype(jnp.float32)))) for x in jax.tree.leaves(new_params))
+    chex.assert_tree_all_finite(new_params)
 
 
 @BY_ENTRY
 def test_init_from_shape_dtype_structs(entry):
-    entry, tx, _, _ = _built(entry.name)
+    entry, tx, _ = _built(entry.name)
     params = _params()
     abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), params)
     assert helpers.shape_dtypes(jax.eval_shape(tx.init, abstract)) == helpers.shape_dtypes(tx.init(params))
@@ -170,7 +172,7 @@ def test_init_from_shape_dtype_structs(entry):
 
 @BY_ENTRY
 def test_empty_and_none_leaves(entry):
-    entry, tx, _, _ = _built(entry.name)
+    entry, tx, _ = _built(entry.name)
     params = {**_params(), "empty": jnp.zeros((0, 3)), "frozen": None}
     grads = {**_grads(_params()), "empty": jnp.zeros((0, 3)), "frozen": None}
     new_params, _ = jax.jit(lambda p, s, g: _apply(entry, tx, p, s, g, 0))(params, tx.init(params), grads)
@@ -182,7 +184,7 @@ def test_empty_and_none_leaves(entry):
 
 @BY_ENTRY
 def test_unknown_extra_args_are_ignored(entry):
-    entry, tx, _, _ = _built(entry.name)
+    entry, tx, _ = _built(entry.name)
     params = _params()
     state = tx.init(params)
     plain = tx.update(_grads(params), state, params, **entry.extra(0))
@@ -250,7 +252,7 @@ def _quadratic_loss(params, target, curvature):
 
 @pytest.mark.parametrize("entry", OPTIMIZERS, ids=[e.name for e in OPTIMIZERS])
 def test_optimizer_converges_on_a_quadratic(entry):
-    entry, tx, _, _ = _built(entry.name)
+    entry, tx, _ = _built(entry.name)
     params = _params()
     target = _grads(params, seed=7)
     curvature = jax.tree.map(lambda x: jnp.linspace(0.5, 2.0, x.size).reshape(x.shape), params)
@@ -365,6 +367,19 @@ def _adamw_rows(entry, step, tx, params, grads, new, state):
     helpers.assert_trees_close(new, expected, rtol=1e-6, atol=1e-6)
 
 
+def _schedule_free_sgd_rows(entry, step, tx, params, grads, new, state):
+    """Schedule-free SGD: the decay reaches the touched rows only (add_decayed_weights), then a dense step."""
+    ex = entry.example
+    rows = np.unique(np.asarray(grads["dense"]["kernel"].indices))
+    mask = np.zeros((8, 1), np.float32)
+    mask[rows] = 1.0
+    decay = {"dense": {"kernel": mask * params["dense"]["kernel"], "bias": params["dense"]["bias"]}}
+    decayed = jax.tree.map(lambda g, d: g + ex["weight_decay"] * d, _densified(grads), decay)
+    plain = gradtx.schedule_free_sgd(**{**ex, "weight_decay": None})
+    u, _ = plain.update(decayed, plain.init(params), params)
+    helpers.assert_trees_close(new, gradtx.apply_updates(params, u), rtol=1e-6, atol=1e-6)
+
+
 def _as_dense(entry, step, tx, params, grads, new, state):
     """Around SGD, a wrapper's numbers on a row-sparse gradient equal those on the densified one."""
     expected, _ = step(params, tx.init(params), _densified(grads), 0)
@@ -375,6 +390,7 @@ CUSTOM_SPARSE = {
     "lars": _lars_rows,
     "scale_by_lars": _lars_rows,
     "adamw": _adamw_rows,
+    "schedule_free_sgd": _schedule_free_sgd_rows,
     "model_average": _as_dense,
     "elastic_average": _as_dense,
     "agn": _as_dense,
@@ -385,7 +401,7 @@ CUSTOM_SPARSE = {
 @BY_ENTRY
 def test_row_sparse_gradients_follow_the_declared_rule(entry):
     """`entry.sparse` says what a RowSparse gradient does; check its numbers against a reference."""
-    entry, tx, _, _ = _built(entry.name)
+    entry, tx, _ = _built(entry.name)
     params, grads = _sparse_problem((1, 4, 6, 2) if entry.sparse == "entries" else (1, 4, 4, 6))
     step = jax.jit(lambda p, s, g, t: _apply(entry, tx, p, s, g, t))
     new, state = step(params, tx.init(params), grads, 0)
