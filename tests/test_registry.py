@@ -91,6 +91,11 @@ def test_every_public_factory_is_registered():
         "slots",
         "averaged_params",
         "swap_averaged",  # read a moving_average state
+        "schedule_free_eval_params",  # read a schedule-free state
+        "slow_params",  # reads a lookahead state
+        "global_norm",  # a function of a tree
+        "per_example_global_norm_clip",  # a function of per-example gradients
+        "differentially_private_aggregate",  # per-example gradients: a batch axis the contract's lack
     }
     public = [
         n

@@ -9,7 +9,15 @@ generated from them.
 
 from __future__ import annotations
 
-from gradtx._catalog import _combinators, _contrib, _parallel, _returnn, _tf_train, _transforms  # noqa: F401
+from gradtx._catalog import (  # noqa: F401
+    _combinators,
+    _contrib,
+    _optax_style,
+    _parallel,
+    _returnn,
+    _tf_train,
+    _transforms,
+)
 from gradtx.registry import names
 
 OPTIMIZER_NAMES: tuple[str, ...] = names("optimizer")

@@ -40,7 +40,10 @@ transform(
 transform("scale_by_proximal_sgd", transforms.scale_by_proximal_sgd, {"learning_rate": 0.1, "l1": 0.001})
 transform("scale_by_rmsprop", transforms.scale_by_rmsprop, {"learning_rate": 0.01, "momentum": 0.5})
 transform(
-    "scale_by_nesterov_adam", transforms.scale_by_nesterov_adam, {"b1": 0.9, "b2": 0.999}, sparse="decayed_rows"
+    "scale_by_nesterov_adam",
+    transforms.scale_by_nesterov_adam,
+    {"b1": 0.9, "b2": 0.999},
+    sparse="decayed_rows",
 )
 transform("scale_by_lazy_adam", transforms.scale_by_lazy_adam, {"b1": 0.9, "b2": 0.999})
 transform(

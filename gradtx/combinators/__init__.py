@@ -8,6 +8,12 @@ from gradtx.combinators._accumulate import (
 )
 from gradtx.combinators._chain import chain, named_chain
 from gradtx.combinators._clip import ClipByGlobalNormState, ClipState, clip, clip_by_global_norm, clip_by_norm
+from gradtx.combinators._conditional import (
+    ConditionallyMaskState,
+    ConditionallyTransformState,
+    conditionally_mask,
+    conditionally_transform,
+)
 from gradtx.combinators._gradients import (
     AddNoiseState,
     ScaleGradientsState,
@@ -16,6 +22,7 @@ from gradtx.combinators._gradients import (
     transform_gradients,
 )
 from gradtx.combinators._inject import InjectHyperparamsState, inject_hyperparams
+from gradtx.combinators._lookahead import LookaheadState, lookahead, slow_params
 from gradtx.combinators._masking import MaskedState, freeze, masked, partition
 from gradtx.combinators._moving_average import (
     MovingAverageState,
@@ -23,6 +30,8 @@ from gradtx.combinators._moving_average import (
     moving_average,
     swap_averaged,
 )
+from gradtx.combinators._norm_clip import adaptive_grad_clip, global_norm
+from gradtx.combinators._privacy import differentially_private_aggregate, per_example_global_norm_clip
 from gradtx.combinators._stateless import identity, stateless
 from gradtx.combinators._variable_clipping import ClipVariablesState, clip_variables
 from gradtx.combinators._weight_decay import (
@@ -31,6 +40,7 @@ from gradtx.combinators._weight_decay import (
     add_decayed_weights,
     decoupled_weight_decay,
 )
+from gradtx.combinators._zeroing import ZeroNansState, keep_params_nonnegative, set_to_zero, zero_nans
 
 __all__ = [
     "AccumulateGradientsState",
@@ -40,12 +50,17 @@ __all__ = [
     "ClipByGlobalNormState",
     "ClipState",
     "ClipVariablesState",
+    "ConditionallyMaskState",
+    "ConditionallyTransformState",
     "DecoupledWeightDecayState",
     "InjectHyperparamsState",
+    "LookaheadState",
     "MaskedState",
     "MovingAverageState",
     "ScaleGradientsState",
+    "ZeroNansState",
     "accumulate_gradients",
+    "adaptive_grad_clip",
     "add_decayed_weights",
     "add_noise",
     "apply_if_finite",
@@ -55,16 +70,26 @@ __all__ = [
     "clip_by_global_norm",
     "clip_by_norm",
     "clip_variables",
+    "conditionally_mask",
+    "conditionally_transform",
     "decoupled_weight_decay",
+    "differentially_private_aggregate",
     "freeze",
+    "global_norm",
     "identity",
     "inject_hyperparams",
+    "keep_params_nonnegative",
+    "lookahead",
     "masked",
     "moving_average",
     "named_chain",
     "partition",
+    "per_example_global_norm_clip",
     "scale_gradients",
+    "set_to_zero",
+    "slow_params",
     "stateless",
     "swap_averaged",
     "transform_gradients",
+    "zero_nans",
 ]

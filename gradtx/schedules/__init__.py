@@ -10,6 +10,10 @@ The arithmetic is TF's, op for op, in float32 (the step cast first, `floor` for
 `jit`, optimization barriers keep XLA from rewriting `x / 41.0` as `x * (1/41.0)`
 (`floor(41 / 41)` would be 0, `(1 - 13/13) ** 2.5` NaN); what remains is XLA fusing
 `a * b + c` into one FMA on CPU: an ulp or two.
+
+Beside them, optax's composite schedules with optax's numbers: `join_schedules`,
+`piecewise_interpolate`, `warmup_cosine_decay`, `warmup_exponential_decay`, the one-cycle
+schedules and `sgdr` (and `exponential_decay`'s `transition_begin` / `end_value`).
 """
 
 from gradtx.schedules._cosine import (
@@ -25,21 +29,36 @@ from gradtx.schedules._decay import (
     piecewise_constant,
     polynomial_decay,
 )
+from gradtx.schedules._join import join_schedules, piecewise_interpolate
+from gradtx.schedules._optax_style import (
+    cosine_onecycle,
+    linear_onecycle,
+    sgdr,
+    warmup_cosine_decay,
+    warmup_exponential_decay,
+)
 from gradtx.schedules._sign import cosine_sign_decay, linear_sign_decay, restart_sign_decay
 from gradtx.schedules._warmup import linear_warmup
 
 __all__ = [
     "cosine_decay",
     "cosine_decay_restarts",
+    "cosine_onecycle",
     "cosine_sign_decay",
     "exponential_decay",
     "inverse_time_decay",
+    "join_schedules",
     "linear_cosine_decay",
+    "linear_onecycle",
     "linear_sign_decay",
     "linear_warmup",
     "natural_exp_decay",
     "noisy_linear_cosine_decay",
     "piecewise_constant",
+    "piecewise_interpolate",
     "polynomial_decay",
     "restart_sign_decay",
+    "sgdr",
+    "warmup_cosine_decay",
+    "warmup_exponential_decay",
 ]

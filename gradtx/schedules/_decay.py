@@ -13,16 +13,25 @@ from gradtx import _base, _checks, _protocol
 from gradtx.schedules._common import Scalar, check_decay, doc, f32, held, number, opaque
 
 
-def _p_decay(fn, learning_rate, decay_steps, decay_rate, staircase, rule, rate=None) -> _protocol.Schedule:
-    """A schedule `rule(lr, rate, p)` of `p = count / decay_steps`, floored with `staircase`."""
+def _p_decay(
+    fn, learning_rate, decay_steps, decay_rate, staircase, rule, rate=None, begin=0, end=None
+) -> _protocol.Schedule:
+    """A schedule `rule(lr, rate, p)` of `p = max(count - begin, 0) / decay_steps`, floored with `staircase`,
+    bounded by `end` (below when `rate < 1`, above otherwise) when given."""
     check_decay(fn, learning_rate, "decay_steps", decay_steps, decay_rate=decay_rate)
     _checks.check_bool(fn, "staircase", staircase)
     rate = decay_rate if rate is None else rate(decay_rate)
 
     def schedule(count):
+        if begin:  # in the count's own type (exact for int counts), before the float32 cast
+            count = jnp.maximum(jnp.asarray(count) - begin, 0)
         step, lr, steps, k = opaque(count, learning_rate, decay_steps, rate)
         p = jnp.floor(step / steps) if staircase else step / steps
-        return rule(lr, k, p)
+        value = rule(lr, k, p)
+        if end is not None:
+            bound = f32(end)
+            value = jnp.where(k < 1, jnp.maximum(value, bound), jnp.minimum(value, bound))
+        return value
 
     return schedule
 
@@ -30,30 +39,59 @@ def _p_decay(fn, learning_rate, decay_steps, decay_rate, staircase, rule, rate=N
 @doc
 @_base.api
 def exponential_decay(
-    learning_rate: Scalar, decay_steps: Scalar, decay_rate: Scalar, *, staircase: bool = False
+    learning_rate: Scalar,
+    decay_steps: Scalar,
+    decay_rate: Scalar,
+    *,
+    staircase: bool = False,
+    transition_begin: int = 0,
+    end_value: Scalar | None = None,
 ) -> _protocol.Schedule:
     r"""Exponential decay: the rate is multiplied by `decay_rate` every `decay_steps` steps.
 
-    .. math:: \eta(c) = \eta_0 \, k^{p}, \quad p = c/d \ \ (\lfloor c/d \rfloor \text{ with staircase})
+    .. math:: \eta(c) = \eta_0 \, k^{p}, \quad p = c'/d \ \ (\lfloor c'/d \rfloor \text{ with staircase}),
+        \quad c' = \max(c - b, 0)
 
-    {P_ARGS}
+    With the defaults (`transition_begin=0`, no `end_value`) this is TF's schedule, op for
+    op. optax's two options (`optax.exponential_decay`): the decay starts after
+    `transition_begin` steps `b` (the rate holds at `learning_rate` until then), and stops
+    at `end_value`, a lower bound when `decay_rate < 1`, an upper bound otherwise.
+
+    Args:
+      learning_rate: the initial learning rate (>= 0).
+      decay_steps: the number of steps per decay period, `d` (> 0).
+      decay_rate: the decay per period, `k` (>= 0).
+      staircase: floor `count / decay_steps`, so that the rate drops in steps.
+      transition_begin: the number of steps `b` before the decay starts (an int >= 0).
+      end_value: the value the decay stops at (>= 0), or None for no bound.
+
+    {RETURNS_RAISES}
 
     Example:
         >>> from gradtx import schedules
         >>> lr = schedules.exponential_decay(0.1, 10, 0.5, staircase=True)
         >>> print([round(float(lr(c)), 6) for c in (0, 9, 10, 25)])
         [0.1, 0.1, 0.05, 0.025]
+        >>> late = schedules.exponential_decay(0.1, 10, 0.5, transition_begin=5, end_value=0.04)
+        >>> print([round(float(late(c)), 6) for c in (0, 5, 15, 40)])
+        [0.1, 0.1, 0.05, 0.04]
 
     References:
-      TensorFlow, `tf.compat.v1.train.exponential_decay`.
+      TensorFlow, `tf.compat.v1.train.exponential_decay`; optax, `optax.exponential_decay`.
     """
+    fn = "exponential_decay"
+    _checks.check_int(fn, "transition_begin", transition_begin, minimum=0)
+    if end_value is not None:
+        number(fn, "end_value", end_value, _checks.check_nonnegative)
     return _p_decay(
-        "exponential_decay",
+        fn,
         learning_rate,
         decay_steps,
         decay_rate,
         staircase,
         lambda lr, k, p: lr * jnp.power(k, p),
+        begin=transition_begin,
+        end=end_value,
     )
 
 
