@@ -44,6 +44,13 @@ OPTAX = {
     "amsgrad": lambda: optax.amsgrad(0.001),
     "rmsprop": lambda: optax.rmsprop(0.01, decay=0.9, momentum=0.5, eps=1e-10),
     "lars": lambda: optax.lars(0.1, weight_decay=1e-4, trust_coefficient=0.01, momentum=0.9),
+    "adafactor": lambda: optax.adafactor(0.2, min_dim_size_to_factor=2, momentum=0.5, weight_decay_rate=1e-4),
+    "lamb": lambda: optax.lamb(0.2, weight_decay=1e-4),
+    "novograd": lambda: optax.novograd(0.2, weight_decay=1e-4),
+    "sm3": lambda: optax.sm3(0.5, momentum=0.9),
+    "muon": lambda: optax.contrib.muon(0.2, weight_decay=1e-4),
+    "schedule_free_adamw": lambda: optax.contrib.schedule_free_adamw(0.05, warmup_steps=2, weight_decay=1e-4),
+    "schedule_free_sgd": lambda: optax.contrib.schedule_free_sgd(0.1, warmup_steps=2, weight_decay=1e-4),
 }
 GATHERS = {"shampoo"}  # whole statistics matrices per tensor dimension (an SVD each): gathers are inherent
 REDUCES = {"ggt"}  # element-wise through sums over all elements (its W x W Gram matrix, M^T m): all-reduces
@@ -91,11 +98,13 @@ def _assert_slots_sharded_like(state, params, what: str) -> None:
     checked = 0
     param_leaves = jax.tree.leaves(packing.unpack(params))
     for name, tree in gradtx.slots(state).items():
-        leaves = jax.tree.leaves(tree)
+        leaves = jax.tree.leaves(tree, is_leaf=lambda x: x is None)  # None: another group's (partition)
         if len(leaves) != len(param_leaves):
             continue  # per-dimension statistics (Shampoo): not shaped like the params
         for p, s in zip(param_leaves, leaves, strict=True):
             spec = p.sharding.spec
+            if s is None:
+                continue
             if s.shape == p.shape:
                 want = NamedSharding(MESH, spec)
             elif s.shape[1:] == p.shape:

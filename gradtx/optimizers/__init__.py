@@ -8,7 +8,9 @@ and `_contrib.py` tf.contrib.opt's, `_returnn.py` RETURNN's own.
 
 from gradtx.optimizers._contrib import addsign, ggt, lars, momentumw, powersign, reg_adagrad, shampoo
 from gradtx.optimizers._contrib_adam import adam_gs, adamax, adamw, lazy_adam, lazy_adam_gs, nadam
+from gradtx.optimizers._modern_per_tensor import adafactor, lamb, muon, novograd, sm3
 from gradtx.optimizers._returnn import amsgrad, grad_variance_scaled, neural_optimizer1, normalized_sgd
+from gradtx.optimizers._schedule_free import schedule_free_adamw, schedule_free_sgd
 from gradtx.optimizers._tf_train import (
     adadelta,
     adagrad,
@@ -26,6 +28,7 @@ from gradtx.optimizers._tf_train import (
 
 __all__ = [
     "adadelta",
+    "adafactor",
     "adam_gs",
     "adamax",
     "adamw",
@@ -33,13 +36,16 @@ __all__ = [
     "amsgrad",
     "ggt",
     "grad_variance_scaled",
+    "lamb",
     "lars",
     "lazy_adam",
     "lazy_adam_gs",
     "momentumw",
+    "muon",
     "nadam",
     "neural_optimizer1",
     "normalized_sgd",
+    "novograd",
     "powersign",
     "reg_adagrad",
     "adagrad",
@@ -52,6 +58,9 @@ __all__ = [
     "proximal_gradient_descent",
     "proximal_sgd",
     "rmsprop",
+    "schedule_free_adamw",
+    "schedule_free_sgd",
     "shampoo",
     "sgd",
+    "sm3",
 ]

@@ -1,6 +1,13 @@
 """Building blocks: the update rules (`scale_by_*`, `trace`, ...), one family per file."""
 
 from gradtx.transforms._adadelta import ScaleByAdadeltaState, scale_by_adadelta
+from gradtx.transforms._adafactor import (
+    BlockRmsState,
+    ScaleByFactoredRmsState,
+    clip_by_block_rms,
+    scale_by_factored_rms,
+    scale_by_param_block_rms,
+)
 from gradtx.transforms._adagrad import (
     ScaleByAdagradDAState,
     ScaleByAdagradState,
@@ -21,12 +28,21 @@ from gradtx.transforms._adamax import (
     scale_by_adamax,
     scale_by_amsgrad,
 )
+from gradtx.transforms._bias_corrected_adam import (
+    ScaleByBiasCorrectedAdamState,
+    ScaleByBiasCorrectedRmsState,
+    scale_by_bias_corrected_adam,
+    scale_by_bias_corrected_rms,
+)
+from gradtx.transforms._ema import EmaState, ema
 from gradtx.transforms._ftrl import ScaleByFtrlState, scale_by_ftrl
 from gradtx.transforms._ggt import ScaleByGGTState, scale_by_ggt
 from gradtx.transforms._grad_variance import ScaleByGradVarianceState, scale_by_grad_variance
 from gradtx.transforms._lars import ScaleByLarsState, scale_by_lars
 from gradtx.transforms._momentum import TraceState, trace
+from gradtx.transforms._muon import ScaleByMuonState, scale_by_muon, scale_by_shape
 from gradtx.transforms._normalize import ScaleByL2NormalizationState, scale_by_l2_normalization
+from gradtx.transforms._novograd import ScaleByNovogradState, scale_by_novograd
 from gradtx.transforms._per_leaf import PerLeafState, per_leaf
 from gradtx.transforms._proximal import (
     ScaleByProximalAdagradState,
@@ -36,6 +52,11 @@ from gradtx.transforms._proximal import (
 )
 from gradtx.transforms._rmsprop import ScaleByRmspropState, scale_by_rmsprop
 from gradtx.transforms._scale import ScaleByScheduleState, scale, scale_by_learning_rate, scale_by_schedule
+from gradtx.transforms._schedule_free import (
+    ScaleByScheduleFreeState,
+    scale_by_schedule_free,
+    schedule_free_eval_params,
+)
 from gradtx.transforms._shampoo import ScaleByShampooState, scale_by_shampoo
 from gradtx.transforms._sign import (
     ScaleByAddSignState,
@@ -45,8 +66,12 @@ from gradtx.transforms._sign import (
     scale_by_neural_optimizer1,
     scale_by_powersign,
 )
+from gradtx.transforms._sm3 import ScaleBySM3State, scale_by_sm3
+from gradtx.transforms._trust_ratio import ScaleByTrustRatioState, scale_by_trust_ratio
 
 __all__ = [
+    "BlockRmsState",
+    "EmaState",
     "PerLeafState",
     "ScaleByAdadeltaState",
     "ScaleByAdagradDAState",
@@ -55,19 +80,29 @@ __all__ = [
     "ScaleByAdamaxState",
     "ScaleByAddSignState",
     "ScaleByAmsgradState",
+    "ScaleByBiasCorrectedAdamState",
+    "ScaleByBiasCorrectedRmsState",
+    "ScaleByFactoredRmsState",
     "ScaleByFtrlState",
     "ScaleByGGTState",
     "ScaleByGradVarianceState",
     "ScaleByL2NormalizationState",
     "ScaleByLarsState",
+    "ScaleByMuonState",
     "ScaleByNeuralOptimizer1State",
+    "ScaleByNovogradState",
     "ScaleByPowerSignState",
     "ScaleByProximalAdagradState",
     "ScaleByProximalSGDState",
     "ScaleByRmspropState",
+    "ScaleBySM3State",
+    "ScaleByScheduleFreeState",
     "ScaleByScheduleState",
     "ScaleByShampooState",
+    "ScaleByTrustRatioState",
     "TraceState",
+    "clip_by_block_rms",
+    "ema",
     "per_leaf",
     "scale",
     "scale_by_adadelta",
@@ -78,6 +113,9 @@ __all__ = [
     "scale_by_adamax",
     "scale_by_addsign",
     "scale_by_amsgrad",
+    "scale_by_bias_corrected_adam",
+    "scale_by_bias_corrected_rms",
+    "scale_by_factored_rms",
     "scale_by_ftrl",
     "scale_by_ggt",
     "scale_by_grad_variance",
@@ -86,13 +124,21 @@ __all__ = [
     "scale_by_lazy_adam",
     "scale_by_lazy_adam_gs",
     "scale_by_learning_rate",
+    "scale_by_muon",
     "scale_by_nesterov_adam",
     "scale_by_neural_optimizer1",
+    "scale_by_novograd",
+    "scale_by_param_block_rms",
     "scale_by_powersign",
     "scale_by_proximal_adagrad",
     "scale_by_proximal_sgd",
     "scale_by_rmsprop",
     "scale_by_schedule",
+    "scale_by_schedule_free",
     "scale_by_shampoo",
+    "scale_by_shape",
+    "scale_by_sm3",
+    "scale_by_trust_ratio",
+    "schedule_free_eval_params",
     "trace",
 ]

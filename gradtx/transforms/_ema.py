@@ -1,0 +1,79 @@
+"""An exponential moving average of the updates: `ema` (the momentum of Adafactor, optax's `ema`)."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx.transforms._bias_corrected_adam import bias_corrected
+
+
+class EmaState(NamedTuple):
+    """State of `ema`."""
+
+    count: _protocol.Count  # int32: completed updates
+    ema: _protocol.Updates  # the moving average of the updates (starts at 0)
+
+
+@_base.api
+def ema(
+    decay: _protocol.ScalarOrSchedule, *, debias: bool = False, mu_dtype: Any = None
+) -> _protocol.GradientTransformation:
+    r"""Replace the updates by their exponential moving average (momentum in its averaging form).
+
+    .. math::
+        m_t = \beta m_{t-1} + (1 - \beta) u_t, \qquad
+        u_t \leftarrow \begin{cases} m_t / (1 - \beta^t) & \text{debias} \\ m_t & \text{otherwise} \end{cases}
+
+    This is `optax.ema`, Adafactor's optional momentum. Unlike `trace` (TF's momentum,
+    :math:`a_t = \mu a_{t-1} + g_t`) the new update enters with weight :math:`1-\beta`.
+    The update is returned in the dtype of the incoming one; `m` is stored in `mu_dtype`.
+    A row-sparse update is densified first (`m` decays on every row).
+
+    Args:
+      decay: :math:`\beta`, in [0, 1].
+      debias: divide by :math:`1 - \beta^t` (Adam's bias correction).
+      mu_dtype: dtype of `m` (default: each param's dtype).
+
+    Returns:
+      An `ElementWise` transform with state `EmaState(count, ema)`.
+
+    Raises:
+      ValueError: if `decay` is outside [0, 1].
+      TypeError: for a non-bool `debias` or a non-float `mu_dtype`.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.ema(0.75)
+        >>> u, state = tx.update(jnp.ones(2), tx.init(jnp.zeros(2)))
+        >>> u  # 0.75 * 0 + 0.25 * 1
+        Array([0.25, 0.25], dtype=float32)
+
+    References:
+      Shazeer, Stern, *Adafactor: adaptive learning rates with sublinear memory cost*,
+      ICML 2018 (section 5: Adafactor with momentum :math:`\beta_1`).
+    """
+    fn = "ema"
+    _checks.check_in_range(fn, "decay", decay, 0.0, 1.0)
+    _checks.check_bool(fn, "debias", debias)
+    _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
+
+    def init_fn(params):
+        return EmaState(_tree.zero_count(), _tree.zeros_like(params, mu_dtype))
+
+    def update_fn(updates, state, params=None, **extra_args):
+        del params, extra_args
+        beta = _tree.scalar(_tree.resolve(decay, state.count), updates)
+        count = _tree.increment(state.count)
+
+        def leaf(u, m):
+            new_m = _tree.moment_blend(m, u, beta)
+            out = bias_corrected(new_m, beta, count) if debias else new_m
+            return out.astype(u.dtype), new_m.astype(m.dtype)
+
+        out, m = _tree.split_map(
+            fn, leaf, 2, sparse.densify(updates), state.ema, names=("updates", "state.ema")
+        )
+        return out, EmaState(count, m)
+
+    return _protocol.ElementWise(init_fn, update_fn)

@@ -1,0 +1,117 @@
+"""NovoGrad: `scale_by_novograd`, a momentum of gradients normalised by a per-layer second moment."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx.transforms._adafactor import reduced_zeros
+
+
+class ScaleByNovogradState(NamedTuple):
+    """State of `scale_by_novograd`."""
+
+    count: _protocol.Count  # int32: completed updates
+    m: _protocol.Updates  # the momentum of the normalised gradients (starts at 0)
+    v: _protocol.Updates  # per leaf, a scalar: the moving average of ||g||^2 (starts at ||g_1||^2)
+
+
+def _novograd_leaf(g, m, v, p, first, b1, b2, eps, eps_root, weight_decay):
+    """One leaf: `(update, m, v)`; `first` is true in the first step."""
+    norm2 = _tree.squared_norm(g).astype(v.dtype)
+    b2 = _tree.like(b2, v)
+    new_v = jnp.where(first, norm2, b2 * v + (1 - b2) * norm2)
+    scaled = g / (jnp.sqrt(new_v + _tree.like(eps_root, new_v)) + _tree.like(eps, new_v)).astype(g.dtype)
+    new_m = _tree.like(b1, m) * m + (scaled + _tree.like(weight_decay, g) * p.astype(g.dtype)).astype(m.dtype)
+    return new_m.astype(g.dtype), new_m, new_v
+
+
+@_base.api
+def scale_by_novograd(
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.25,
+    eps: _protocol.ScalarOrSchedule = 1e-6,
+    eps_root: _protocol.ScalarOrSchedule = 0.0,
+    weight_decay: _protocol.ScalarOrSchedule = 0.0,
+    *,
+    mu_dtype: Any = None,
+) -> _protocol.GradientTransformation:
+    r"""NovoGrad: momentum of the gradients divided by the root of a per-layer (per-leaf) second moment.
+
+    For each leaf :math:`l`, with :math:`\lVert\cdot\rVert` the L2 norm of the whole leaf:
+
+    .. math::
+        v^l_1 = \lVert g^l_1\rVert^2, \qquad
+        v^l_t = \beta_2 v^l_{t-1} + (1 - \beta_2) \lVert g^l_t\rVert^2, \\
+        m^l_t = \beta_1 m^l_{t-1} + \frac{g^l_t}{\sqrt{v^l_t + \epsilon_{root}} + \epsilon}
+        + \lambda w^l_t, \qquad u^l_t = m^l_t
+
+    The second moment is one scalar per leaf, so the state costs one slot shaped like the
+    params (`m`). These are the numbers of `optax.scale_by_novograd`. A row-sparse
+    gradient is densified first.
+
+    Args:
+      b1: decay of the momentum `m`, in [0, 1].
+      b2: decay of the per-leaf second moment `v`, in [0, 1].
+      eps: added to the root of `v`, >= 0.
+      eps_root: added to `v` under the root, >= 0.
+      weight_decay: :math:`\lambda`, the weight decay added to the normalised gradient, >= 0.
+      mu_dtype: dtype of `m` (default: each param's dtype).
+
+    Returns:
+      A `GradientTransformation` with state `ScaleByNovogradState(count, m, v)`.
+
+    Raises:
+      ValueError: if a decay is outside [0, 1] or `eps`, `eps_root` or `weight_decay` is
+        negative; at update time, if `params` is missing.
+      TypeError: for a non-float `mu_dtype`.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.scale_by_novograd(eps=0.0)
+        >>> params = jnp.zeros(2)
+        >>> u, state = tx.update(jnp.array([3.0, 4.0]), tx.init(params), params)
+        >>> u, state.v  # g / ||g||, and v = ||g||^2
+        (Array([0.6, 0.8], dtype=float32), Array(25., dtype=float32))
+
+    References:
+      Ginsburg et al., *Stochastic gradient methods with layer-wise adaptive moments for
+      training of deep networks*, 2019 (arXiv:1905.11286), Algorithm 1.
+    """
+    fn = "scale_by_novograd"
+    _checks.check_in_range(fn, "b1", b1, 0.0, 1.0)
+    _checks.check_in_range(fn, "b2", b2, 0.0, 1.0)
+    for name, value in (("eps", eps), ("eps_root", eps_root), ("weight_decay", weight_decay)):
+        _checks.check_finite(fn, name, value)
+        _checks.check_nonnegative(fn, name, value)
+    _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
+
+    def init_fn(params):
+        return ScaleByNovogradState(
+            _tree.zero_count(),
+            _tree.zeros_like(params, mu_dtype),
+            jax.tree.map(lambda p: reduced_zeros(p, (), p.dtype), params),
+        )
+
+    def update_fn(updates, state, params=None, **extra_args):
+        del extra_args
+        if params is None:
+            raise _protocol.missing_params(fn)
+        h = [_tree.resolve(x, state.count) for x in (b1, b2, eps, eps_root, weight_decay)]
+        first = state.count == 0
+        out, m, v = _tree.split_map(
+            fn,
+            lambda g, m, v, p: _novograd_leaf(g, m, v, p, first, *h),
+            3,
+            sparse.densify(updates),
+            state.m,
+            state.v,
+            params,
+            names=("updates", "state.m", "state.v", "params"),
+        )
+        return out, ScaleByNovogradState(_tree.increment(state.count), m, v)
+
+    return _protocol.GradientTransformation(init_fn, update_fn)

@@ -1,0 +1,106 @@
+"""The layer-wise trust ratio: `scale_by_trust_ratio` (LAMB's per-tensor step size)."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from gradtx import _base, _checks, _protocol, _tree, sparse
+
+
+class ScaleByTrustRatioState(NamedTuple):
+    """State of `scale_by_trust_ratio` when a hyperparameter is a schedule."""
+
+    count: _protocol.Count  # int32: completed updates
+
+
+def _norm_at_least(x: jax.Array, floor: Any) -> jax.Array:
+    """`max(||x||, floor)` of one leaf (the norm of an all-zero leaf is 0 when `floor` is 0)."""
+    norm = jnp.sqrt(_tree.squared_norm(x))
+    return jnp.where(norm <= floor, _tree.like(floor, norm), norm)
+
+
+def _trust_ratio_leaf(u, p, min_norm, coefficient, eps):
+    """One leaf: `u * coefficient * ||w|| / (||u|| + eps)`, or `u` when either norm is 0."""
+    w_norm = _norm_at_least(p, min_norm)
+    u_norm = _norm_at_least(u, min_norm)
+    ratio = _tree.like(coefficient, w_norm) * w_norm / (u_norm + _tree.like(eps, u_norm))
+    ratio = jnp.where((w_norm == 0) | (u_norm == 0), jnp.ones_like(ratio), ratio)
+    return u * ratio.astype(u.dtype)
+
+
+@_base.api
+def scale_by_trust_ratio(
+    min_norm: _protocol.ScalarOrSchedule = 0.0,
+    trust_coefficient: _protocol.ScalarOrSchedule = 1.0,
+    eps: _protocol.ScalarOrSchedule = 0.0,
+) -> _protocol.GradientTransformation:
+    r"""Multiply each leaf of the updates by its trust ratio: the parameter's norm over the update's.
+
+    For each leaf (a layer's weight matrix, a bias):
+
+    .. math::
+        r = \begin{cases}
+            \dfrac{c\, \max(\lVert w\rVert, n_0)}{\max(\lVert u\rVert, n_0) + \epsilon}
+            & \text{both norms} > 0 \\ 1 & \text{otherwise} \end{cases},
+        \qquad u \leftarrow r\, u
+
+    so that every layer moves by about `learning_rate` times its own norm. After an Adam
+    step with weight decay this is LAMB's per-layer scaling (`optax.scale_by_trust_ratio`;
+    contrib's LARS has its own form, `scale_by_lars`). A row-sparse update is densified
+    first (the norm is the whole tensor's).
+
+    Args:
+      min_norm: :math:`n_0`, the smallest norm used for either tensor, >= 0.
+      trust_coefficient: :math:`c`, finite.
+      eps: added to the update's norm, >= 0.
+
+    Returns:
+      A `GradientTransformation`; state `EmptyState()`, or `ScaleByTrustRatioState(count)`
+      when a hyperparameter is a schedule.
+
+    Raises:
+      ValueError: for a negative `min_norm` or `eps`, or a non-finite value; at update
+        time, if `params` is missing.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.scale_by_trust_ratio()
+        >>> params = jnp.array([3.0, 4.0])  # norm 5
+        >>> tx.update(jnp.array([0.0, 10.0]), tx.init(params), params)[0]  # norm 10: r = 0.5
+        Array([0., 5.], dtype=float32)
+
+    References:
+      You et al., *Large batch optimization for deep learning: training BERT in 76 minutes*,
+      ICLR 2020 (Algorithm 2, LAMB).
+    """
+    fn = "scale_by_trust_ratio"
+    _checks.check_finite(fn, "min_norm", min_norm)
+    _checks.check_nonnegative(fn, "min_norm", min_norm)
+    _checks.check_finite(fn, "trust_coefficient", trust_coefficient)
+    _checks.check_finite(fn, "eps", eps)
+    _checks.check_nonnegative(fn, "eps", eps)
+    scheduled = _tree.any_schedule(min_norm, trust_coefficient, eps)
+
+    def init_fn(params):
+        del params
+        return ScaleByTrustRatioState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
+
+    def update_fn(updates, state, params=None, **extra_args):
+        del extra_args
+        if params is None:
+            raise _protocol.missing_params(fn)
+        count = state.count if scheduled else None
+        h = [_tree.resolve(x, count) for x in (min_norm, trust_coefficient, eps)]
+        out = _tree.map_updates(
+            fn,
+            lambda u, p: _trust_ratio_leaf(u, p, *h),
+            sparse.densify(updates),
+            params,
+            names=("updates", "params"),
+        )
+        return out, (ScaleByTrustRatioState(_tree.increment(state.count)) if scheduled else state)
+
+    return _protocol.GradientTransformation(init_fn, update_fn)
