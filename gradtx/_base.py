@@ -36,12 +36,23 @@ def api(factory: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             _checks._API_NAME.reset(token)
         if isinstance(result, GradientTransformation):
-            result = packing.leaf_wise(result)
+            result = _shape_checked(name, packing.leaf_wise(result))
             if not _vma.is_typed(result.init):
                 result = result._replace(init=_vma.typed_like_params(result.init))
         return result
 
     return wrapper
+
+
+def _shape_checked(name: str, tx: GradientTransformation) -> GradientTransformation:
+    """`tx` whose `update` refuses gradients (and state slots) shaped unlike the params, at trace time."""
+    update = tx.update
+
+    def update_fn(updates, state, params=None, **extra_args):
+        _tree.check_shapes(name, updates, params, state)
+        return update(updates, state, params, **extra_args)
+
+    return type(tx)(tx.init, update_fn)
 
 
 def _accepts_extra_args(update: Callable[..., Any]) -> bool:

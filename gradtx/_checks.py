@@ -51,10 +51,11 @@ def _is_real(value: Any) -> bool:
 
 
 def check_hyperparam(fn: str, name: str, value: Any) -> None:
-    """`value` must be a real number, a scalar array, or a schedule; bools and strings are refused.
+    """`value` must be a finite real number, a scalar array, or a schedule; bools and strings are refused.
 
     Raises:
       TypeError: if `value` is none of those.
+      ValueError: if it is a number that is not finite (NaN, inf, or too large for a float).
     """
     if is_schedule(value):
         return
@@ -64,6 +65,7 @@ def check_hyperparam(fn: str, name: str, value: Any) -> None:
             f"got {value!r} of type {type(value).__name__}."
         )
     _check_scalar_array(fn, name, value)
+    _concrete(fn, name, value)
 
 
 def check_number(fn: str, name: str, value: Any) -> None:
@@ -83,18 +85,30 @@ def check_number(fn: str, name: str, value: Any) -> None:
             f"of type {type(value).__name__}."
         )
     _check_scalar_array(fn, name, value)
+    _concrete(fn, name, value)
 
 
-def _concrete(value: Any) -> float | None:
-    """The value as a float when it is known at construction, else None (schedules, tracers)."""
+def _concrete(fn: str, name: str, value: Any) -> float | None:
+    """The value as a finite float when it is known at construction, else None (schedules, tracers).
+
+    Raises:
+      ValueError: for NaN, an infinity, or an integer too large for a float.
+    """
     if is_schedule(value) or _is_traced(value):
         return None
-    return float(value)
+    try:
+        v = float(value)
+    except OverflowError:
+        v = math.inf
+    if not math.isfinite(v):
+        shown = value if not isinstance(value, int) else f"an integer of {len(str(abs(value)))} digits"
+        raise ValueError(f"`{api_name(fn)}`: `{name}` must be finite, got {shown}.")
+    return v
 
 
 def _check(fn: str, name: str, value: Any, ok: Callable[[float], bool], allowed: str) -> None:
     check_hyperparam(fn, name, value)
-    v = _concrete(value)
+    v = _concrete(fn, name, value)
     if v is not None and not ok(v):
         raise ValueError(f"`{api_name(fn)}`: `{name}` must be {allowed}, got {value!r}.")
 
@@ -115,13 +129,12 @@ def check_nonpositive(fn: str, name: str, value: Any) -> None:
 
 
 def check_finite(fn: str, name: str, value: Any) -> None:
-    """`value` must be a finite number (skipped for schedules and traced values)."""
-    _check(fn, name, value, math.isfinite, "finite")
+    """`value` must be a finite number or a schedule (every check here refuses NaN and infinities)."""
+    check_hyperparam(fn, name, value)
 
 
 def check_learning_rate(fn: str, value: Any) -> None:
     """A learning rate must be finite and >= 0 (a negative rate is almost always a bug)."""
-    check_finite(fn, "learning_rate", value)
     check_nonnegative(fn, "learning_rate", value)
 
 
@@ -164,14 +177,26 @@ def check_float_dtype(fn: str, name: str, value: Any) -> None:
         raise TypeError(f"`{api_name(fn)}`: `{name}` must be None or a floating-point dtype, got {value!r}.")
 
 
-def check_int(fn: str, name: str, value: Any, *, minimum: int | None = None) -> None:
-    """`value` must be a Python int (not a bool), at least `minimum` when given."""
+INT32_MAX = 2**31 - 1
+"""The largest step count (`count` is int32): the default bound of `check_int`."""
+
+
+def check_int(
+    fn: str, name: str, value: Any, *, minimum: int | None = None, maximum: int = INT32_MAX
+) -> None:
+    """`value` must be a Python int (not a bool), at least `minimum` when given and at most `maximum`.
+
+    The default `maximum` is the int32 step count's largest value: steps, intervals and sizes
+    are compared with `count`, so a larger one could never be reached.
+    """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(
             f"`{api_name(fn)}`: `{name}` must be an integer, got {value!r} of type {type(value).__name__}."
         )
-    if minimum is not None and value < minimum:
+    if minimum is not None and int(value) < minimum:
         raise ValueError(f"`{api_name(fn)}`: `{name}` must be >= {minimum}, got {value!r}.")
+    if int(value) > maximum:
+        raise ValueError(f"`{api_name(fn)}`: `{name}` must be <= {maximum}, got {value!r}.")
 
 
 def check_one_of(fn: str, name: str, value: Any, allowed: tuple[Any, ...]) -> None:

@@ -177,6 +177,64 @@ def flatten_updates(
     return leaves, flat_rest, treedef
 
 
+def _shape_of(x: Any) -> tuple[int, ...] | None:
+    """A leaf's shape (a row-sparse gradient's dense shape), or None for `None` and non-arrays."""
+    if x is None:
+        return None
+    if is_row_sparse(x):
+        return tuple(x.dense_shape)
+    shape = getattr(x, "shape", None)
+    return None if shape is None else tuple(shape)
+
+
+def check_shapes(fn_name: str, updates: Any, params: Any = None, state: Any = None) -> None:
+    """Refuse updates, and state slots, whose leaf shapes differ from the params' (at trace time).
+
+    Every update leaf must have its parameter's shape (a row-sparse one by its dense shape).
+    In `state` (a NamedTuple), every slot field (annotated `Updates`) with the tree structure
+    of the updates is checked leaf by leaf where the slot leaf is an array of the update's
+    rank: windows `[n, *shape]`, factored or per-dimension statistics have other ranks or
+    structures and are left alone. Shapes are static, so this costs nothing at run time.
+
+    Raises:
+      ValueError: naming the key path, both shapes and what to do.
+    """
+    leaves, rest, treedef = flatten_updates(fn_name, updates)
+    del rest
+    paths = key_paths(updates)
+    shapes = [_shape_of(x) for x in leaves]
+    if params is not None:
+        try:
+            flat_params = treedef.flatten_up_to(params)
+        except (ValueError, TypeError):
+            raise _protocol.tree_mismatch_error(fn_name, "updates", updates, "params", params) from None
+        for path, shape, p in zip(paths, shapes, flat_params, strict=True):
+            p_shape = _shape_of(p)
+            if shape is not None and p_shape is not None and shape != p_shape:
+                raise ValueError(
+                    f"`{fn_name}`: the gradient at {path} has shape {shape}, but the parameter there has "
+                    f"shape {p_shape}; compute the gradients of these parameters (leaf by leaf shapes "
+                    f"must agree)."
+                )
+    if not (isinstance(state, tuple) and hasattr(state, "_fields")):
+        return
+    for field in state._fields:
+        if _protocol.mark_of(type(state), field) is not _protocol.SLOT:
+            continue
+        try:
+            flat_slot = treedef.flatten_up_to(getattr(state, field))
+        except (ValueError, TypeError):
+            continue
+        for path, shape, s in zip(paths, shapes, flat_slot, strict=True):
+            s_shape = _shape_of(s)
+            if shape is not None and s_shape is not None and len(s_shape) == len(shape) and s_shape != shape:
+                raise ValueError(
+                    f"`{fn_name}`: the gradient at {path} has shape {shape}, but the state's slot "
+                    f"`{field}` there has shape {s_shape}; pass a state made by `init` from params "
+                    f"shaped like these gradients."
+                )
+
+
 def map_updates(
     fn_name: str,
     f: Callable[..., Any],

@@ -1,5 +1,7 @@
 """gradtx/_base.py: apply_updates, the argument checks, the tree-mismatch error, extra-arg support."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -63,7 +65,15 @@ def test_update_with_wrong_state_structure_names_the_transform():
         (_checks.check_nonnegative, -1, r"`f`: `x` must be >= 0, got -1\."),
         (_checks.check_nonpositive, 0.5, r"`f`: `x` must be <= 0, got 0.5\."),
         (_checks.check_finite, float("inf"), r"`f`: `x` must be finite, got inf\."),
-        (_checks.check_positive, float("nan"), r"`f`: `x` must be > 0, got nan\."),
+        (_checks.check_positive, float("nan"), r"`f`: `x` must be finite, got nan\."),
+        (_checks.check_nonnegative, float("inf"), r"`f`: `x` must be finite, got inf\."),
+        (_checks.check_hyperparam, -float("inf"), r"`f`: `x` must be finite, got -inf\."),
+        (
+            functools.partial(_checks.check_in_range, low=0.0, high=1.0),
+            10**400,
+            r"`f`: `x` must be finite, got an integer of 401 digits\.",
+        ),
+        (_checks.check_int, 2**40, r"`f`: `x` must be <= 2147483647, got 1099511627776\."),
     ],
 )
 def test_value_checks_raise_value_error_in_the_house_form(check, value, match):

@@ -5,6 +5,9 @@ from gradtx.combinators._accumulate import (
     ApplyIfFiniteState,
     accumulate_gradients,
     apply_if_finite,
+    has_updated,
+    skip_large_updates,
+    skip_not_finite,
 )
 from gradtx.combinators._chain import chain, named_chain
 from gradtx.combinators._clip import ClipByGlobalNormState, ClipState, clip, clip_by_global_norm, clip_by_norm
@@ -76,6 +79,7 @@ __all__ = [
     "differentially_private_aggregate",
     "freeze",
     "global_norm",
+    "has_updated",
     "identity",
     "inject_hyperparams",
     "keep_params_nonnegative",
@@ -87,6 +91,8 @@ __all__ = [
     "per_example_global_norm_clip",
     "scale_gradients",
     "set_to_zero",
+    "skip_large_updates",
+    "skip_not_finite",
     "slow_params",
     "stateless",
     "swap_averaged",

@@ -14,33 +14,139 @@ from gradtx import _base, _checks, _protocol, _tree, sparse
 class AccumulateGradientsState(NamedTuple):
     """State of `accumulate_gradients`."""
 
-    count: _protocol.Count  # int32: calls so far (micro-steps)
-    accumulator: _protocol.Updates  # sum of the gradients since the last applied update (one tree)
+    count: _protocol.Count  # int32: applied updates (the inner transform's steps), saturating
+    mini_step: jax.Array  # int32: gradients accumulated since the last applied update, in [0, every_k)
+    accumulator: _protocol.Updates  # their sum, one leaf per parameter (in the accumulator dtype)
     inner_state: Any  # the inner transform's state; it advances once per applied update
+    skip_state: Any  # what `should_skip_update_fn` returned for the last gradient (() without one)
 
 
-def _zeros_like_updates(tree: Any) -> Any:
-    return jax.tree.map(lambda g: None if g is None else jnp.zeros_like(g), tree, is_leaf=lambda x: x is None)
+def skip_not_finite(updates: Any, gradient_step: jax.Array, params: Any) -> tuple[jax.Array, dict]:
+    """A `should_skip_update_fn` for `accumulate_gradients`: skip gradients with a NaN or an infinity.
+
+    Args:
+      updates: the incoming gradients.
+      gradient_step: the number of updates applied so far (unused).
+      params: the parameters (unused).
+
+    Returns:
+      `(skip, state)`: whether to skip, and `{"should_skip": ..., "num_not_finite": ...}`.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> skip, info = gradtx.skip_not_finite(jnp.array([1.0, jnp.nan]), 0, None)
+        >>> bool(skip), int(info["num_not_finite"])
+        (True, 1)
+    """
+    del gradient_step, params
+    leaves = [x for x in jax.tree.leaves(updates) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    bad = sum((jnp.sum(~jnp.isfinite(x)).astype(jnp.int32) for x in leaves), jnp.zeros([], jnp.int32))
+    return bad > 0, {"should_skip": bad > 0, "num_not_finite": bad}
+
+
+def skip_large_updates(
+    updates: Any, gradient_step: jax.Array, params: Any, max_squared_norm: float
+) -> tuple[jax.Array, dict]:
+    """A `should_skip_update_fn` for `accumulate_gradients`: skip gradients whose squared norm is too large.
+
+    Bind `max_squared_norm` first: `functools.partial(skip_large_updates, max_squared_norm=1e6)`.
+    A non-finite norm is skipped too.
+
+    Args:
+      updates: the incoming gradients.
+      gradient_step: the number of updates applied so far (unused).
+      params: the parameters (unused).
+      max_squared_norm: the largest squared global norm accepted.
+
+    Returns:
+      `(skip, state)`: whether to skip, and `{"should_skip": ..., "norm_squared": ...}`.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> skip, info = gradtx.skip_large_updates(jnp.array([3.0, 4.0]), 0, None, max_squared_norm=20.0)
+        >>> bool(skip), float(info["norm_squared"])
+        (True, 25.0)
+    """
+    del gradient_step, params
+    norm_squared = _tree.global_norm(updates) ** 2
+    skip = jnp.logical_or(jnp.isnan(norm_squared), norm_squared > max_squared_norm)
+    return skip, {"should_skip": skip, "norm_squared": norm_squared}
+
+
+def has_updated(state: AccumulateGradientsState) -> jax.Array:
+    """Whether the last `update` of `accumulate_gradients` applied the inner transform (optax's).
+
+    Args:
+      state: an `AccumulateGradientsState`.
+
+    Returns:
+      A bool scalar.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.accumulate_gradients(gradtx.sgd(1.0), every_k=2)
+        >>> s = tx.init(jnp.zeros(1))
+        >>> _, s = tx.update(jnp.ones(1), s)
+        >>> bool(gradtx.has_updated(s))
+        False
+        >>> _, s = tx.update(jnp.ones(1), s)
+        >>> bool(gradtx.has_updated(s))
+        True
+    """
+    if not isinstance(state, AccumulateGradientsState):
+        raise TypeError(
+            f"`has_updated`: `state` must be an AccumulateGradientsState, got {type(state).__name__}."
+        )
+    return jnp.logical_and(state.mini_step == 0, state.count > 0)
+
+
+def _accumulator_dtype(p: Any, dtype: Any) -> Any:
+    """The accumulator's dtype for param `p`: `dtype`, or the wider of the param's and float32."""
+    return jnp.dtype(dtype) if dtype is not None else jnp.promote_types(p.dtype, jnp.float32)
+
+
+def _like(new: Any, old: Any) -> Any:
+    """`new` cast leaf by leaf to the dtypes of `old` (so both branches of a `cond` agree)."""
+    return jax.tree.map(lambda n, o: jnp.asarray(n, o.dtype), new, old)
 
 
 @_base.api
-def accumulate_gradients(tx: Any, every_k: int) -> _protocol.GradientTransformation:
-    """Apply `tx` to the mean of every `every_k` gradients; zero updates in between.
+def accumulate_gradients(
+    tx: Any,
+    every_k: int,
+    *,
+    use_grad_mean: bool = True,
+    should_skip_update_fn: Any = None,
+    accumulator_dtype: Any = None,
+) -> _protocol.GradientTransformation:
+    """Apply `tx` to the mean (or sum) of every `every_k` gradients; zero updates in between.
 
-    Gradient accumulation (a large batch from `every_k` small ones) with one accumulator
-    tree of memory. The inner transform sees one update per `every_k` calls, so its own
-    `count` (and its schedules) advance once per applied update. Row-sparse gradients are
-    densified into the accumulator.
+    Gradient accumulation (a large batch from `every_k` small ones, optax's `MultiSteps`)
+    with one accumulator tree of memory. The inner transform sees one update per `every_k`
+    accumulated gradients, so its own `count` (and its schedules) advance once per applied
+    update; `has_updated(state)` says whether the last call applied it. Row-sparse
+    gradients are densified into the accumulator. A parameter without a gradient (`None`)
+    keeps its accumulator. The accumulator is kept in `accumulator_dtype` (default: the
+    wider of each param's dtype and float32), so bf16 params with f32 gradients, or f32
+    params with bf16 gradients, accumulate in float32; the updates come out in the
+    gradients' dtypes. The state keeps its dtypes and structure, so it can be a
+    `lax.scan` carry. `should_skip_update_fn(updates, gradient_step, params) -> (skip,
+    skip_state)` (e.g. `skip_not_finite`, `skip_large_updates`) drops a gradient: it is not
+    accumulated and the step's updates are zero.
 
     Args:
-      tx: the transform to apply to the mean gradient.
-      every_k: how many gradients to average per update (an int >= 1).
+      tx: the transform to apply to the accumulated gradient.
+      every_k: how many gradients to accumulate per update (an int >= 1).
+      use_grad_mean: pass the mean of the gradients (True) or their sum (False).
+      should_skip_update_fn: an optional function deciding per gradient whether to drop it.
+      accumulator_dtype: the dtype of the accumulator (default: see above).
 
     Returns:
-      A `GradientTransformation` with state `AccumulateGradientsState(count, accumulator, inner_state)`.
+      A `GradientTransformation` with state `AccumulateGradientsState(count, mini_step,
+      accumulator, inner_state, skip_state)`.
 
     Raises:
-      TypeError / ValueError: for a bad `tx` or `every_k`.
+      TypeError / ValueError: for a bad `tx`, `every_k`, `use_grad_mean`, skip function or dtype.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -54,32 +160,54 @@ def accumulate_gradients(tx: Any, every_k: int) -> _protocol.GradientTransformat
     fn = "accumulate_gradients"
     _checks.check_transform(fn, "tx", tx)
     _checks.check_int(fn, "every_k", every_k, minimum=1)
+    _checks.check_bool(fn, "use_grad_mean", use_grad_mean)
+    if should_skip_update_fn is not None:
+        _checks.check_callable(fn, "should_skip_update_fn", should_skip_update_fn)
+    _checks.check_float_dtype(fn, "accumulator_dtype", accumulator_dtype)
     inner = _base.with_extra_args_support(tx)
 
     def init_fn(params):
-        return AccumulateGradientsState(_tree.zero_count(), _tree.zeros_like(params), inner.init(params))
+        acc = jax.tree.map(lambda p: _tree.zeros_like(p, _accumulator_dtype(p, accumulator_dtype)), params)
+        skip_state = ()
+        if should_skip_update_fn is not None:
+            _, skip_state = should_skip_update_fn(_tree.zeros_like(params), _tree.zero_count(), params)
+        zero = _tree.zero_count()
+        return AccumulateGradientsState(zero, zero, acc, inner.init(params), skip_state)
 
     def update_fn(updates, state, params=None, **extra_args):
         dense = sparse.densify(updates)
-        acc = _tree.map_updates(
-            fn,
-            lambda g, a: a + g.astype(a.dtype),
-            dense,
-            state.accumulator,
-            names=("updates", "state.accumulator"),
+        skip, skip_state = jnp.asarray(False), ()
+        if should_skip_update_fn is not None:
+            skip, skip_state = should_skip_update_fn(dense, state.count, params)
+            skip_state = _like(skip_state, state.skip_state)
+        added = _tree.map_leaves(
+            lambda g, a: a if g is None else a + g.astype(a.dtype), dense, state.accumulator
         )
-        apply = (state.count + 1) % every_k == 0
+        acc = _tree.where(skip, state.accumulator, added)
+        mini_step = jnp.where(skip, state.mini_step, state.mini_step + 1).astype(jnp.int32)
 
         def applied(acc, inner_state):
-            mean = jax.tree.map(lambda a, g: (a / every_k).astype(g.dtype), acc, dense)
-            out, inner_state = inner.update(mean, inner_state, params, **extra_args)
-            return sparse.densify(out), _tree.zeros_like(acc), inner_state
+            scale = every_k if use_grad_mean else 1
+            grads = _tree.map_leaves(
+                lambda g, a: None if g is None else (a / scale).astype(g.dtype), dense, acc
+            )
+            out, new_inner = inner.update(grads, inner_state, params, **extra_args)
+            return sparse.densify(out), _tree.zeros_like(acc), _like(new_inner, inner_state)
+
+        out_types = jax.eval_shape(lambda a, s: applied(a, s)[0], acc, state.inner_state)
 
         def waiting(acc, inner_state):
-            return _zeros_like_updates(dense), acc, inner_state
+            return jax.tree.map(lambda t: jnp.zeros(t.shape, t.dtype), out_types), acc, inner_state
 
+        apply = mini_step == every_k
         out, acc, inner_state = lax.cond(apply, applied, waiting, acc, state.inner_state)
-        return out, AccumulateGradientsState(_tree.increment(state.count), acc, inner_state)
+        return out, AccumulateGradientsState(
+            count=jnp.where(apply, _tree.increment(state.count), state.count).astype(jnp.int32),
+            mini_step=jnp.where(apply, 0, mini_step).astype(jnp.int32),
+            accumulator=acc,
+            inner_state=inner_state,
+            skip_state=skip_state,
+        )
 
     return _base.composite(init_fn, update_fn, inner)
 
@@ -97,9 +225,12 @@ class ApplyIfFiniteState(NamedTuple):
 def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientTransformation:
     """Skip steps with a non-finite gradient: zero updates and the inner state kept, with a count.
 
-    After more than `max_consecutive_errors` non-finite steps in a row the update is
-    applied anyway (so a run that keeps producing NaN fails visibly instead of stalling),
-    as `optax.apply_if_finite` does.
+    A step is skipped when the incoming gradient or the inner transform's update is not
+    finite. So around a transform that averages over devices (`parallel.cross_shard`), a
+    NaN on one replica makes every replica skip the same step, and they stay in sync. After
+    more than `max_consecutive_errors` non-finite steps in a row the update is applied
+    anyway (so a run that keeps producing NaN fails visibly instead of stalling), as
+    `optax.apply_if_finite` does.
 
     Args:
       tx: the transform to protect.
@@ -128,8 +259,10 @@ def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientT
         return ApplyIfFiniteState(_tree.zero_count(), jnp.array(True), _tree.zero_count(), inner.init(params))
 
     def update_fn(updates, state, params=None, **extra_args):
-        finite = _tree.all_finite(updates)
         out, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
+        # the inner transform's updates count too: under `cross_shard`, a NaN on one replica
+        # reaches every replica's update, and every replica then skips the step together
+        finite = _tree.all_finite(updates) & _tree.all_finite(out)
         notfinite = jnp.where(finite, 0, state.notfinite_count + 1).astype(jnp.int32)
         take = finite | (notfinite > max_consecutive_errors)
         zeros = _tree.map_updates(

@@ -94,7 +94,7 @@ def add_noise(
     """
     fn = "add_noise"
     _checks.check_nonnegative(fn, "scale", scale)
-    _checks.check_int(fn, "seed", seed)
+    _checks.check_int(fn, "seed", seed, minimum=-(2**63), maximum=2**63 - 1)
     _checks.check_bool(fn, "truncated", truncated)
 
     def init_fn(params):

@@ -172,12 +172,6 @@ def scale_by_ggt(
             state.grad_buffer,
             names=("updates", "state.moment1", "state.grad_buffer"),
         )
-        for path, g, m in zip(_tree.key_paths(grads), leaves, m1s, strict=True):
-            if g is not None and jnp.shape(g) != jnp.shape(m):
-                raise ValueError(
-                    f"`{fn}`: the update at {path} has shape {jnp.shape(g)}, but the state was made by "
-                    f"`init` for {jnp.shape(m)}; pass a state made from params shaped like the updates."
-                )
         live = [i for i, g in enumerate(leaves) if g is not None]
         if not live:
             return updates, state._replace(count=_tree.increment(state.count))

@@ -54,9 +54,9 @@ def scale_by_lars(
     touched rows with r = 1 (contrib's sparse fallback).
 
     Args:
-      momentum: the momentum, >= 0.
+      momentum: the momentum, in [0, 1].
       weight_decay: the weight decay in the trust ratio, >= 0.
-      eeta: the LARS coefficient.
+      eeta: the LARS (trust) coefficient, >= 0.
       eps: added to the denominator of the trust ratio, >= 0.
       skip: key-path substrings of variables without LARS scaling.
       nesterov: use the Nesterov form of the momentum kernel.
@@ -65,7 +65,8 @@ def scale_by_lars(
       A `GradientTransformation` with state `ScaleByLarsState(count, momentum)`.
 
     Raises:
-      ValueError: as contrib: negative momentum or weight decay; also a negative eps.
+      ValueError: as contrib: negative momentum or weight decay; also a momentum above 1, a
+        negative `eeta` or `eps`, or any value that is not finite.
       TypeError: if `skip` is not a sequence of strings.
 
     Example:
@@ -79,9 +80,9 @@ def scale_by_lars(
       You, Gitman, Ginsburg, *Large batch training of convolutional networks*, 2017.
     """
     fn = "scale_by_lars"
-    _checks.check_nonnegative(fn, "momentum", momentum)
+    _checks.check_in_range(fn, "momentum", momentum, 0.0, 1.0)
     _checks.check_nonnegative(fn, "weight_decay", weight_decay)
-    _checks.check_hyperparam(fn, "eeta", eeta)
+    _checks.check_nonnegative(fn, "eeta", eeta)
     _checks.check_nonnegative(fn, "eps", eps)
     _checks.check_bool(fn, "nesterov", nesterov)
     if isinstance(skip, str) or not all(isinstance(s, str) for s in skip):

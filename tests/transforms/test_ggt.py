@@ -189,6 +189,6 @@ def test_state_for_other_params_raises():
     tx = scale_by_ggt()
     state = tx.init({"w": jnp.zeros(3)})
     with pytest.raises(
-        ValueError, match=r"`scale_by_ggt`: the update at \['w'\] has shape \(5,\), but the state was made"
+        ValueError, match=r"`scale_by_ggt`: the gradient at \['w'\] has shape \(5,\), but the state's slot"
     ):
         tx.update({"w": jnp.zeros(5)}, state)
