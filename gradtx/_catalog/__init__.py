@@ -12,6 +12,7 @@ from __future__ import annotations
 from gradtx._catalog import (  # noqa: F401
     _combinators,
     _contrib,
+    _modern,
     _modern_per_tensor,
     _optax_style,
     _parallel,

@@ -8,7 +8,9 @@ and `_contrib.py` tf.contrib.opt's, `_returnn.py` RETURNN's own.
 
 from gradtx.optimizers._contrib import addsign, ggt, lars, momentumw, powersign, reg_adagrad, shampoo
 from gradtx.optimizers._contrib_adam import adam_gs, adamax, adamw, lazy_adam, lazy_adam_gs, nadam
+from gradtx.optimizers._modern import adabelief, adan, nadamw, radam, yogi
 from gradtx.optimizers._modern_per_tensor import adafactor, lamb, muon, novograd, sm3
+from gradtx.optimizers._modern_sign import lion, rprop, sign_sgd, signum
 from gradtx.optimizers._returnn import amsgrad, grad_variance_scaled, neural_optimizer1, normalized_sgd
 from gradtx.optimizers._schedule_free import schedule_free_adamw, schedule_free_sgd
 from gradtx.optimizers._tf_train import (
@@ -27,11 +29,13 @@ from gradtx.optimizers._tf_train import (
 )
 
 __all__ = [
+    "adabelief",
     "adadelta",
     "adafactor",
     "adam_gs",
     "adamax",
     "adamw",
+    "adan",
     "addsign",
     "amsgrad",
     "ggt",
@@ -40,9 +44,11 @@ __all__ = [
     "lars",
     "lazy_adam",
     "lazy_adam_gs",
+    "lion",
     "momentumw",
     "muon",
     "nadam",
+    "nadamw",
     "neural_optimizer1",
     "normalized_sgd",
     "novograd",
@@ -57,10 +63,15 @@ __all__ = [
     "proximal_adagrad",
     "proximal_gradient_descent",
     "proximal_sgd",
+    "radam",
     "rmsprop",
+    "rprop",
     "schedule_free_adamw",
     "schedule_free_sgd",
     "shampoo",
     "sgd",
+    "sign_sgd",
+    "signum",
     "sm3",
+    "yogi",
 ]

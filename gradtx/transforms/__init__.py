@@ -28,6 +28,15 @@ from gradtx.transforms._adamax import (
     scale_by_adamax,
     scale_by_amsgrad,
 )
+from gradtx.transforms._adan import ScaleByAdanState, scale_by_adan
+from gradtx.transforms._adaptive import (
+    ScaleByBeliefState,
+    ScaleByRadamState,
+    ScaleByYogiState,
+    scale_by_belief,
+    scale_by_radam,
+    scale_by_yogi,
+)
 from gradtx.transforms._bias_corrected_adam import (
     ScaleByBiasCorrectedAdamState,
     ScaleByBiasCorrectedRmsState,
@@ -51,6 +60,7 @@ from gradtx.transforms._proximal import (
     scale_by_proximal_sgd,
 )
 from gradtx.transforms._rmsprop import ScaleByRmspropState, scale_by_rmsprop
+from gradtx.transforms._rprop import ScaleByRpropState, scale_by_rprop
 from gradtx.transforms._scale import ScaleByScheduleState, scale, scale_by_learning_rate, scale_by_schedule
 from gradtx.transforms._schedule_free import (
     ScaleByScheduleFreeState,
@@ -66,6 +76,7 @@ from gradtx.transforms._sign import (
     scale_by_neural_optimizer1,
     scale_by_powersign,
 )
+from gradtx.transforms._sign_momentum import ScaleByLionState, scale_by_lion, scale_by_sign
 from gradtx.transforms._sm3 import ScaleBySM3State, scale_by_sm3
 from gradtx.transforms._trust_ratio import ScaleByTrustRatioState, scale_by_trust_ratio
 
@@ -78,8 +89,10 @@ __all__ = [
     "ScaleByAdagradState",
     "ScaleByAdamState",
     "ScaleByAdamaxState",
+    "ScaleByAdanState",
     "ScaleByAddSignState",
     "ScaleByAmsgradState",
+    "ScaleByBeliefState",
     "ScaleByBiasCorrectedAdamState",
     "ScaleByBiasCorrectedRmsState",
     "ScaleByFactoredRmsState",
@@ -88,18 +101,22 @@ __all__ = [
     "ScaleByGradVarianceState",
     "ScaleByL2NormalizationState",
     "ScaleByLarsState",
+    "ScaleByLionState",
     "ScaleByMuonState",
     "ScaleByNeuralOptimizer1State",
     "ScaleByNovogradState",
     "ScaleByPowerSignState",
     "ScaleByProximalAdagradState",
     "ScaleByProximalSGDState",
+    "ScaleByRadamState",
     "ScaleByRmspropState",
+    "ScaleByRpropState",
     "ScaleBySM3State",
     "ScaleByScheduleFreeState",
     "ScaleByScheduleState",
     "ScaleByShampooState",
     "ScaleByTrustRatioState",
+    "ScaleByYogiState",
     "TraceState",
     "clip_by_block_rms",
     "ema",
@@ -111,8 +128,10 @@ __all__ = [
     "scale_by_adam",
     "scale_by_adam_gs",
     "scale_by_adamax",
+    "scale_by_adan",
     "scale_by_addsign",
     "scale_by_amsgrad",
+    "scale_by_belief",
     "scale_by_bias_corrected_adam",
     "scale_by_bias_corrected_rms",
     "scale_by_factored_rms",
@@ -124,6 +143,7 @@ __all__ = [
     "scale_by_lazy_adam",
     "scale_by_lazy_adam_gs",
     "scale_by_learning_rate",
+    "scale_by_lion",
     "scale_by_muon",
     "scale_by_nesterov_adam",
     "scale_by_neural_optimizer1",
@@ -132,13 +152,17 @@ __all__ = [
     "scale_by_powersign",
     "scale_by_proximal_adagrad",
     "scale_by_proximal_sgd",
+    "scale_by_radam",
     "scale_by_rmsprop",
+    "scale_by_rprop",
     "scale_by_schedule",
     "scale_by_schedule_free",
     "scale_by_shampoo",
     "scale_by_shape",
+    "scale_by_sign",
     "scale_by_sm3",
     "scale_by_trust_ratio",
+    "scale_by_yogi",
     "schedule_free_eval_params",
     "trace",
 ]

@@ -1,0 +1,133 @@
+"""Steps along the sign of a direction: `scale_by_sign` (signSGD; after `ema`, Signum), `scale_by_lion`.
+
+Every element moves by the same amount, only its direction comes from the gradient (or
+from a momentum of it), so the step size is set by the learning rate alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax.numpy as jnp
+
+from gradtx import _base, _checks, _protocol, _tree, sparse
+
+
+class ScaleByLionState(NamedTuple):
+    """State of `scale_by_lion`."""
+
+    count: _protocol.Count  # int32: completed updates
+    m: _protocol.Updates  # the momentum: a moving average of the gradients with decay b2 (starts at 0)
+
+
+def _sign_leaf(g):
+    return (jnp.sign(g),)
+
+
+@_base.api
+def scale_by_sign() -> _protocol.GradientTransformation:
+    r"""Replace every update by its sign: each element moves by one unit, up, down or not at all.
+
+    .. math:: u_t = \operatorname{sign}(g_t)
+
+    Followed by the learning rate this is signSGD (`optax.sign_sgd`); after `ema(beta)` it
+    is Signum (the sign of the momentum, `optax.signum`). A row-sparse gradient keeps its
+    rows: their duplicates are summed, then the sign is taken (the untouched rows' sign is
+    0, so this is also the dense rule).
+
+    Args:
+      (none)
+
+    Returns:
+      An `ElementWise` transform with state `EmptyState()`.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.scale_by_sign()
+        >>> tx.update(jnp.array([0.3, -2.0, 0.0]), tx.init(jnp.zeros(3)))[0]
+        Array([ 1., -1.,  0.], dtype=float32)
+
+    References:
+      Bernstein, Wang, Azizzadenesheli, Anandkumar, *signSGD: compressed optimisation for
+      non-convex problems*, ICML 2018 (Algorithms 1 and 3).
+    """
+    fn = "scale_by_sign"
+    leaf = sparse.lift(_sign_leaf)
+
+    def init_fn(params):
+        del params
+        return _protocol.EmptyState()
+
+    def update_fn(updates, state, params=None, **extra_args):
+        del params, extra_args
+        return _tree.map_updates(fn, lambda g: leaf(g)[0], updates), state
+
+    return _protocol.ElementWise(init_fn, update_fn)
+
+
+@_base.api
+def scale_by_lion(
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.99,
+    *,
+    mu_dtype: Any = None,
+) -> _protocol.GradientTransformation:
+    r"""Lion's direction: the sign of a blend of the momentum and the gradient, then the momentum moves on.
+
+    .. math::
+        u_t = \operatorname{sign}\big(\beta_1 m_{t-1} + (1-\beta_1) g_t\big), \qquad
+        m_t = \beta_2 m_{t-1} + (1-\beta_2) g_t
+
+    The update interpolates with :math:`\beta_1` and the momentum is kept with
+    :math:`\beta_2 > \beta_1`, so the step looks further back than it updates. Every
+    element moves by the learning rate exactly: Lion's rate is typically 3-10x smaller than
+    AdamW's and its weight decay 3-10x larger. These are the numbers of
+    `optax.scale_by_lion`. A row-sparse gradient is densified first (the momentum of every
+    row decays).
+
+    Args:
+      b1: the weight of the momentum in the update's direction, in [0, 1].
+      b2: decay of the momentum `m`, in [0, 1].
+      mu_dtype: dtype of `m` (default: each param's dtype).
+
+    Returns:
+      An `ElementWise` transform with state `ScaleByLionState(count, m)`.
+
+    Raises:
+      ValueError: if `b1` or `b2` is outside [0, 1].
+      TypeError: for a non-float `mu_dtype`.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.scale_by_lion()
+        >>> u, state = tx.update(jnp.array([0.02, -3.0]), tx.init(jnp.zeros(2)))
+        >>> u, state.m  # sign(0.1 g); m = 0.01 g
+        (Array([ 1., -1.], dtype=float32), Array([ 0.0002, -0.03  ], dtype=float32))
+
+    References:
+      Chen et al., *Symbolic discovery of optimization algorithms*, NeurIPS 2023
+      (Algorithm 2, Lion).
+    """
+    fn = "scale_by_lion"
+    _checks.check_in_range(fn, "b1", b1, 0.0, 1.0)
+    _checks.check_in_range(fn, "b2", b2, 0.0, 1.0)
+    _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
+
+    def init_fn(params):
+        return ScaleByLionState(_tree.zero_count(), _tree.zeros_like(params, mu_dtype))
+
+    def update_fn(updates, state, params=None, **extra_args):
+        del params, extra_args
+        b1_, b2_ = (_tree.scalar(_tree.resolve(h, state.count), updates) for h in (b1, b2))
+
+        def leaf(g, m):
+            wide = jnp.promote_types(g.dtype, m.dtype)  # a bfloat16 `m` of float32 params: in float32
+            gw, mw = g.astype(wide), m.astype(wide)
+            direction = _tree.moment_blend(mw, gw, _tree.like(b1_, gw))
+            new_m = _tree.moment_blend(mw, gw, _tree.like(b2_, gw))
+            return jnp.sign(direction).astype(g.dtype), new_m.astype(m.dtype)
+
+        out, m = _tree.split_map(fn, leaf, 2, sparse.densify(updates), state.m, names=("updates", "state.m"))
+        return out, ScaleByLionState(_tree.increment(state.count), m)
+
+    return _protocol.ElementWise(init_fn, update_fn)
