@@ -96,6 +96,9 @@ def test_every_public_factory_is_registered():
         "global_norm",  # a function of a tree
         "per_example_global_norm_clip",  # a function of per-example gradients
         "differentially_private_aggregate",  # per-example gradients: a batch axis the contract's lack
+        "has_updated",  # reads an accumulate_gradients state
+        "skip_not_finite",  # accumulate_gradients' skip hooks
+        "skip_large_updates",
     }
     public = [
         n
