@@ -157,11 +157,14 @@ def optimize_loss(
         inside the optimizer with `gradtx.freeze`).
       summaries: metrics to return, from `OPTIMIZER_SUMMARIES`; default
         `("loss", "learning_rate", "global_gradient_norm")`.
-      axis_name: average the gradients over this mapped axis (`gradtx.parallel.cross_shard`)
-        just before the optimizer, after per-replica noise, multipliers and clipping, as
-        `CrossShardOptimizer` inside optimize_loss does. Call `step` inside `jax.shard_map`
-        (either `check_vma`) or `jax.pmap`; each replica differentiates its own loss, and
-        the metrics are averaged over the replicas, so the `TrainState` stays replicated.
+      axis_name: train data-parallel over this mapped axis as `CrossShardOptimizer` inside
+        optimize_loss does: each replica takes the gradient of its own loss / N (TF scales
+        the loss in `compute_gradients`), adds its own noise, multiplies and clips that,
+        and the replicas' results are summed (`gradtx.parallel.cross_shard(..., "sum")`)
+        just before the optimizer. So `clip_gradients` bounds each replica's 1/N-scaled
+        gradient, and the norms in the metrics are of it. Call `step` inside `jax.shard_map`
+        (either `check_vma`) or `jax.pmap`; the metrics are averaged over the replicas, so
+        the `TrainState` stays replicated.
       increment_global_step: whether the step increments `global_step`.
       has_aux: `loss_fn` returns `(loss, aux)`; `aux` is returned in the metrics.
       seed: seed of the RNG in the `TrainState` (used for the gradient noise).
@@ -232,7 +235,7 @@ def optimize_loss(
         if axis_name is not None:
             from gradtx import parallel  # collectives live there
 
-            tx = parallel.cross_shard(tx, axis_name)
+            tx = parallel.cross_shard(tx, axis_name, "sum")  # the replicas' gradients of loss / N
         return tx
 
     def trainable(params):
@@ -275,6 +278,16 @@ def optimize_loss(
             raise _error("there are no gradients: no parameter is trainable (check `variables`).")
         p = _tree.select("optimize_loss", mask, params)
         rng, noise_key = jax.random.split(jax.random.wrap_key_data(train_state.rng))
+        if axis_name is not None:  # CrossShardOptimizer.compute_gradients: d(loss / N); noise per replica
+            scale = 1.0 / parallel.axis_size(axis_name)
+            grads = _tree.map_updates(
+                "optimize_loss",
+                lambda g: _tree.with_values(
+                    g, _tree.values_of(g) * jnp.asarray(scale, _tree.values_of(g).dtype)
+                ),
+                grads,
+            )
+            noise_key = parallel.replica_key(noise_key, axis_name)
         lr = (
             None
             if learning_rate is None

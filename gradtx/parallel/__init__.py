@@ -7,10 +7,18 @@ within a tpu_shard_context"). Only JAX collectives are used, so the same code ru
 devices of one host and across hosts (`jax.distributed`).
 
 - `cross_shard`, `tower_reduce`: reduce the gradients, apply `tx` once (synchronous SGD).
-- `sync_replicas`: the first R valid replica gradients (backups, failures, stale ones
+- `sync_replicas`: R valid replica gradients taken in turn (backups, failures, stale ones
   dropped; accumulated across steps when fewer arrive); `drop_stale_gradients`.
 - `model_average`, `elastic_average`, `agn`: local steps, periodic communication.
-- `sharded_state`: ZeRO-1, each replica keeps 1/N of the optimizer state.
+- `sharded_state`: ZeRO-1, each replica keeps 1/N of the optimizer state (inside
+  `shard_map`, or under plain `jax.jit` with a mesh); `unshard_state` / `shard_state` move
+  its state to another number of devices.
+
+What the gradients are is part of the contract: each replica's own (TF's per-shard
+loss). Under `jax.shard_map(..., check_vma=True)` differentiate with respect to
+`per_replica(params, axis_name)` to get them; the gradient of a replicated parameter itself
+comes out already combined by autodiff -- summed, or averaged if the loss was `pmean`-ed --
+and the reducing wrappers refuse it unless `replicated_grads="sum"` or `"mean"` says which.
 
 Under `check_vma=True`, the state `init` makes has the type of the params it is given:
 replicated params give a replicated state (synchronous training), per-replica params a
@@ -18,9 +26,8 @@ state that varies over the same axes (local steps), so the state is a valid `lax
 carry either way.
 
 A minimal data-parallel train step: the batch is split over the mesh axis "data", the
-parameters and the optimizer state are replicated, and `cross_shard` averages the
-gradients (under `check_vma=True` autodiff has already summed the gradients of the
-replicated parameters; `cross_shard` knows and only divides by N):
+parameters and the optimizer state are replicated, each replica differentiates its own
+loss, and `cross_shard` averages the gradients:
 
     >>> import jax, jax.numpy as jnp, numpy as np, gradtx
     >>> from jax.sharding import NamedSharding, PartitionSpec as P
@@ -31,7 +38,8 @@ replicated parameters; `cross_shard` knows and only divides by N):
     >>> @jax.jit
     ... @jax.shard_map(mesh=mesh, in_specs=(P(), P(), P("data"), P("data")), out_specs=(P(), P(), P()))
     ... def train_step(params, opt_state, x, y):
-    ...     value, grads = jax.value_and_grad(loss)(params, x, y)
+    ...     own = gradtx.parallel.per_replica(params, "data")  # each replica's own gradient
+    ...     value, grads = jax.value_and_grad(loss)(own, x, y)
     ...     updates, opt_state = tx.update(grads, opt_state, params)
     ...     return gradtx.apply_updates(params, updates), opt_state, jax.lax.pmean(value, "data")
     >>> rng = np.random.default_rng(0)
@@ -46,16 +54,18 @@ replicated parameters; `cross_shard` knows and only divides by N):
     (True, [1.0, -2.0, 0.5])
 """
 
-from gradtx.parallel._averaging import (
-    AGNState,
-    ElasticAverageState,
-    ModelAverageState,
-    agn,
-    elastic_average,
-    model_average,
+from gradtx.parallel._agn import AGNState, agn
+from gradtx.parallel._averaging import ElasticAverageState, ModelAverageState, elastic_average, model_average
+from gradtx.parallel._cross_shard import (
+    axis_size,
+    cross_shard,
+    mean_over,
+    per_replica,
+    replica_key,
+    tower_reduce,
 )
-from gradtx.parallel._cross_shard import cross_shard, mean_over, per_replica, tower_reduce
-from gradtx.parallel._sharded import ShardedState, sharded_state
+from gradtx.parallel._sharded import sharded_state
+from gradtx.parallel._sharded_layout import ShardedState, shard_state, unshard_state
 from gradtx.parallel._sync import (
     DropStaleGradientsState,
     SyncReplicasState,
@@ -71,13 +81,17 @@ __all__ = [
     "ShardedState",
     "SyncReplicasState",
     "agn",
+    "axis_size",
     "cross_shard",
     "drop_stale_gradients",
     "elastic_average",
     "mean_over",
     "model_average",
     "per_replica",
+    "replica_key",
+    "shard_state",
     "sharded_state",
     "sync_replicas",
     "tower_reduce",
+    "unshard_state",
 ]

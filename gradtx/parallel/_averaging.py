@@ -1,4 +1,4 @@
-"""Local steps with periodic communication: `model_average`, `elastic_average` (EASGD) and `agn`.
+"""Local steps with periodic communication: `model_average`, `elastic_average` (EASGD); `agn` in `_agn.py`.
 
 Each replica updates its own copy of the parameters with `tx` (no communication), and
 every `interval_steps` / `communication_period` local steps the replicas communicate. The
@@ -71,6 +71,12 @@ def model_average(
     averaging step is `mean - params`, so after `apply_updates` the replicas agree up to
     the rounding of `params + (mean - params)` (exactly when they are within a factor of
     two of each other).
+
+    Step numbers: `tx`'s schedules see its own `count`, the local step (0, 1, 2, ... at
+    the 1st, 2nd, 3rd step). TF's inner optimizer gets no step of its own; a schedule
+    written on TF's `global_step` sees the number of averages done so far, since the
+    chief increments `global_step` once per average. For TF's numbers give `tx` the
+    schedule `lambda count: schedule(count // interval_steps)`.
 
     Args:
       tx: the local optimizer (gradtx or optax).
@@ -178,16 +184,20 @@ def elastic_average(
     -- TF's update, with all replicas communicating at once (synchronous EASGD).
     :math:`\alpha` is `moving_rate`, by default :math:`0.9 / (\text{period} \cdot N)` as
     in TF. TF's default `rho` is `moving_rate / learning_rate` of the inner optimizer; a
-    transform does not expose its rate, so pass `learning_rate` to get that default, or
-    `rho` itself; with neither, `rho` is 0 (TF's suggestion for async training) and the
-    gradient is not changed. Both centers start at the initial parameters.
+    transform does not expose its rate, so give either `learning_rate` (TF's default
+    `rho` then follows) or `rho` itself (`rho=0.0`: no elastic term, TF's suggestion for
+    async training); with neither, the factory raises rather than train with another
+    `rho` than TF's. Both centers start at the initial parameters. The update on a
+    communicating step is returned as an increment, so after `apply_updates` a replica
+    holds :math:`\theta_r - \alpha d_r` up to the rounding of one addition (TF assigns).
 
     Args:
       tx: the local optimizer (gradtx or optax).
       axis_name: the mapped axis (or tuple of axes) of the replicas.
       communication_period: local steps between communications, an int >= 1.
       moving_rate: :math:`\alpha` >= 0 (a number or schedule); None: 0.9 / period / N.
-      rho: the elastic coefficient >= 0 (a number or schedule); None: see above.
+      rho: the elastic coefficient >= 0 (a number or schedule); None: TF's default
+        `moving_rate / learning_rate` (needs `learning_rate`).
       learning_rate: the inner optimizer's learning rate, used only for TF's default
         `rho = moving_rate / learning_rate`.
 
@@ -195,8 +205,9 @@ def elastic_average(
       A `GradientTransformation` with state `ElasticAverageState`; `update` needs `params`.
 
     Raises:
-      ValueError: for a negative rate or a period < 1; at trace time, when `axis_name` is
-        not bound or (under `check_vma=True`) the gradients are not per replica.
+      ValueError: for a negative rate or a period < 1, or neither `rho` nor `learning_rate`;
+        at trace time, when `axis_name` is not bound or (under `check_vma=True`) the
+        gradients are not per replica.
       TypeError: if `tx` is not a transform.
 
     Example:
@@ -204,7 +215,7 @@ def elastic_average(
         >>> from jax.sharding import PartitionSpec as P
         >>> n = jax.device_count()
         >>> mesh = jax.make_mesh((n,), ("data",))
-        >>> tx = gradtx.parallel.elastic_average(gradtx.sgd(1.0), "data", 1, moving_rate=0.5)
+        >>> tx = gradtx.parallel.elastic_average(gradtx.sgd(1.0), "data", 1, moving_rate=0.5, rho=0.0)
         >>> def step(g):  # from 0, replica r steps to r, then moves half-way back to the center 0
         ...     u, state = tx.update(-g, tx.init(jnp.zeros(1)), jnp.zeros(1))
         ...     return u, state.global_center
@@ -226,9 +237,15 @@ def elastic_average(
     _check_rate(fn, "rho", rho)
     if learning_rate is not None:
         _checks.check_positive(fn, "learning_rate", learning_rate)
+    if rho is None and learning_rate is None:
+        raise ValueError(
+            f"`{_checks.api_name(fn)}`: TF's default `rho` is `moving_rate / learning_rate` of the inner "
+            f"optimizer, which a transform does not expose: pass `learning_rate=` (the inner optimizer's "
+            f"rate) for TF's default, or `rho=` itself (`rho=0.0` for no elastic term)."
+        )
     inner = _base.with_extra_args_support(tx)
     period = communication_period
-    no_rho = (rho is None and learning_rate is None) or (isinstance(rho, (int, float)) and rho == 0)
+    no_rho = isinstance(rho, (int, float)) and rho == 0
 
     def init_fn(params):
         return ElasticAverageState(
@@ -278,117 +295,6 @@ def elastic_average(
         u, center, local_center = jax.lax.cond(count % period == 0, communicate, lambda _: keep, None)
         return u, ElasticAverageState(
             count=count, inner=new_inner, global_center=center, local_center=local_center
-        )
-
-    return _base.composite(init_fn, update_fn, inner)
-
-
-class AGNState(NamedTuple):
-    """State of `agn`."""
-
-    count: _protocol.Count  # int32: local steps (TF's local_step)
-    inner: _protocol.OptState  # the replica's own state of the wrapped transform (local steps)
-    center_inner: (
-        _protocol.OptState
-    )  # the wrapped transform's state for the center (TF: the global vars' slots)
-    global_center: _protocol.Updates  # TF's "global_center_variable" (identical on all replicas)
-    grad_accum: _protocol.Updates  # TF's "grad_variable": gradients summed since the last communication
-
-
-@_base.api
-def agn(
-    tx: Any, axis_name: _axes.AxisName, communication_period: int = 10
-) -> _protocol.GradientTransformation:
-    r"""Accumulated gradient normalization: local steps, then a center step with the averaged normalized sums.
-
-    Each step `tx` updates the replica's parameters and the gradient is added to
-    :math:`a_r`. When `count` divides by the period :math:`k`:
-
-    .. math::
-        c \leftarrow c + \mathrm{tx}_c\Big(\frac{1}{N}\sum_r \frac{a_r}{k}\Big), \qquad
-        \theta_r \leftarrow c, \qquad a_r \leftarrow 0
-
-    where :math:`\mathrm{tx}_c` is `tx` with its own state for the center (TF keeps
-    separate slots for the global variables). TF's asynchronous workers apply their
-    :math:`a_r / k` to the center one after another; here all replicas communicate at
-    once and their normalized sums are averaged (one center step per period). With one
-    replica this is TF's AGNOptimizer exactly.
-
-    Args:
-      tx: the optimizer for the local steps and the center (gradtx or optax).
-      axis_name: the mapped axis (or tuple of axes) of the replicas.
-      communication_period: local steps between communications, an int >= 1.
-
-    Returns:
-      A `GradientTransformation` with state `AGNState`; `update` needs `params`.
-
-    Raises:
-      ValueError: if `communication_period` < 1; at trace time, when `axis_name` is not
-        bound or (under `check_vma=True`) the gradients are not per replica.
-      TypeError: if `tx` is not a transform.
-
-    Example:
-        >>> import jax, jax.numpy as jnp, numpy as np, gradtx
-        >>> from jax.sharding import PartitionSpec as P
-        >>> mesh = jax.make_mesh((jax.device_count(),), ("data",))
-        >>> tx = gradtx.parallel.agn(gradtx.sgd(0.1), "data", communication_period=2)
-        >>> def run(g):
-        ...     w, state = jnp.zeros(1), tx.init(jnp.zeros(1))
-        ...     for _ in range(2):
-        ...         u, state = tx.update(g, state, w)
-        ...         w = gradtx.apply_updates(w, u)
-        ...     return w
-        >>> g = jax.device_put(-jnp.ones(jax.device_count()), jax.NamedSharding(mesh, P("data")))
-        >>> w = np.asarray(jax.jit(jax.shard_map(run, mesh=mesh, in_specs=P("data"), out_specs=P("data")))(g))
-        >>> np.unique(w)  # every replica holds the center after one center step of 0.1
-        array([0.1], dtype=float32)
-
-    References:
-      Hermans, *Accumulated gradient normalization*, ACML 2017;
-      `tf.contrib.opt.AGNOptimizer` (agn_optimizer.py).
-    """
-    fn = "agn"
-    _checks.check_transform(fn, "tx", tx)
-    axes = _axes.check_axis_name(fn, axis_name)
-    _checks.check_int(fn, "communication_period", communication_period, minimum=1)
-    inner = _base.with_extra_args_support(tx)
-    period = communication_period
-
-    def init_fn(params):
-        return AGNState(
-            count=_tree.zero_count(),
-            inner=inner.init(params),
-            center_inner=inner.init(params),
-            global_center=jax.tree.map(jnp.asarray, params),
-            grad_accum=_tree.zeros_like(params),
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        _, checked = _start(fn, axes, updates, params)
-        u, new_inner = inner.update(updates, state.inner, params, **extra_args)
-        u = sparse.densify(u)
-        grads = sparse.densify(updates)
-        accum = _tree.map_leaves(
-            lambda a, g: a if g is None else (a + g).astype(a.dtype), state.grad_accum, grads
-        )
-        count = _tree.increment(state.count)
-        keep = (_to_varying(u, axes, checked), state.center_inner, state.global_center, accum)
-
-        def communicate(_):
-            def normalized_mean(g, a):
-                return None if g is None else jax.lax.pmean(a / jnp.asarray(period, a.dtype), axes)
-
-            mean = _tree.map_leaves(normalized_mean, grads, accum)
-            cu, center_inner = inner.update(mean, state.center_inner, state.global_center, **extra_args)
-            cu = sparse.densify(cu)
-            center = _tree.map_leaves(lambda c, x: c if x is None else _plus(c, x), state.global_center, cu)
-            step = _tree.map_leaves(lambda uu, c, p: None if uu is None else c - p, u, center, params)
-            reset = _tree.map_leaves(lambda g, a: a if g is None else jnp.zeros_like(a), grads, accum)
-            return _axes.match_type((_to_varying(step, axes, checked), center_inner, center, reset), keep)
-
-        u, center_inner, center, accum = jax.lax.cond(count % period == 0, communicate, lambda _: keep, None)
-        return u, AGNState(
-            count=count, inner=new_inner, center_inner=center_inner, global_center=center, grad_accum=accum
         )
 
     return _base.composite(init_fn, update_fn, inner)

@@ -8,12 +8,17 @@ Every collective of gradtx goes through this module. Conventions, relied on by a
   `ValueError` that says how to call it (TF: "not within a tpu_shard_context").
 - `jax.shard_map(..., check_vma=True)` types every value with the mesh axes it varies
   over. A gradient that does *not* vary over an axis there is the gradient of a replicated
-  parameter, which autodiff has already summed over that axis (the transpose of the
-  implicit broadcast is a `psum`); reducing it again would multiply it by the axis size.
+  parameter, which autodiff has already combined over that axis (the transpose of the
+  implicit broadcast is a `psum`): the *sum* of the replicas' gradients when each replica
+  differentiated its own loss, their *mean* when the loss was averaged over the replicas
+  (`pmean`) before differentiating. The two cannot be told apart, so the wrappers that
+  reduce (`cross_shard`, `tower_reduce`, `sharded_state`) take `replicated_grads="sum"` or
+  `"mean"` and refuse such a gradient without it (`check_replicated`), rather than guess.
   `vma_checked` detects the mode (`jax.lax.axis_index` is typed as varying only under
   `check_vma=True`); `varying_axes` reads a value's type. Under `check_vma=False` and
   under `jax.pmap` (which is `shard_map(check_vma=False)` in JAX 0.10) nothing is typed,
-  and every gradient is taken as a per-replica one.
+  and every gradient is taken as a per-replica one (a `pmean`-ed loss differentiates to
+  each replica's own gradient there).
 """
 
 from __future__ import annotations
@@ -63,6 +68,26 @@ def check_axis_name(fn: str, axis_name: Any) -> tuple[Hashable, ...]:
 
 def _show(axes: tuple[Hashable, ...]) -> str:
     return repr(axes[0]) if len(axes) == 1 else repr(axes)
+
+
+REPLICATED_GRADS = ("sum", "mean")
+"""What a gradient that autodiff already combined over the replicas holds (`replicated_grads`)."""
+
+
+def check_replicated_grads(fn: str, value: Any) -> None:
+    """`replicated_grads` is None, "sum" or "mean"."""
+    if value is not None:
+        _checks.check_one_of(fn, "replicated_grads", value, REPLICATED_GRADS)
+
+
+def is_bound(axes: tuple[Hashable, ...]) -> bool:
+    """True when every axis of `axes` is bound here (inside `shard_map` / `pmap` over it)."""
+    try:
+        for a in axes:
+            jax.lax.axis_size(a)
+    except NameError:
+        return False
+    return True
 
 
 def bound_size(fn: str, axes: tuple[Hashable, ...]) -> int:
@@ -132,6 +157,49 @@ def require_per_replica(
             )
 
 
+def check_replicated(
+    fn: str, tree: Any, axes: tuple[Hashable, ...], checked: bool, replicated_grads: str | None
+) -> None:
+    """Refuse a gradient autodiff already combined over `axes` when the caller did not say how.
+
+    Under `check_vma=True` the gradient of a replicated parameter arrives summed over the
+    replicas (per-replica losses) or averaged (a `pmean`-ed loss): the same type either
+    way. Reducing it as if it were a sum when it is a mean gives 1/N of the step, silently.
+
+    Raises:
+      ValueError: naming the first such leaf, the two cases and the fixes.
+    """
+    if not checked or replicated_grads is not None:
+        return
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree, is_leaf=_tree.is_row_sparse)[0]:
+        if leaf is None:
+            continue
+        missing = [a for a in axes if a not in varying_axes(leaf, axes, True)]
+        if missing:
+            raise ValueError(
+                f"`{fn}`: the gradient at {jax.tree_util.keystr(path) or '<root>'} does not vary over "
+                f"{_show(tuple(missing))}: under `jax.shard_map(..., check_vma=True)` autodiff has already "
+                f"combined the replicas' gradients of this replicated parameter -- their sum if each "
+                f"replica differentiated its own loss, their mean if the loss was averaged over the "
+                f"replicas (`jax.lax.pmean`) first -- and the two look the same. Say which with "
+                f"`replicated_grads='sum'` or `replicated_grads='mean'`, or differentiate with respect to "
+                f"`gradtx.parallel.per_replica(params, {_show(axes)})`, which gives each replica its own "
+                f"gradient in every mode (and lets `sharded_state` reduce-scatter it)."
+            )
+
+
+def combined_factor(g: Any, axes: tuple[Hashable, ...], checked: bool, replicated_grads: str | None) -> int:
+    """What turns `g`, already combined by autodiff over some of `axes`, into the sum over them.
+
+    1 for a per-replica gradient or one declared a sum; the product of the sizes of the
+    axes `g` does not vary over for one declared a mean.
+    """
+    if not checked or replicated_grads != "mean":
+        return 1
+    done = [a for a in axes if a not in varying_axes(g, axes, True)]
+    return math.prod(int(jax.lax.axis_size(a)) for a in done)
+
+
 # --------------------------------------------------------------------------- collectives
 
 
@@ -188,14 +256,19 @@ def reduce_leaf(
     *,
     groups: Sequence[Sequence[int]] | None = None,
     hierarchical: bool = False,
+    replicated_grads: str | None = None,
 ) -> Any:
     """One gradient leaf summed (or averaged) over the replicas.
 
-    Axes over which the leaf is already replicated under `check_vma=True` count as summed.
+    Axes over which the leaf is already replicated under `check_vma=True` count as
+    combined, as `replicated_grads` says (`check_replicated` has refused them without it).
     A `RowSparse` leaf is all-gathered (indices and values, O(k * replicas)), so it stays
     row-sparse; its duplicate rows add up as the dense sum would.
     """
     todo = varying_axes(g, axes, checked)
+    factor = combined_factor(g, axes, checked, replicated_grads)
+    if factor != 1:  # the mean over the axes autodiff combined: back to their sum
+        g = _tree.with_values(g, _tree.values_of(g) * jnp.asarray(factor, _tree.values_of(g).dtype))
     if groups is not None:
         n = len(groups[0])
         if checked and not todo:

@@ -13,17 +13,29 @@ from gradtx.parallel import _axes
 REDUCTIONS = ("mean", "sum")
 
 
-def _reducing(fn: str, tx: Any, axes: tuple, reduction: str, groups: Any, hierarchical: bool):
+def _reducing(
+    fn: str, tx: Any, axes: tuple, reduction: str, groups: Any, hierarchical: bool, replicated_grads: Any
+):
     inner = _base.with_extra_args_support(tx)
 
     def update_fn(updates, state, params=None, **extra_args):
         size = _axes.bound_size(fn, axes)
         _axes.check_groups_cover(fn, groups, size)
         checked = _axes.vma_checked(axes)
+        if groups is None:
+            _axes.check_replicated(fn, updates, axes, checked, replicated_grads)
         reduced = _tree.map_updates(
             fn,
             lambda g: _axes.reduce_leaf(
-                fn, g, axes, reduction, size, checked, groups=groups, hierarchical=hierarchical
+                fn,
+                g,
+                axes,
+                reduction,
+                size,
+                checked,
+                groups=groups,
+                hierarchical=hierarchical,
+                replicated_grads=replicated_grads,
             ),
             updates,
         )
@@ -39,6 +51,7 @@ def cross_shard(
     reduction: str = "mean",
     *,
     axis_index_groups: Sequence[Sequence[int]] | None = None,
+    replicated_grads: str | None = None,
 ) -> _protocol.GradientTransformation:
     r"""Reduce the gradients over the replicas of `axis_name`, then apply `tx` (TPU's CrossShardOptimizer).
 
@@ -51,12 +64,17 @@ def cross_shard(
     `tx` sees the reduced gradient and keeps its own (replicated) state: this wrapper
     adds none, so its state is `tx`'s state.
 
-    Under `jax.shard_map(..., check_vma=True)` the gradient of a replicated parameter
-    arrives already summed over the axis (autodiff's transpose of the broadcast is a
-    `psum`): such a leaf is not summed again; for "mean" it is divided by N. This assumes
-    the usual setup of per-shard losses, as in TF (a loss that was already averaged over
-    the replicas inside the step needs no `cross_shard`). Under `check_vma=False` and
-    `pmap` every gradient is a per-replica one and is reduced with `psum`.
+    What the incoming gradients are is part of the contract. Each replica's own gradient
+    (TF's per-shard loss) is reduced with `psum`: that is every gradient under
+    `check_vma=False` and `pmap` (where a `pmean`-ed loss too differentiates to the
+    replica's own gradient), and under `jax.shard_map(..., check_vma=True)` the gradient
+    with respect to `gradtx.parallel.per_replica(params, axis_name)`. Under
+    `check_vma=True` the gradient of a replicated parameter itself arrives already combined
+    over the axis by autodiff (the transpose of the broadcast is a `psum`): the sum of the
+    replicas' gradients for per-replica losses, their mean for a `pmean`-ed loss. Nothing
+    in the array says which, so such a leaf needs `replicated_grads` ("sum": divided by N
+    for "mean"; "mean": used as it is) and raises `ValueError` without it -- the same
+    step code never gives a silently different update under the two `check_vma` settings.
 
     A `RowSparse` gradient stays row-sparse (with `axis_index_groups`: densified): the
     indices and values of all replicas are all-gathered (O(k N) memory, not O(table)),
@@ -70,13 +88,17 @@ def cross_shard(
       axis_index_groups: optional equal-sized groups of replica indices of a single axis;
         each group is reduced separately (TF's `group_assignment`). Under
         `check_vma=True` this gathers every replica's gradient (O(N) memory).
+      replicated_grads: under `check_vma=True`, what a gradient that does not vary over
+        `axis_name` holds: "sum" (each replica differentiated its own loss) or "mean" (the
+        loss was `pmean`-ed over the replicas); None refuses such gradients.
 
     Returns:
       A `GradientTransformation` with the state of `tx`.
 
     Raises:
-      ValueError: for an unknown `reduction` or bad groups; at trace time, when `axis_name`
-        is not bound (called outside `shard_map`/`pmap`).
+      ValueError: for an unknown `reduction` / `replicated_grads` or bad groups; at trace
+        time, when `axis_name` is not bound (called outside `shard_map`/`pmap`), or for a
+        gradient combined by autodiff without `replicated_grads`.
       TypeError: if `tx` is not a transform or `axis_name` is not a name.
 
     Example:
@@ -85,7 +107,8 @@ def cross_shard(
         >>> mesh = jax.make_mesh((jax.device_count(),), ("data",))
         >>> tx = gradtx.parallel.cross_shard(gradtx.sgd(0.1), "data")
         >>> def step(w, x):  # x: this replica's rows of the batch
-        ...     grads = jax.grad(lambda w: jnp.mean((x @ w - 1.0) ** 2))(w)
+        ...     w_own = gradtx.parallel.per_replica(w, "data")  # gradients: each replica's own
+        ...     grads = jax.grad(lambda w: jnp.mean((x @ w - 1.0) ** 2))(w_own)
         ...     updates, _ = tx.update(grads, tx.init(w), w)
         ...     return gradtx.apply_updates(w, updates)
         >>> x = jax.device_put(jnp.ones((16, 2)), jax.NamedSharding(mesh, P("data")))
@@ -100,7 +123,8 @@ def cross_shard(
     axes = _axes.check_axis_name(fn, axis_name)
     _checks.check_one_of(fn, "reduction", reduction, REDUCTIONS)
     groups = _axes.check_groups(fn, axis_index_groups, axes)
-    return _reducing(fn, tx, axes, reduction, groups, hierarchical=False)
+    _axes.check_replicated_grads(fn, replicated_grads)
+    return _reducing(fn, tx, axes, reduction, groups, False, replicated_grads)
 
 
 @_base.api
@@ -109,6 +133,7 @@ def tower_reduce(
     axis_name: _axes.AxisName,
     *,
     loss_reduction: str = "mean",
+    replicated_grads: str | None = None,
 ) -> _protocol.GradientTransformation:
     r"""Combine the gradients of all towers and apply `tx` once (TF's TowerOptimizer / replicate_model_fn).
 
@@ -118,16 +143,21 @@ def tower_reduce(
     device per host. "mean" (TF's loss scaled by 1/num_towers) divides by the product of
     the axis sizes.
 
+    The incoming gradients follow `cross_shard`'s contract (`replicated_grads` for
+    gradients autodiff combined under `check_vma=True`).
+
     Args:
       tx: the transform applied to the combined gradient (gradtx or optax).
       axis_name: the mapped axis of the towers, or a tuple of axes, innermost first.
       loss_reduction: "mean" or "sum" (how the towers' losses combine).
+      replicated_grads: "sum", "mean" or None, as for `cross_shard`.
 
     Returns:
       A `GradientTransformation` with the state of `tx`.
 
     Raises:
-      ValueError: for an unknown `loss_reduction`; at trace time, when an axis is not bound.
+      ValueError: for an unknown `loss_reduction` / `replicated_grads`; at trace time, when
+        an axis is not bound or for a gradient combined by autodiff without `replicated_grads`.
       TypeError: if `tx` is not a transform or `axis_name` is not a name.
 
     Example:
@@ -150,7 +180,31 @@ def tower_reduce(
     _checks.check_transform(fn, "tx", tx)
     axes = _axes.check_axis_name(fn, axis_name)
     _checks.check_one_of(fn, "loss_reduction", loss_reduction, REDUCTIONS)
-    return _reducing(fn, tx, axes, loss_reduction, None, hierarchical=True)
+    _axes.check_replicated_grads(fn, replicated_grads)
+    return _reducing(fn, tx, axes, loss_reduction, None, True, replicated_grads)
+
+
+@_base.api
+def axis_size(axis_name: _axes.AxisName) -> int:
+    """The number of replicas over `axis_name` (the product of the sizes, for a tuple of axes).
+
+    Args:
+      axis_name: the mapped axis (or a tuple of axes) holding the replicas.
+
+    Returns:
+      The number of replicas, a Python int.
+
+    Raises:
+      ValueError: when `axis_name` is not bound (called outside `shard_map`/`pmap`).
+
+    Example:
+        >>> import jax, jax.numpy as jnp, gradtx
+        >>> f = jax.pmap(lambda x: x * gradtx.parallel.axis_size("i"), axis_name="i")
+        >>> int(f(jnp.ones(jax.device_count()))[0]) == jax.device_count()
+        True
+    """
+    fn = "axis_size"
+    return _axes.bound_size(fn, _axes.check_axis_name(fn, axis_name))
 
 
 @_base.api
@@ -238,3 +292,34 @@ def per_replica(tree: Any, axis_name: _axes.AxisName) -> Any:
         return jax.lax.pcast(x, missing, to="varying") if missing else x
 
     return jax.tree.map(cast, tree)
+
+
+@_base.api
+def replica_key(key: jax.Array, axis_name: _axes.AxisName) -> jax.Array:
+    """A PRNG key of each replica's own: `key` folded with the replica's index along `axis_name`.
+
+    Replicas that draw from one replicated key draw the same numbers; with this key each
+    draws its own (gradient noise, dropout), reproducibly.
+
+    Args:
+      key: a typed PRNG key (`jax.random.key`), the same on every replica.
+      axis_name: the mapped axis (or a tuple of axes) holding the replicas.
+
+    Returns:
+      The replica's key.
+
+    Raises:
+      ValueError: when `axis_name` is not bound.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, gradtx
+        >>> def draw(_):
+        ...     return jax.random.uniform(gradtx.parallel.replica_key(jax.random.key(0), "i"))
+        >>> u = jax.pmap(draw, axis_name="i")(jnp.zeros(jax.device_count()))
+        >>> len(set(u.tolist())) == jax.device_count()
+        True
+    """
+    fn = "replica_key"
+    axes = _axes.check_axis_name(fn, axis_name)
+    _axes.bound_size(fn, axes)
+    return jax.random.fold_in(key, jax.lax.axis_index(axes))

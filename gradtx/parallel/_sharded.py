@@ -2,77 +2,92 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from gradtx import _base, _checks, _protocol, _tree, sparse
-from gradtx.parallel import _axes
+from gradtx.parallel import _axes, _elementwise
 from gradtx.parallel._cross_shard import REDUCTIONS
+from gradtx.parallel._sharded_layout import ShardedState, gathered, my_slice, padded, split
 
 
-class ShardedState(NamedTuple):
-    """State of `sharded_state`: this replica's part of the wrapped transform's state.
-
-    `inner` is `tx`'s state for the replica's slice of every parameter (flattened and
-    zero-padded to a multiple of N, then cut in N equal slices). Every array in it has a
-    leading axis of length 1, so one spec places the whole state along the axis:
-    `jax.shard_map(..., out_specs=P(axis_name))` gives global arrays with N rows (scalars
-    such as `count` are repeated N times; the slots are 1/N of their full size each).
-    """
-
-    inner: _protocol.OptState
-
-
-def _slice_len(size: int, n: int) -> int:
-    return -(-size // n)
-
-
-def _padded(x: jax.Array, n: int) -> jax.Array:
-    """`x` flattened and zero-padded to `n` equal rows: shape `[n, ceil(size / n)]`."""
-    k = _slice_len(x.size, n)
-    flat = jnp.reshape(x, (-1,))
-    return jnp.pad(flat, (0, n * k - x.size)).reshape(n, k)
-
-
-def _my_slice(x: jax.Array, n: int, axes: tuple) -> jax.Array:
-    return jax.lax.dynamic_index_in_dim(_padded(x, n), jax.lax.axis_index(axes), axis=0, keepdims=False)
+def _refuse_leaf_wise(fn: str, axes: tuple) -> ValueError:
+    return ValueError(
+        f"`{fn}`: `tx` is leaf-wise (a per-tensor rule such as LARS, Shampoo or `clip_by_norm`, a "
+        f"key-path mask, or a transform of unknown kind), but inside `shard_map` / `pmap` each replica "
+        f"holds a flat slice of every parameter, not whole tensors. Use `sharded_state(tx, "
+        f"{axes[0] if len(axes) == 1 else axes!r}, mesh=mesh)` under `jax.jit`, where XLA computes such "
+        f"rules on sharded tensors exactly, or `cross_shard`; declare an optax transform that treats "
+        f"elements alike with `gradtx.ElementWise(*tx)`."
+    )
 
 
 @_base.api
 def sharded_state(
-    tx: Any, axis_name: _axes.AxisName, *, reduction: str = "mean"
+    tx: Any,
+    axis_name: _axes.AxisName,
+    *,
+    reduction: str = "mean",
+    replicated_grads: str | None = None,
+    mesh: jax.sharding.Mesh | None = None,
 ) -> _protocol.GradientTransformation:
     r"""Data parallelism with the optimizer state split over the replicas (ZeRO stage 1).
 
-    Each parameter and its gradient are flattened, zero-padded to a multiple of N and cut
-    into N equal slices. The gradients are reduce-scattered (`psum_scatter`, "mean"
-    divides by N): replica :math:`r` receives the reduced slice :math:`r`, applies `tx` to
-    it with its own slice of the state (and of the parameters), and the updated slices are
-    all-gathered into full updates. Every replica thus stores only 1/N of `tx`'s slots,
-    and for element-wise transforms (all of TF's optimizers) the numbers equal
-    `cross_shard(tx, axis_name, reduction)`. The padding never reaches the parameters.
+    **Inside `jax.shard_map` / `jax.pmap`.** Each parameter and its gradient are flattened,
+    zero-padded to a multiple of N and cut into N equal slices. The gradients are
+    reduce-scattered (`psum_scatter`, "mean" divides by N): replica :math:`r` receives the
+    reduced slice :math:`r`, applies `tx` to it with its own slice of the state (and of the
+    parameters), and the updated slices are all-gathered into full updates. Every replica
+    thus stores only 1/N of `tx`'s slots, and the compiled step has one reduce-scatter and
+    one all-gather per leaf where data parallelism has one all-reduce. The numbers equal
+    those of `tx` on the reduced gradient, because `tx` must be element by element: a
+    leaf-wise `tx` (LARS, Shampoo, `clip_by_norm`) is refused when built, and an element-wise
+    one that reduces over elements (`clip_by_global_norm`, `apply_if_finite`, GGT, noise) is
+    refused when traced (the jaxpr of its update is read): on slices they would see 1/N
+    of each tensor. The padding never reaches the parameters. Row-sparse gradients are
+    densified. `init` must run inside the mapped function too (it needs N and the
+    replica's index); its state leaves it with `out_specs=P(axis_name)`.
 
-    `tx` sees flat slices: transforms that look at whole tensors (norms, shapes,
-    factored moments, global clipping) would see parts and are not equivalent. Row-sparse
-    gradients are densified. `init` must run inside the mapped function too (it needs N
-    and the replica's index). Under `check_vma=True`, a gradient already summed by
-    autodiff is sliced instead of reduce-scattered; the returned updates are replicated
-    (`all_gather(..., to="invarying")`), so the parameters keep `out_specs=P()`.
+    The gradients follow `cross_shard`'s contract: each replica's own (any `check_vma`
+    mode; under `check_vma=True` differentiate with respect to
+    `gradtx.parallel.per_replica(params, axis_name)`, which is what makes the
+    reduce-scatter happen), or, under `check_vma=True`, the gradient autodiff already
+    combined with `replicated_grads` saying whether it is the sum or the mean -- autodiff
+    has then all-reduced it, and it is only sliced (ZeRO's saving of communication is lost).
+
+    **Under `jax.jit` with `mesh`** (the axis is not bound: no `shard_map` around the
+    step), `tx` sees whole tensors sharded by XLA, so every transform works, per-tensor and
+    global-norm rules included: `init` splits each slot over `axis_name` on its first
+    dimension that divides evenly (keeping the parameter's own sharding on the others; a
+    leaf with no such dimension stays as its parameter is), `update` constrains the
+    gradients to those shardings and gives the updates their parameters' sharding back.
+    XLA then reduces the gradients once and gathers the updates once; on TPU and GPU the
+    all-reduce followed by the slice is a reduce-scatter (XLA:CPU keeps the all-reduce). On
+    a mesh of explicit axes (`jax.make_mesh`'s default) the parameters' shardings are
+    read from their types and kept exactly; with auto axes the other dimensions are left
+    to XLA. `reduction` and `replicated_grads` play no part: the gradients are the global
+    batch's.
 
     Args:
-      tx: the transform whose state is sharded (gradtx or optax), element-wise.
-      axis_name: the mapped axis (or tuple of axes) of the replicas.
-      reduction: "mean" or "sum" of the replicas' gradients.
+      tx: the transform whose state is sharded (gradtx or optax); inside `shard_map`
+        element-wise (`gradtx.ElementWise`).
+      axis_name: the mapped axis (or tuple of axes) of the replicas; under `jit`, the
+        mesh axis (or axes) the state is split over.
+      reduction: "mean" or "sum" of the replicas' gradients (`shard_map` / `pmap`).
+      replicated_grads: "sum", "mean" or None, as for `cross_shard` (`check_vma=True`).
+      mesh: the mesh, for use under `jax.jit` without `shard_map`.
 
     Returns:
       A `GradientTransformation` with state `ShardedState`.
 
     Raises:
-      ValueError: for an unknown `reduction`; at trace time (`init` or `update`), when
-        `axis_name` is not bound.
-      TypeError: if `tx` is not a transform.
+      ValueError: for an unknown `reduction` / `replicated_grads`, or a leaf-wise `tx`
+        without `mesh`; at trace time (`init` or `update`), when `axis_name` is not bound
+        and no `mesh` is given, when `tx` mixes the elements of a slice, or for a gradient
+        combined by autodiff without `replicated_grads`.
+      TypeError: if `tx` is not a transform or `mesh` not a `jax.sharding.Mesh`.
 
     Example:
         >>> import jax, jax.numpy as jnp, gradtx
@@ -90,34 +105,83 @@ def sharded_state(
         >>> w, state = step(jnp.zeros(10), g)
         >>> [round(float(x), 4) for x in w[:3]], state.inner[0].m.shape == (n, -(-10 // n))
         ([-0.1, -0.1, -0.1], True)
+
+    References:
+      Rajbhandari, Rasley, Ruwase, He, *ZeRO: memory optimizations toward training trillion
+      parameter models*, SC 2020.
     """
     fn = "sharded_state"
     _checks.check_transform(fn, "tx", tx)
     axes = _axes.check_axis_name(fn, axis_name)
     _checks.check_one_of(fn, "reduction", reduction, REDUCTIONS)
+    _axes.check_replicated_grads(fn, replicated_grads)
+    if mesh is not None and not isinstance(mesh, jax.sharding.Mesh):
+        raise TypeError(f"`{fn}`: `mesh` must be a `jax.sharding.Mesh`, got {type(mesh).__name__}.")
+    if mesh is not None:
+        missing = [a for a in axes if a not in mesh.axis_names]
+        if missing:
+            raise ValueError(f"`{fn}`: `mesh` has the axes {mesh.axis_names}, not {missing[0]!r}.")
     inner = _base.with_extra_args_support(tx)
+    element_wise = isinstance(inner, _protocol.ElementWise)
+    if mesh is None and not element_wise:
+        raise _refuse_leaf_wise(fn, axes)
+
+    def mapped() -> bool:
+        if mesh is None or _axes.is_bound(axes):
+            _axes.bound_size(fn, axes)  # the error of an unbound axis
+            if not element_wise:
+                raise _refuse_leaf_wise(fn, axes)
+            return True
+        return False
 
     def init_fn(params):
+        if not mapped():
+            return ShardedState(inner=jax.tree.map(lambda x: split(x, mesh, axes), inner.init(params)))
         n = _axes.bound_size(fn, axes)
-        slices = jax.tree.map(lambda p: _my_slice(jnp.asarray(p), n, axes), params)
+        slices = jax.tree.map(lambda p: my_slice(jnp.asarray(p), n, axes), params)
         return ShardedState(inner=jax.tree.map(lambda x: jnp.asarray(x)[None], inner.init(slices)))
 
+    def jit_update(updates, state, params, extra_args):
+        grads = sparse.densify(updates)
+        g = _tree.map_updates(fn, lambda x: split(x, mesh, axes), grads)
+        p = None if params is None else jax.tree.map(lambda x: split(x, mesh, axes), params)
+        u, new_inner = inner.update(g, state.inner, p, **extra_args)
+        out = _tree.map_updates(fn, lambda x, like: gathered(x, like, mesh, axes), u, grads)
+        return out, ShardedState(inner=jax.tree.map(lambda x: split(x, mesh, axes), new_inner))
+
     def update_fn(updates, state, params=None, **extra_args):
+        if not mapped():
+            return jit_update(updates, state, params, extra_args)
         n = _axes.bound_size(fn, axes)
         checked = _axes.vma_checked(axes)
         grads = sparse.densify(updates)
+        _axes.check_replicated(fn, grads, axes, checked, replicated_grads)
 
         def reduce_slice(g):
             todo = _axes.varying_axes(g, axes, checked)
+            factor = _axes.combined_factor(g, axes, checked, replicated_grads)
             if g.size and todo == axes:
-                s = jax.lax.psum_scatter(_padded(g, n).reshape(-1), axes, scatter_dimension=0, tiled=True)
-            else:  # already summed by autodiff over the other axes (check_vma=True): slice
-                s = _my_slice(_axes.psum(g, todo) if g.size else g, n, axes)
+                s = jax.lax.psum_scatter(padded(g, n).reshape(-1), axes, scatter_dimension=0, tiled=True)
+            else:  # combined by autodiff over the other axes (check_vma=True): slice
+                s = my_slice(_axes.psum(g, todo) if g.size else g, n, axes)
+            if factor != 1:
+                s = s * jnp.asarray(factor, s.dtype)
             return s / jnp.asarray(n, s.dtype) if reduction == "mean" else s
 
         g_slices = _tree.map_updates(fn, reduce_slice, grads)
-        p_slices = None if params is None else jax.tree.map(lambda p: _my_slice(p, n, axes), params)
+        p_slices = None if params is None else jax.tree.map(lambda p: my_slice(p, n, axes), params)
         inner_state = jax.tree.map(lambda x: x[0], state.inner)
+        reason = _elementwise.cross_element_reason(
+            lambda g, s, p: inner.update(g, s, p, **extra_args), g_slices, inner_state, p_slices
+        )
+        if reason is not None:
+            raise ValueError(
+                f"`{fn}`: `tx` is not element by element: its update uses {reason}, so on a replica's "
+                f"slice of each parameter it would see 1/N of the elements (a global norm, a random "
+                f"draw or a per-tensor rule would change silently). Use `sharded_state(tx, "
+                f"{axis_name!r}, mesh=mesh)` under `jax.jit`, where XLA reduces over the whole tensors, "
+                f"or `cross_shard`."
+            )
         u_slices, new_inner = inner.update(g_slices, inner_state, p_slices, **extra_args)
 
         def gather(u, g):
@@ -127,6 +191,6 @@ def sharded_state(
         out = _tree.map_updates(fn, gather, u_slices, grads, names=("updates", "gradients"))
         return out, ShardedState(inner=jax.tree.map(lambda x: jnp.asarray(x)[None], new_inner))
 
-    if isinstance(inner, _protocol.ElementWise):  # on packed parameters: the buffers are sliced as they are
+    if element_wise:  # on packed parameters: the buffers are sliced as they are
         return _protocol.ElementWise(init_fn, update_fn)
-    return _protocol.GradientTransformation(init_fn, update_fn)  # made leaf-wise: slices of whole leaves
+    return _protocol.GradientTransformation(init_fn, update_fn)  # made leaf-wise: whole leaves

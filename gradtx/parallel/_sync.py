@@ -23,6 +23,7 @@ class SyncReplicasState(NamedTuple):
     num_accumulated: jax.Array  # int32: how many replica gradients `grad_accum` holds (< R)
     dropped: jax.Array  # int32: replica gradients not used so far (not ok / non-finite, stale, surplus)
     stale: jax.Array  # int32: of `dropped`, those dropped as stale (`grad_step` < `count`)
+    next_replica: jax.Array  # int32: where the next step starts looking: one past the last replica taken
 
 
 @_base.api
@@ -32,19 +33,24 @@ def sync_replicas(
     replicas_to_aggregate: int,
     total_num_replicas: int | None = None,
 ) -> _protocol.GradientTransformation:
-    r"""Apply `tx` to the mean of the first R valid replica gradients (TF's SyncReplicasOptimizer).
+    r"""Apply `tx` to the mean of R valid replica gradients, taken in turn (TF's SyncReplicasOptimizer).
 
     Each replica's gradient is *valid* when `replica_ok` is true for it and, when
     `grad_step` is passed, it is not stale (`grad_step >= count`, the global step; TF's
     accumulators drop gradients computed at an older step). By default `replica_ok` is
     "all its values are finite", so one replica producing NaN or inf does not poison the
     update; a `replica_ok` passed in replaces that test (combine it with
-    `jnp.isfinite` yourself to have both). In replica
-    order (the index along `axis_name`), valid gradients are taken until
-    `replicas_to_aggregate` are collected; the others are dropped (backup replicas:
-    `total_num_replicas > replicas_to_aggregate`). When a step brings fewer than needed,
-    they are accumulated across steps until enough have arrived (TF's case
-    `total_num_replicas < replicas_to_aggregate`, or failing replicas); then
+    `jnp.isfinite` yourself to have both). Valid gradients are taken until
+    `replicas_to_aggregate` are collected, in replica order (the index along `axis_name`)
+    starting one past the last replica taken on the previous step (`state.next_replica`,
+    round robin); the others are dropped. TF takes the first R gradients to *arrive*, which
+    is no fixed subset of the replicas; taking them in turn is the deterministic rule with
+    the same property -- with backups (`total_num_replicas > replicas_to_aggregate`) no
+    replica's data is always the one left out, and over N steps with every replica valid
+    each replica's gradient counts R times (a fixed order would train on replicas 0..R-1
+    only). When a step brings fewer than needed, they are accumulated across steps until
+    enough have arrived (TF's case `total_num_replicas < replicas_to_aggregate`, or failing
+    replicas); then
 
     .. math::
         u = \mathrm{tx}\Big(\frac{1}{R} \sum_{\text{taken}} g_r\Big)
@@ -53,6 +59,15 @@ def sync_replicas(
     accumulator is emptied. On the other steps the update is zero and `tx`'s state is
     untouched. `state.dropped` counts every unused replica gradient, `state.stale` the
     stale ones among them.
+
+    What backup replicas can do under SPMD: every replica runs every step, and every
+    collective waits for every device, so a slow replica delays the step for all -- backups
+    cannot hide stragglers as TF's asynchronous workers did (there, the R fastest gradients
+    made the update and the slowest were dropped, so nobody waited for them). What remains
+    is the choice of which gradients count: failed (non-finite, `replica_ok=False`) or stale
+    ones are dropped without poisoning the update, and R < N subsamples the replicas'
+    gradients fairly. To tolerate a dead or hanging device, restart on a smaller mesh
+    (`sharded_state`'s `shard_state` moves a ZeRO state to it).
 
     Row-sparse gradients are densified (the accumulator is dense). Under
     `jax.shard_map(..., check_vma=True)` each replica's own gradient is needed: a
@@ -86,7 +101,7 @@ def sync_replicas(
         ...     return u, state.dropped
         >>> g = jax.device_put(jnp.arange(1.0, n + 1), jax.NamedSharding(mesh, P("data")))
         >>> u, dropped = jax.jit(jax.shard_map(step, mesh=mesh, in_specs=P("data"), out_specs=P()))(g)
-        >>> float(u[0]), int(dropped) == n - 1  # replica 0's gradient applied, the backups dropped
+        >>> float(u[0]), int(dropped) == n - 1  # first step: replica 0's gradient; next step: replica 1's
         (-1.0, True)
 
     References:
@@ -110,6 +125,7 @@ def sync_replicas(
             num_accumulated=zero(),
             dropped=zero(),
             stale=zero(),
+            next_replica=zero(),
         )
 
     def update_fn(updates, state, params=None, *, replica_ok=None, grad_step=None, **extra_args):
@@ -130,13 +146,17 @@ def sync_replicas(
             stale = jnp.asarray(grad_step) < state.count
             ok = ok & ~stale
             num_stale = jax.lax.psum(stale.astype(jnp.int32), axes)
-        # Take the first `need` valid gradients in replica order.
+        # Take `need` valid gradients in replica order, starting at `next_replica` (round robin).
         need = r - state.num_accumulated
         flags = _axes.all_gather(ok.astype(jnp.int32)[None], axes, checked)  # [n], identical everywhere
+        turn = (state.next_replica + jnp.arange(n, dtype=jnp.int32)) % n  # replicas in the order of this turn
+        in_turn = flags[turn]
+        taken_in_turn = (in_turn == 1) & (jnp.cumsum(in_turn) - in_turn < need)
         me = jax.lax.axis_index(axes)
-        rank = jnp.cumsum(flags)[me] - flags[me]
-        take = ok & (rank < need)
-        taken = jax.lax.psum(take.astype(jnp.int32), axes)
+        take = _axes.match_type(taken_in_turn[(me - state.next_replica) % n], ok)
+        taken = jnp.sum(taken_in_turn, dtype=jnp.int32)
+        last = jnp.max(jnp.where(taken_in_turn, jnp.arange(n, dtype=jnp.int32), -1))
+        next_replica = jnp.where(taken > 0, (state.next_replica + last + 1) % n, state.next_replica)
 
         def accumulate(acc, g):
             return acc + jax.lax.psum(jnp.where(take, g, jnp.zeros_like(g)), axes).astype(acc.dtype)
@@ -159,6 +179,7 @@ def sync_replicas(
             num_accumulated=jnp.where(ready, 0, num).astype(jnp.int32),
             dropped=state.dropped + (n - taken),
             stale=state.stale + num_stale,
+            next_replica=next_replica.astype(jnp.int32),
         )
 
     return _base.composite(init_fn, update_fn, inner)

@@ -80,7 +80,7 @@ def train(kind: str, steps: int = STEPS, seed: int = 0) -> dict[str, Any]:
     @jax.jit
     @jax.shard_map(mesh=mesh, in_specs=(P(), state_spec, P(AXIS), P(AXIS)), out_specs=(P(), state_spec, P()))
     def step(p, state, x, y):
-        value, grads = jax.value_and_grad(loss_fn)(p, x, y)
+        value, grads = jax.value_and_grad(loss_fn)(gradtx.parallel.per_replica(p, AXIS), x, y)
         updates, state = tx.update(grads, state, p)
         return gradtx.apply_updates(p, updates), state, jax.lax.pmean(value, AXIS)
 

@@ -134,7 +134,7 @@ TF_DEFAULTS = (
     0.9 / 2 / N,
     0.9 / 2 / N / 0.1,
 )  # TF: rho = moving_rate / learning_rate
-NO_RHO = ({}, 0.9 / 2 / N, 0.0)
+NO_RHO = ({"rho": 0.0}, 0.9 / 2 / N, 0.0)
 
 
 @pytest.mark.parametrize(
@@ -159,6 +159,85 @@ def test_elastic_average_accepts_schedules():
     _assert_replicas(got, _elastic_reference(p0, grads, 2, 0.05, 0.3)[0])
 
 
+def test_model_average_with_tf_step_numbers():
+    """TF's inner optimizer has no step of its own: a schedule on TF's global_step sees the number of
+    averages done, which `count // interval_steps` gives the inner transform."""
+    p0, grads = _data(7)
+    k = 3
+
+    def decayed(gs):  # a TF1-style decay of global_step
+        return 0.1 * 0.5**gs
+
+    tx = model_average(gradtx.sgd(lambda count: decayed(count // k)), _util.AXIS, interval_steps=k)
+    got, _ = _util.run(tx, p0, grads, mode="novma", per_replica=True)
+    p = np.repeat(p0[None].astype(np.float64), N, axis=0)  # float64: TF's rule, its global step
+    global_step, ref = 0, []
+    for t in range(T):
+        p = p - decayed(global_step) * grads[t]
+        if (t + 1) % k == 0:
+            p, global_step = np.repeat(p.mean(axis=0, keepdims=True), N, axis=0), global_step + 1
+        ref.append(p)
+    _assert_replicas(got, np.asarray(ref))
+
+
+# --------------------------------------------------------------------------- one device on the whole batch
+
+
+def _regression(seed):
+    rng = np.random.default_rng(seed)
+    params = {"w": rng.standard_normal((4, 2)).astype(np.float32), "b": np.zeros(2, np.float32)}
+    data = {
+        "x": rng.standard_normal((T, N, 3, 4)).astype(np.float32),
+        "y": rng.standard_normal((T, N, 3, 2)).astype(np.float32),
+    }
+    return params, data
+
+
+def _regression_loss(p, x, y):
+    return jnp.mean((x @ p["w"] + p["b"] - y) ** 2)
+
+
+def _whole_batch(tx, params, data):
+    """One device, every step on all replicas' rows (the reference of synchronous data parallelism)."""
+    step = jax.jit(
+        lambda p, s, x, y: (lambda u, s: (gradtx.apply_updates(p, u), s))(
+            *tx.update(jax.grad(_regression_loss)(p, x, y), s, p)
+        )
+    )
+    state, out = tx.init(params), []
+    for t in range(T):
+        params, state = step(params, state, data["x"][t].reshape(-1, 4), data["y"][t].reshape(-1, 2))
+        out.append(jax.tree.map(np.asarray, params))
+    return out
+
+
+@pytest.mark.parametrize(
+    "make, inner",
+    [
+        (lambda tx: agn(tx, _util.AXIS, communication_period=1), lambda: gradtx.adam(0.05)),
+        (lambda tx: model_average(tx, _util.AXIS, interval_steps=1), lambda: gradtx.momentum(0.1, 0.9)),
+    ],
+    ids=["agn(adam)", "model_average(momentum)"],
+)
+def test_communicating_every_step_is_the_whole_batch_step(make, inner):
+    """AGN with period 1 is `tx` on the replicas' mean gradient (one center step per period, all replicas
+    at once); model averaging every step with a linear rule (momentum) is the whole-batch step too."""
+    params, data = _regression(8)
+    got, _ = _util.run(
+        make(inner()),
+        params,
+        data,
+        mode="vma",
+        per_replica=True,
+        grad_fn=lambda p, d: jax.grad(_regression_loss)(p, d["x"], d["y"]),
+    )
+    for t, expected in enumerate(_whole_batch(inner(), params, data)):
+        for k in params:
+            np.testing.assert_allclose(
+                got[k][:, t], np.broadcast_to(expected[k], got[k][:, t].shape), rtol=2e-5, atol=2e-6
+            )
+
+
 # --------------------------------------------------------------------------- agn
 
 
@@ -179,7 +258,10 @@ def _agn_reference(p0, grads, period):
 
 
 @pytest.mark.parametrize("mode", _util.MODES)
-def test_agn_matches_the_reference(mode):
+def test_agn_matches_the_synchronous_rule(mode):
+    """Several local steps per period: each replica's local momentum steps (TF's worker), then one center
+    step with the mean of the normalized sums (the documented synchronous rule; TF's asynchronous workers
+    would take one center step each)."""
     p0, grads = _data(6)
     got, _ = _util.run(
         agn(gradtx.momentum(0.1, 0.9), _util.AXIS, communication_period=3),
@@ -210,7 +292,7 @@ def test_agn_with_one_replica_reproduces_tf_test_numbers():
     "make",
     [
         lambda: model_average(gradtx.sgd(0.1), _util.AXIS),
-        lambda: elastic_average(gradtx.sgd(0.1), _util.AXIS),
+        lambda: elastic_average(gradtx.sgd(0.1), _util.AXIS, learning_rate=0.1),
         lambda: agn(gradtx.sgd(0.1), _util.AXIS),
     ],
     ids=["model_average", "elastic_average", "agn"],
@@ -235,9 +317,12 @@ _LOCAL = {
         None,
     ),
     "model_average(adam)": (lambda: model_average(gradtx.adam(0.1), _util.AXIS, 2), None),
-    "elastic_average": (lambda: elastic_average(gradtx.sgd(0.1), _util.AXIS, 2), None),
+    "elastic_average": (lambda: elastic_average(gradtx.sgd(0.1), _util.AXIS, 2, rho=0.05), None),
     "agn(rmsprop)": (lambda: agn(gradtx.rmsprop(0.1), _util.AXIS, 2), None),
 }
+
+
+_WRAPPERS = {"model_average(adam)", "elastic_average", "agn(rmsprop)"}
 
 
 @pytest.mark.parametrize("name", sorted(_LOCAL))
@@ -260,16 +345,27 @@ def test_state_of_per_replica_params_keeps_its_type_under_check_vma(name):
         (p, _), _ = jax.lax.scan(step, (p, tx.init(p)), jnp.arange(3))
         return p["w"][None]
 
-    p0 = _util.put(np.tile(np.linspace(0.5, 1.5, 6, dtype=np.float32), (N, 1)), m, P(_util.AXIS))
-    out = jax.jit(jax.shard_map(body, mesh=m, in_specs=P(_util.AXIS), out_specs=P(_util.AXIS)))(p0)
-    assert np.all(np.isfinite(np.asarray(jax.block_until_ready(out))))
+    rows = np.linspace(0.5, 1.5, 6, dtype=np.float32) + 0.1 * np.arange(N, dtype=np.float32)[:, None]
+    out = jax.jit(jax.shard_map(body, mesh=m, in_specs=P(_util.AXIS), out_specs=P(_util.AXIS)))(
+        _util.put(rows, m, P(_util.AXIS))
+    )
+    out = np.asarray(jax.block_until_ready(out))
+    if name in _WRAPPERS:  # the same wrapper, untyped (check_vma=False): the typing changes no number
+        ref = jax.jit(
+            jax.shard_map(body, mesh=m, in_specs=P(_util.AXIS), out_specs=P(_util.AXIS), check_vma=False)
+        )(_util.put(rows, m, P(_util.AXIS)))
+    else:  # local steps of a plain optimizer: each replica is one device with its own parameters
+        ref = jax.jit(jax.vmap(lambda p: body(p[None])[0]))(rows)
+    # GGT's tail divides round-off by 1e-3 (helpers.GGT_TOLERANCE); over 3 steps of vmap vs shard_map: 1e-4
+    tol = {"rtol": 1e-4, "atol": 1e-4} if name == "ggt" else {"rtol": 1e-5, "atol": 1e-6}
+    np.testing.assert_allclose(out, np.asarray(jax.block_until_ready(ref)), **tol)
 
 
 @pytest.mark.parametrize(
     "make, name",
     [
         (lambda: model_average(gradtx.sgd(0.1), "batch"), "model_average"),
-        (lambda: elastic_average(gradtx.sgd(0.1), "batch"), "elastic_average"),
+        (lambda: elastic_average(gradtx.sgd(0.1), "batch", rho=0.1), "elastic_average"),
         (lambda: agn(gradtx.sgd(0.1), "batch"), "agn"),
     ],
 )
@@ -288,7 +384,13 @@ def test_construction_errors():
     with pytest.raises(TypeError, match=r"`agn`: `communication_period` must be an integer"):
         agn(gradtx.sgd(0.1), "i", 2.0)
     with pytest.raises(ValueError, match=r"`elastic_average`: `moving_rate` must be >= 0, got -0.1"):
-        elastic_average(gradtx.sgd(0.1), "i", moving_rate=-0.1)
+        elastic_average(gradtx.sgd(0.1), "i", moving_rate=-0.1, rho=0.1)
+    with pytest.raises(
+        ValueError,
+        match=r"`elastic_average`: TF's default `rho` is `moving_rate / learning_rate`.*"
+        r"pass `learning_rate=`.*`rho=0.0` for no elastic term",
+    ):
+        elastic_average(gradtx.sgd(0.1), "i")
     with pytest.raises(ValueError, match=r"`elastic_average`: `rho` must be finite"):
         elastic_average(gradtx.sgd(0.1), "i", rho=float("inf"))
     with pytest.raises(ValueError, match=r"`elastic_average`: `learning_rate` must be > 0, got 0.0"):

@@ -34,7 +34,14 @@ def _loss(params, x, y):
 
 
 def _grad_fn(p, d):
+    """Autodiff of each replica's loss: under check_vma=True the replicated params' gradients come out
+    summed over the replicas."""
     return jax.grad(_loss)(p, d["x"], d["y"])
+
+
+def _own_grad_fn(axis=_util.AXIS):
+    """Each replica's own gradient in every mode (`per_replica`)."""
+    return lambda p, d: jax.grad(_loss)(gradtx.parallel.per_replica(p, axis), d["x"], d["y"])
 
 
 def _large_batch_reference(tx, params, data, reduction="mean"):
@@ -71,17 +78,73 @@ def _assert_matches(got, ref, rtol=1e-5, atol=1e-6):
 
 
 @pytest.mark.parametrize(
-    "mode, reduction", [("vma", "mean"), ("novma", "mean"), ("pmap", "mean"), ("vma", "sum"), ("pmap", "sum")]
+    "mode, reduction, grads",
+    [
+        ("vma", "mean", "own"),
+        ("vma", "mean", "summed"),
+        ("novma", "mean", "autodiff"),
+        ("pmap", "mean", "autodiff"),
+        ("vma", "sum", "summed"),
+        ("pmap", "sum", "autodiff"),
+    ],
 )
-def test_cross_shard_equals_the_large_batch_step(mode, reduction):
-    """check_vma=True: autodiff has summed the replicated params' gradients; they are not summed again."""
+def test_cross_shard_equals_the_large_batch_step(mode, reduction, grads):
+    """Each replica's own gradients are psum-ed; gradients autodiff summed (check_vma=True, declared with
+    replicated_grads="sum") are not summed again."""
     params, data = _problem()
 
     def make():
         return gradtx.adam(0.05)
 
-    got, _ = _util.run(cross_shard(make(), _util.AXIS, reduction), params, data, mode=mode, grad_fn=_grad_fn)
+    kwargs = {"replicated_grads": "sum"} if grads == "summed" else {}
+    tx = cross_shard(make(), _util.AXIS, reduction, **kwargs)
+    grad_fn = _own_grad_fn() if grads == "own" else _grad_fn
+    got, _ = _util.run(tx, params, data, mode=mode, grad_fn=grad_fn)
     _assert_matches(got, _large_batch_reference(make(), params, data, reduction))
+
+
+def _pmean_loss_grads(p, d):
+    """The loss averaged over the replicas inside the step (as in JAX's shard_map examples)."""
+    return jax.grad(lambda p: jax.lax.pmean(_loss(p, d["x"], d["y"]), _util.AXIS))(p)
+
+
+@pytest.mark.parametrize("mode", ["vma", "novma", "pmap"])
+def test_a_pmean_loss_takes_the_large_batch_step_in_every_mode(mode):
+    """The same step code, the loss `pmean`-ed: under check_vma=True autodiff returns the mean gradient
+    (declared with replicated_grads="mean"), under check_vma=False / pmap each replica's own; the same
+    step either way (it was 1/N of it under check_vma=True)."""
+    params, data = _problem(8)
+    tx = cross_shard(gradtx.momentum(0.1, 0.9), _util.AXIS, replicated_grads="mean")
+    got, _ = _util.run(tx, params, data, mode=mode, grad_fn=_pmean_loss_grads)
+    _assert_matches(got, _large_batch_reference(gradtx.momentum(0.1, 0.9), params, data))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: cross_shard(gradtx.sgd(0.1), _util.AXIS),
+        lambda: tower_reduce(gradtx.sgd(0.1), _util.AXIS),
+        lambda: gradtx.parallel.sharded_state(gradtx.sgd(0.1), _util.AXIS),
+    ],
+    ids=["cross_shard", "tower_reduce", "sharded_state"],
+)
+def test_gradients_autodiff_combined_need_replicated_grads(make):
+    """check_vma=True, a replicated parameter: its gradient is a sum or a mean, which cannot be told apart;
+    without `replicated_grads` the wrappers refuse it instead of guessing."""
+    params, data = _problem()
+    with pytest.raises(
+        ValueError,
+        match=r"the gradient at \['b'\] does not vary over 'i'.*their sum.*their mean.*"
+        r"replicated_grads='sum'.*per_replica",
+    ):
+        _util.run(make(), params, jax.tree.map(lambda a: a[:1], data), mode="vma", grad_fn=_pmean_loss_grads)
+
+
+def test_replicated_grads_is_checked():
+    with pytest.raises(
+        ValueError, match=r"`cross_shard`: `replicated_grads` must be one of 'sum', 'mean'; got 'avg'"
+    ):
+        cross_shard(gradtx.sgd(0.1), "i", replicated_grads="avg")
 
 
 @pytest.mark.parametrize("mode", ["vma", "novma"])
@@ -97,7 +160,9 @@ def test_cross_shard_reduces_per_replica_gradients(mode):
 
 def test_cross_shard_with_an_optax_inner_transform():
     params, data = _problem(2)
-    got, _ = _util.run(cross_shard(optax.adam(0.05), _util.AXIS), params, data, mode="vma", grad_fn=_grad_fn)
+    got, _ = _util.run(
+        cross_shard(optax.adam(0.05), _util.AXIS), params, data, mode="vma", grad_fn=_own_grad_fn()
+    )
     _assert_matches(got, _large_batch_reference(optax.adam(0.05), params, data))
 
 
@@ -107,7 +172,8 @@ def test_tower_reduce_over_a_2x4_mesh(mode, reduction):
     params, data = _problem(3)
     m = _util.mesh((2, 4), ("hosts", "local"))
     tx = tower_reduce(gradtx.momentum(0.1, 0.9), ("local", "hosts"), loss_reduction=reduction)
-    got, _ = _util.run(tx, params, data, mode=mode, grad_fn=_grad_fn, axis=("hosts", "local"), mesh_=m)
+    grad_fn = _own_grad_fn(("hosts", "local"))
+    got, _ = _util.run(tx, params, data, mode=mode, grad_fn=grad_fn, axis=("hosts", "local"), mesh_=m)
     _assert_matches(got, _large_batch_reference(gradtx.momentum(0.1, 0.9), params, data, reduction))
 
 

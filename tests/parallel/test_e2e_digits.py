@@ -78,7 +78,7 @@ def test_data_parallel_digits_mlp_trains_like_one_device():
 
     def parallel_step(carry, batch):
         p, s = carry
-        value, g = jax.value_and_grad(_loss)(p, *batch)
+        value, g = jax.value_and_grad(_loss)(gradtx.parallel.per_replica(p, _util.AXIS), *batch)
         u, s = ptx.update(g, s, p)
         return (gradtx.apply_updates(p, u), s), jax.lax.pmean(value, _util.AXIS)
 

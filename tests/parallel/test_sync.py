@@ -19,24 +19,21 @@ def _lr(count):  # a schedule: the inner optimizer's step counter must advance o
     return 0.1 * (1.0 + count)
 
 
-def _simulate(grads, ok, r, params):
-    """float64 reference: the first R valid replicas in replica order, accumulated across steps."""
-    acc, num, count, dropped = np.zeros_like(params, np.float64), 0, 0, 0
-    p = params.astype(np.float64)
-    out = {"params": [], "count": [], "dropped": [], "num_accumulated": []}
-    counts_before = []
-    for t in range(grads.shape[0]):
-        counts_before.append(count)
-        taken = [i for i in range(grads.shape[1]) if ok[t, i]][: r - num]
-        acc = acc + sum((grads[t, i].astype(np.float64) for i in taken), np.zeros_like(acc))
-        num += len(taken)
-        dropped += grads.shape[1] - len(taken)
+def _counts_reference(ok, r):
+    """TF's accumulator counts, whichever replicas are taken: per step, min(valid, still needed) are
+    taken, the rest dropped; an update (global step) once R have been collected."""
+    num, count, dropped = 0, 0, 0
+    out = {"count": [], "dropped": [], "num_accumulated": [], "taken": [], "count_before": []}
+    for t in range(ok.shape[0]):
+        out["count_before"].append(count)
+        taken = min(int(ok[t].sum()), r - num)
+        num += taken
+        dropped += ok.shape[1] - taken
         if num >= r:
-            p = p - _lr(count) * acc / r
-            count, acc, num = count + 1, np.zeros_like(acc), 0
-        for k, v in zip(out, (p, count, dropped, num), strict=True):
+            count, num = count + 1, 0
+        for k, v in (("count", count), ("dropped", dropped), ("num_accumulated", num), ("taken", taken)):
             out[k].append(v)
-    return {k: np.asarray(v) for k, v in out.items()}, counts_before
+    return {k: np.asarray(v) for k, v in out.items()}
 
 
 def _observe(state):
@@ -48,64 +45,110 @@ def _observe(state):
     }
 
 
-def _check(got, obs, ref):
-    for rep in range(N):
-        np.testing.assert_allclose(got[rep], ref["params"], rtol=1e-5, atol=1e-6, err_msg=f"replica {rep}")
-        for k in ("count", "dropped", "num_accumulated"):
-            np.testing.assert_array_equal(obs[k][rep], ref[k], err_msg=k)
+def _one_hot_run(r, ok, *, mode="novma", extra_fn=None, data=None, steps=None, **kwargs):
+    """SGD on gradients e_r (replica r's gradient is the r-th unit vector): each update reveals how often
+    each replica's gradient was counted. Returns the counts per applied update ([updates, N]), the
+    observed state counters and the replica-0 parameters."""
+    steps = ok.shape[0] if steps is None else steps
+    grads = np.broadcast_to(np.eye(N, dtype=np.float32), (steps, N, N)).copy()
+    tx = sync_replicas(gradtx.sgd(_lr), _util.AXIS if "axis" not in kwargs else kwargs["axis"], r)
+    got, obs = _util.run(
+        tx,
+        np.zeros(N, np.float32),
+        {"g": grads, "ok": ok, **(data or {})},
+        mode=mode,
+        grad_fn=lambda p, d: d["g"],
+        extra_fn=extra_fn or (lambda t, d: {"replica_ok": d["ok"]}),
+        observe=_observe,
+        **kwargs,
+    )
+    for rep in range(1, N):  # the state and the parameters are replicated
+        np.testing.assert_array_equal(got[rep], got[0])
+    counts, before = [], np.zeros(N)
+    for t in range(steps):
+        if obs["count"][0][t] > (obs["count"][0][t - 1] if t else 0):
+            c = obs["count"][0][t] - 1
+            counts.append((before - got[0][t]) * r / _lr(c))
+            before = got[0][t]
+        else:
+            np.testing.assert_array_equal(got[0][t], before)  # no update: the parameters do not move
+    return np.asarray(counts), obs, got[0]
+
+
+def _windows(ref):
+    """The steps whose gradients make each update (an update ends its window)."""
+    windows, current = [], []
+    for t, (before, after) in enumerate(zip(ref["count_before"], ref["count"], strict=True)):
+        current.append(t)
+        if after > before:
+            windows.append(current)
+            current = []
+    return windows
+
+
+def _check_counts(counts, r):
+    """Whole numbers (float32 rounding aside), R per update: each update is the mean of R gradients."""
+    np.testing.assert_allclose(counts, np.round(counts), atol=1e-4)
+    np.testing.assert_array_equal(np.round(counts).sum(axis=1), r)
+    return np.round(counts)
+
+
+@pytest.mark.parametrize("mode", ["vma", "novma", "pmap"])
+def test_backups_take_turns_so_every_replica_counts_equally(mode):
+    """R = 5 of 8, all valid: over 8 steps every replica's gradient counts 5 times (taking replicas 0-4
+    every step would train on their shards only)."""
+    counts, obs, _ = _one_hot_run(5, np.ones((N, N), bool), mode=mode)
+    counts = _check_counts(counts, 5)
+    assert counts.shape == (N, N) and counts.max() == 1  # no replica twice in one update
+    np.testing.assert_array_equal(counts.sum(axis=0), np.full(N, 5))
+    np.testing.assert_array_equal(obs["dropped"][0], 3 * np.arange(1, N + 1))
 
 
 @pytest.mark.parametrize("mode, r", [("vma", 5), ("novma", 5), ("pmap", 5), ("vma", 8), ("novma", 12)])
-def test_random_failures_backups_and_accumulation_match_the_simulation(mode, r):
+def test_random_failures_backups_and_accumulation(mode, r):
+    """Only valid gradients count, each at most once per step, R per update; the counters follow TF's
+    accumulators; over the run no valid replica is left out."""
     rng = np.random.default_rng(r)
-    steps = 6
-    grads = rng.standard_normal((steps, N, 3)).astype(np.float32)
-    ok = rng.random((steps, N)) < 0.7
-    params = rng.standard_normal(3).astype(np.float32)
-    ref, _ = _simulate(grads, ok, r, params)
-    tx = sync_replicas(gradtx.sgd(_lr), _util.AXIS, r)
-    got, obs = _util.run(
-        tx,
-        params,
-        {"g": grads, "ok": ok},
-        mode=mode,
-        grad_fn=lambda p, d: d["g"],
-        extra_fn=lambda t, d: {"replica_ok": d["ok"]},
-        observe=_observe,
-    )
-    _check(got, obs, ref)
+    ok = rng.random((12, N)) < 0.7
+    ref = _counts_reference(ok, r)
+    counts, obs, _ = _one_hot_run(r, ok, mode=mode)
+    for k in ("count", "dropped", "num_accumulated"):
+        np.testing.assert_array_equal(obs[k][0], ref[k], err_msg=k)
+    _check_counts(counts, r)
+    assert len(counts) == len(_windows(ref))
+    for u, steps in enumerate(_windows(ref)):
+        allowed = ok[steps].sum(axis=0)  # a replica counts at most once per step it was valid in
+        assert np.all(np.round(counts[u]) <= allowed), (u, counts[u], allowed)
+    counted = np.round(counts).sum(axis=0)
+    assert counted.min() > 0, counted
 
 
-@pytest.mark.parametrize("mode", ["vma", "novma"])
-def test_backup_replicas_are_dropped(mode):
-    """8 replicas, 6 to aggregate: the first 6 in replica order make each update, 2 are dropped."""
-    rng = np.random.default_rng(0)
-    grads = rng.standard_normal((3, N, 2)).astype(np.float32)
-    tx = sync_replicas(gradtx.sgd(1.0), _util.AXIS, replicas_to_aggregate=6, total_num_replicas=8)
-    got, obs = _util.run(tx, np.zeros(2, np.float32), grads, mode=mode, observe=_observe)
-    np.testing.assert_allclose(got[0], -np.cumsum(grads[:, :6].mean(axis=1), axis=0), rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(obs["dropped"][0], [2, 4, 6])
-    np.testing.assert_array_equal(obs["count"][0], [1, 2, 3])
-
-
-@pytest.mark.parametrize("mode", ["vma", "pmap"])
-def test_a_nan_replica_does_not_poison_the_update(mode):
+def test_a_nan_replica_does_not_poison_the_update():
     rng = np.random.default_rng(1)
     grads = rng.standard_normal((4, N, 3)).astype(np.float32)
     grads[0, 3, 1] = np.nan
     grads[1, 5, :] = np.inf
     grads[2, 0, 0] = -np.inf
-    params = np.zeros(3, np.float32)
-    ref, _ = _simulate(grads, np.isfinite(grads).all(axis=-1), 7, params)
     got, obs = _util.run(
-        sync_replicas(gradtx.sgd(_lr), _util.AXIS, 7), params, grads, mode=mode, observe=_observe
+        sync_replicas(gradtx.sgd(1.0), _util.AXIS, 7),
+        np.zeros(3, np.float32),
+        grads,
+        mode="vma",
+        observe=_observe,
     )
     assert np.isfinite(got).all()
-    _check(got, obs, ref)
+    valid = np.isfinite(grads).all(axis=-1)
+    np.testing.assert_array_equal(obs["count"][0], [1, 2, 3, 4])
+    np.testing.assert_array_equal(obs["dropped"][0], np.cumsum(N - np.minimum(valid.sum(axis=1), 7)))
+    # step 1: replicas 0-2 and 4-7 (3 is NaN); step 2 starts after 7: 0-4, 6, 7 (5 is inf); ...
+    taken = [[0, 1, 2, 4, 5, 6, 7], [0, 1, 2, 3, 4, 6, 7], [1, 2, 3, 4, 5, 6, 7], [0, 1, 2, 3, 4, 5, 6]]
+    expected = -np.cumsum([grads[t, rows].mean(axis=0) for t, rows in enumerate(taken)], axis=0)
+    np.testing.assert_allclose(got[0], expected, rtol=1e-5, atol=1e-6)
 
 
 def test_fewer_replicas_than_needed_accumulate_across_steps():
-    """R = 12 on 8 replicas: step 1 brings 8 (no update), step 2 the 4 missing ones (update), 4 dropped."""
+    """R = 12 on 8 replicas: step 1 brings 8 (no update), step 2 the next 4 in turn (update), 4 dropped;
+    step 4 takes the 4 others."""
     rng = np.random.default_rng(2)
     grads = rng.standard_normal((4, N, 2)).astype(np.float32)
     got, obs = _util.run(
@@ -118,7 +161,7 @@ def test_fewer_replicas_than_needed_accumulate_across_steps():
     np.testing.assert_array_equal(got[0, 0], np.zeros(2))
     first = np.concatenate([grads[0], grads[1, :4]]).mean(axis=0)
     np.testing.assert_allclose(got[0, 1], -_lr(0) * first, rtol=1e-5, atol=1e-6)
-    second = np.concatenate([grads[2], grads[3, :4]]).mean(axis=0)
+    second = np.concatenate([grads[2], grads[3, 4:]]).mean(axis=0)
     np.testing.assert_allclose(got[0, 3], -_lr(0) * first - _lr(1) * second, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(obs["count"][0], [0, 1, 1, 2])
     np.testing.assert_array_equal(obs["num_accumulated"][0], [8, 0, 8, 0])
@@ -128,27 +171,28 @@ def test_fewer_replicas_than_needed_accumulate_across_steps():
 @pytest.mark.parametrize("mode", ["vma", "novma"])
 def test_stale_gradients_are_dropped(mode):
     rng = np.random.default_rng(3)
-    steps, r = 6, 5
-    grads = rng.standard_normal((steps, N, 2)).astype(np.float32)
+    steps, r = 8, 5
     stale = rng.random((steps, N)) < 0.3
-    ref, counts = _simulate(grads, ~stale, r, np.zeros(2, np.float32))
-    grad_step = (np.asarray(counts)[:, None] - stale).astype(np.int32)  # stale: computed one update ago
-    tx = sync_replicas(gradtx.sgd(_lr), _util.AXIS, r)
-    got, obs = _util.run(
-        tx,
-        np.zeros(2, np.float32),
-        {"g": grads, "s": grad_step},
+    ref = _counts_reference(~stale, r)
+    grad_step = (ref["count_before"][:, None] - stale).astype(np.int32)  # stale: computed one update ago
+    counts, obs, _ = _one_hot_run(
+        r,
+        np.ones((steps, N), bool),
         mode=mode,
-        grad_fn=lambda p, d: d["g"],
+        data={"s": grad_step},
         extra_fn=lambda t, d: {"grad_step": d["s"]},
-        observe=_observe,
     )
-    _check(got, obs, ref)
+    for k in ("count", "dropped", "num_accumulated"):
+        np.testing.assert_array_equal(obs[k][0], ref[k], err_msg=k)
     np.testing.assert_array_equal(obs["stale"][0], np.cumsum(stale.sum(axis=1)))
+    _check_counts(counts, r)
+    assert len(counts) == len(_windows(ref))
+    for u, window in enumerate(_windows(ref)):
+        assert np.all(np.round(counts[u]) <= (~stale[window]).sum(axis=0))
 
 
 def test_replica_order_over_a_tuple_of_axes():
-    """On a 2x4 mesh, replica r of ("hosts", "local") is host r // 4, local r % 4."""
+    """On a 2x4 mesh, replica r of ("hosts", "local") is host r // 4, local r % 4; the turn goes on."""
     rng = np.random.default_rng(4)
     grads = rng.standard_normal((2, N, 2)).astype(np.float32)
     ok = np.ones((2, N), bool)
@@ -165,9 +209,8 @@ def test_replica_order_over_a_tuple_of_axes():
         axis=("hosts", "local"),
         mesh_=m,
     )
-    np.testing.assert_allclose(
-        got[0], -np.cumsum(grads[:, [1, 3, 4]].mean(axis=1), axis=0), rtol=1e-5, atol=1e-6
-    )
+    expected = -np.cumsum([grads[0, [1, 3, 4]].mean(axis=0), grads[1, [5, 6, 7]].mean(axis=0)], axis=0)
+    np.testing.assert_allclose(got[0], expected, rtol=1e-5, atol=1e-6)
 
 
 def test_gradients_already_summed_by_autodiff_are_refused():
