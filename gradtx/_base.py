@@ -36,12 +36,42 @@ def api(factory: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             _checks._API_NAME.reset(token)
         if isinstance(result, GradientTransformation):
-            result = _shape_checked(name, packing.leaf_wise(result))
+            per_example = takes_per_example_grads(factory) or takes_per_example_grads(result.update)
+            result = packing.leaf_wise(result)
+            if not per_example:
+                result = _shape_checked(name, result)
             if not _vma.is_typed(result.init):
                 result = result._replace(init=_vma.typed_like_params(result.init))
+            if per_example:
+                result = type(result)(result.init, per_example_grads(_passing(result.update)))
         return result
 
     return wrapper
+
+
+def per_example_grads(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a factory (or an `update`) whose updates are per-example gradients, `[B, *param_shape]`.
+
+    Their shapes differ from the params' by design, so `api` does not check them against the
+    params (the transform checks them itself); a chain whose first member is marked is
+    marked too.
+    """
+    fn._gradtx_per_example = True  # type: ignore[attr-defined]
+    return fn
+
+
+def takes_per_example_grads(fn: Any) -> bool:
+    """True for a factory or `update` marked by `per_example_grads`."""
+    return bool(getattr(fn, "_gradtx_per_example", False))
+
+
+def _passing(update: Callable[..., Any]) -> Callable[..., Any]:
+    """A fresh function calling `update` (to carry a mark without touching `update` itself)."""
+
+    def update_fn(updates, state, params=None, **extra_args):
+        return update(updates, state, params, **extra_args)
+
+    return update_fn
 
 
 def _shape_checked(name: str, tx: GradientTransformation) -> GradientTransformation:
@@ -53,6 +83,35 @@ def _shape_checked(name: str, tx: GradientTransformation) -> GradientTransformat
         return update(updates, state, params, **extra_args)
 
     return type(tx)(tx.init, update_fn)
+
+
+def real_only(why: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator for a factory whose rule is wrong for complex numbers: its `update` refuses them.
+
+    Every other rule treats complex parameters as optax does (second moments of `|g|**2`,
+    norms of `|x|`); the registry-wide test checks that those steps rotate with the phase of
+    the gradients and params. A rule that compares signs, orders values or decomposes
+    matrices of real numbers is marked with this, and raises `TypeError` at trace time,
+    saying `why`.
+    """
+
+    def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:
+        name = factory.__name__
+
+        @functools.wraps(factory)
+        def wrapper(*args, **kwargs):
+            tx = factory(*args, **kwargs)
+            update = tx.update
+
+            def update_fn(updates, state, params=None, **extra_args):
+                _tree.refuse_complex(name, updates, params, why=why)
+                return update(updates, state, params, **extra_args)
+
+            return type(tx)(tx.init, update_fn)
+
+        return wrapper
+
+    return decorate
 
 
 def _accepts_extra_args(update: Callable[..., Any]) -> bool:

@@ -58,6 +58,7 @@ def check_hyperparam(fn: str, name: str, value: Any) -> None:
       ValueError: if it is a number that is not finite (NaN, inf, or too large for a float).
     """
     if is_schedule(value):
+        _check_schedule_output(fn, name, value)
         return
     if not _is_real(value):
         raise TypeError(
@@ -66,6 +67,40 @@ def check_hyperparam(fn: str, name: str, value: Any) -> None:
         )
     _check_scalar_array(fn, name, value)
     _concrete(fn, name, value)
+
+
+def _check_schedule_output(fn: str, name: str, schedule: Callable[..., Any]) -> None:
+    """A schedule must give a real scalar: traced once on an abstract int32 count (no computation).
+
+    A schedule that cannot be traced on its own (it needs more than the count, or fails) is
+    left to fail where it is called; one whose output is not a real scalar is refused here,
+    where a rate of shape (2,) would otherwise broadcast into per-element rates or fail
+    deep inside a step.
+    """
+    try:
+        out = jax.eval_shape(schedule, jax.ShapeDtypeStruct((), jnp.int32))
+    except Exception:  # noqa: BLE001 -- not ours to judge here; the step reports it
+        return
+    leaves = jax.tree.leaves(out)
+    if len(leaves) != 1 or leaves[0].shape != ():
+        got = f"shape {leaves[0].shape}" if len(leaves) == 1 else f"{type(out).__name__} {out}"
+        raise ValueError(
+            f"`{api_name(fn)}`: the schedule given as `{name}` must return a scalar for a step count, "
+            f"got {got}."
+        )
+    if not (jnp.issubdtype(leaves[0].dtype, jnp.floating) or jnp.issubdtype(leaves[0].dtype, jnp.integer)):
+        raise TypeError(
+            f"`{api_name(fn)}`: the schedule given as `{name}` must return a real number, "
+            f"got dtype {leaves[0].dtype}."
+        )
+
+
+def schedule_at_zero(schedule: Callable[..., Any]) -> float | None:
+    """The schedule's value at step 0 when it can be computed on its own, else None."""
+    try:
+        return float(schedule(jnp.zeros((), jnp.int32)))
+    except Exception:  # noqa: BLE001 -- a schedule that needs a trace or more context
+        return None
 
 
 def check_number(fn: str, name: str, value: Any) -> None:

@@ -103,10 +103,39 @@ def _wide(x: jax.Array) -> jax.Array:
     return x.astype(jnp.promote_types(x.dtype, jnp.float32))
 
 
+def abs_sq(x: jax.Array) -> jax.Array:
+    """`|x|**2` element by element: `x * x` for real `x`, `re**2 + im**2` (real) for complex `x`.
+
+    The second moments of the adaptive rules are of `|g|**2`, as in optax; squaring a complex
+    `g` itself would rotate the step.
+    """
+    if jnp.iscomplexobj(x):
+        return jnp.real(x) ** 2 + jnp.imag(x) ** 2
+    return x * x
+
+
+def refuse_complex(fn: str, updates: Any, params: Any, *, why: str) -> None:
+    """Raise `TypeError` (at trace time) if a gradient or parameter of `fn`'s update is complex."""
+    for what, tree in (("gradient", updates), ("parameter", params)):
+        for path, x in jax.tree_util.tree_leaves_with_path(tree, is_leaf=is_row_sparse):
+            if x is not None and jnp.iscomplexobj(values_of(x)):
+                raise TypeError(
+                    f"`{fn}`: the {what} at {jax.tree_util.keystr(path) or '(root)'} is complex "
+                    f"({jnp.result_type(values_of(x))}), which this rule does not support: {why}. The "
+                    "rules of sgd, momentum, adam (and its variants), rmsprop, adagrad, adadelta, ftrl and "
+                    "lamb do, with second moments of |g|**2."
+                )
+
+
+def real_dtype(dtype: Any) -> Any:
+    """float32 for complex64 (float64 for complex128); a real dtype is itself."""
+    return jnp.finfo(dtype).dtype
+
+
 def squared_norm(x: Any, axis: Any = None, keepdims: bool = False) -> jax.Array:
-    """`sum(x * x)` of one leaf (over `axis`), in at least float32."""
+    """`sum(|x|**2)` of one leaf (over `axis`), real, in at least float32."""
     v = _wide(values_of(x))
-    return jnp.sum(v * v, axis=axis, keepdims=keepdims)
+    return jnp.sum(abs_sq(v), axis=axis, keepdims=keepdims)
 
 
 def clip_to_norm(x: jax.Array, c: jax.Array, axis: Any = None) -> jax.Array:
@@ -114,7 +143,7 @@ def clip_to_norm(x: jax.Array, c: jax.Array, axis: Any = None) -> jax.Array:
 
     The square root is taken only where the sum is positive (a finite gradient at 0).
     """
-    l2sum = squared_norm(x, axis=axis, keepdims=True).astype(x.dtype)
+    l2sum = squared_norm(x, axis=axis, keepdims=True).astype(real_dtype(x.dtype))
     norm = jnp.where(l2sum > 0, jnp.sqrt(jnp.where(l2sum > 0, l2sum, 1)), l2sum)
     return (x * c) / jnp.maximum(norm, c)
 
@@ -140,9 +169,14 @@ def zero_count() -> jax.Array:
 
 
 def increment(count: jax.Array) -> jax.Array:
-    """`count + 1`, saturating at the int32 maximum instead of wrapping to negative."""
-    big = jnp.iinfo(jnp.int32).max
-    return jnp.where(count < big, count + 1, big).astype(jnp.int32)
+    """`count + 1`, saturating at its integer type's maximum instead of wrapping to negative.
+
+    An int32 or int64 array keeps its dtype (a TF1 global step may be int64); anything else
+    becomes int32.
+    """
+    dtype = count.dtype if hasattr(count, "dtype") and jnp.issubdtype(count.dtype, jnp.integer) else jnp.int32
+    big = jnp.iinfo(dtype).max
+    return jnp.where(count < big, count + 1, big).astype(dtype)
 
 
 # --------------------------------------------------------------------------- tree walks

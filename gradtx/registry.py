@@ -111,20 +111,24 @@ _ENTRIES: dict[str, Entry] = {}
 _LOOKUP: dict[str, str] = {}
 
 
-def register(entry: Entry) -> Entry:
+def register(entry: Entry, *, override: bool = False) -> Entry:
     """Add an entry; its name and aliases must not collide with a registered one.
 
     A factory registered this way is found by `gradtx.get` and `from_config` under each
     of its names, and joins the contract tests (tests/test_contract.py).
 
     Args:
-      entry: the `Entry` to add (re-registering the same name replaces it).
+      entry: the `Entry` to add.
+      override: replace the entry registered under `entry.name` (a built-in one too);
+        without it, a name already registered is refused, so that `get("adam")` cannot
+        silently start building another factory.
 
     Returns:
       `entry`.
 
     Raises:
-      ValueError: on a name collision or an unknown kind.
+      ValueError: on a name collision (`entry.name` taken, without `override`; an alias
+        taken by another entry) or an unknown kind.
 
     Example:
         >>> import gradtx
@@ -137,10 +141,19 @@ def register(entry: Entry) -> Entry:
     """
     _checks.check_one_of("register", "kind", entry.kind, KINDS)
     _checks.check_one_of("register", "sparse", entry.sparse, SPARSE_RULES)
+    _checks.check_bool("register", "override", override)
+    if entry.name in _ENTRIES and not override:
+        raise ValueError(
+            f"`register`: {entry.name!r} is already registered (with factory "
+            f"`{getattr(_ENTRIES[entry.name].factory, '__qualname__', _ENTRIES[entry.name].factory)}`); "
+            "pass `override=True` to replace it, or register under another name."
+        )
     for n in (entry.name, *entry.aliases):
         owner = _LOOKUP.get(_key(n))
         if owner is not None and owner != entry.name:
             raise ValueError(f"`register`: the name {n!r} of {entry.name!r} is already taken by {owner!r}.")
+    if entry.name in _ENTRIES:  # override: the old entry's aliases go with it
+        unregister(entry.name)
     _ENTRIES[entry.name] = entry
     for n in (entry.name, *entry.aliases):
         _LOOKUP[_key(n)] = entry.name
@@ -263,6 +276,7 @@ def translate_kwargs(name: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     params = inspect.signature(e.factory).parameters
     takes_var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     out: dict[str, Any] = {}
+    spelled: dict[str, str] = {}  # target -> the spelling it was given as
     for k, v in kwargs.items():
         if k in TF_IGNORED_ARGS and k not in params:
             continue
@@ -277,9 +291,11 @@ def translate_kwargs(name: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
             )
         if target in out:
             raise TypeError(
-                f"`gradtx.get({name!r})`: `{target}` is given twice (as `{k}` and as `{target}`)."
+                f"`gradtx.get({name!r})`: `{target}` is given twice (as `{spelled[target]}` and as `{k}`); "
+                "pass one of them."
             )
         out[target] = v
+        spelled[target] = k
     return out
 
 

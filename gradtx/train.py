@@ -306,7 +306,9 @@ def optimize_loss(
 
             metrics = parallel.mean_over(metrics, axis_name)
             clip_state = parallel.mean_over(clip_state, axis_name)
-        global_step = train_state.global_step + (1 if increment_global_step else 0)
+        global_step = (  # saturates at the int32 maximum (TF's int64 step would not wrap either)
+            _tree.increment(train_state.global_step) if increment_global_step else train_state.global_step
+        )
         new_state = TrainState(
             new_params,
             OptimizeLossState(pre_state, clip_state, opt_state),

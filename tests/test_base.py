@@ -147,3 +147,18 @@ def test_with_extra_args_support_drops_args_for_foreign_transforms():
     assert tx.update(1.0, (), None, global_step=3) == (1.0, ())
     native = gradtx.identity()
     assert _base.with_extra_args_support(native).update is native.update
+
+
+def test_a_schedule_must_return_a_real_scalar():
+    with pytest.raises(
+        ValueError, match=r"^`sgd`: the schedule given as `learning_rate` must return a scalar .*\(2,\)"
+    ):
+        gradtx.sgd(lambda count: 0.1 * jnp.ones(2))
+    with pytest.raises(ValueError, match=r"^`adam`: the schedule given as `b1` must return a scalar"):
+        gradtx.adam(0.1, b1=lambda count: jnp.full((3,), 0.9))
+    with pytest.raises(
+        TypeError, match=r"^`momentum`: the schedule given as `learning_rate` must return a real"
+    ):
+        gradtx.momentum(lambda count: count > 3, 0.9)
+    tx = gradtx.sgd(lambda count: 0.1 * 0.5 ** (count // 2))  # a scalar: fine
+    np.testing.assert_allclose(tx.update(jnp.ones(2), tx.init(jnp.ones(2)))[0], [-0.1, -0.1])

@@ -61,8 +61,10 @@ def test_unknown_and_duplicated_arguments_are_errors():
         TypeError, match=r"unknown argument `beta_1`; `adam` takes .*\. Did you mean `beta1` or `beta2`\?"
     ):
         gradtx.get("AdamOptimizer", beta_1=0.9)  # Keras' spelling: the message points to TF's
-    with pytest.raises(TypeError, match=r"`nesterov` is given twice"):
+    with pytest.raises(TypeError, match=r"`nesterov` is given twice \(as `nesterov` and as `use_nesterov`\)"):
         gradtx.get("momentum", learning_rate=0.1, momentum=0.9, nesterov=True, use_nesterov=True)
+    with pytest.raises(TypeError, match=r"`b1` is given twice \(as `beta1` and as `b1`\)"):
+        gradtx.get("adam", beta1=0.9, b1=0.8)
 
 
 def test_optimizer_names_lists_the_registered_optimizers():
@@ -118,6 +120,21 @@ def test_register_refuses_a_taken_name():
     ):
         registry.register(registry.Entry("other", gradtx.sgd, "optimizer", aliases=("MomentumOptimizer",)))
     assert "other" not in registry.names()
+
+
+def test_register_refuses_to_replace_a_built_in_without_override():
+    adam = registry.entry("adam")
+    with pytest.raises(ValueError, match=r"`register`: 'adam' is already registered .* `override=True`"):
+        registry.register(registry.Entry("adam", gradtx.sgd, "optimizer", example={"learning_rate": 0.1}))
+    assert registry.entry("AdamOptimizer") is adam
+    try:
+        mine = registry.register(
+            registry.Entry("adam", gradtx.sgd, "optimizer", example={"learning_rate": 0.1}), override=True
+        )
+        assert registry.entry("adam") is mine and registry.entry("AdamOptimizer") is mine
+    finally:
+        registry.register(adam, override=True)
+    assert registry.entry("AdamOptimizer") is adam
 
 
 def test_entry_build_uses_the_example_and_overrides():

@@ -87,6 +87,18 @@ def test_increment_global_step_false_keeps_the_step_and_the_decayed_rate():
     assert int(state.global_step) == 0 and float(metrics["learning_rate"]) == pytest.approx(0.1)
 
 
+def test_global_step_saturates_at_the_int32_limit():
+    """`+ 1` would wrap to -2**31, and an exponential decay of a negative step is inf."""
+    decay = gradtx.schedules.exponential_decay(0.1, 1000, 0.5)
+    trainer = gradtx.optimize_loss(loss_fn, "SGD", learning_rate=decay)
+    state = trainer.init(jax.tree.map(jnp.copy, PARAMS))._replace(global_step=jnp.int32(2**31 - 2))
+    for _ in range(3):
+        state, metrics = trainer.step(state, X, Y)
+    assert int(state.global_step) == 2**31 - 1
+    assert 0.0 <= float(metrics["learning_rate"]) < 1e-30
+    assert all(bool(jnp.isfinite(p).all()) for p in jax.tree.leaves(state.params))
+
+
 def test_clip_gradients_float_and_callable():
     state, metrics = _train(gradtx.optimize_loss(loss_fn, "SGD", learning_rate=0.1, clip_gradients=0.5))
     assert float(metrics["clipped_gradient_norm"]) == pytest.approx(

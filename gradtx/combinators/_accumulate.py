@@ -171,8 +171,10 @@ def accumulate_gradients(
         skip_state = ()
         if should_skip_update_fn is not None:
             _, skip_state = should_skip_update_fn(_tree.zeros_like(params), _tree.zero_count(), params)
-        zero = _tree.zero_count()
-        return AccumulateGradientsState(zero, zero, acc, inner.init(params), skip_state)
+        # two buffers: a donated step must not be handed one buffer twice
+        return AccumulateGradientsState(
+            _tree.zero_count(), _tree.zero_count(), acc, inner.init(params), skip_state
+        )
 
     def update_fn(updates, state, params=None, **extra_args):
         dense = sparse.densify(updates)

@@ -58,6 +58,8 @@ def chain(*transforms: Any) -> _protocol.GradientTransformation:
             new_state.append(s)
         return updates, tuple(new_state)
 
+    if txs and _base.takes_per_example_grads(txs[0].update):
+        _base.per_example_grads(update_fn)
     return _base.composite(init_fn, update_fn, *txs)
 
 

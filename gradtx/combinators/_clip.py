@@ -34,6 +34,7 @@ def _stateless(fn: str, bound: Any, apply) -> _protocol.GradientTransformation:
 
 
 @_base.api
+@_base.real_only("complex numbers are not ordered (clip |u| with clip_by_norm)")
 def clip(max_delta: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Clip every element of the updates to `[-max_delta, max_delta]` (`tf.clip_by_value`).
 

@@ -58,6 +58,7 @@ class AddNoiseState(NamedTuple):
 
 
 @_base.api
+@_base.real_only("it draws real Gaussian noise")
 def add_noise(
     scale: _protocol.ScalarOrSchedule, seed: int = 0, *, truncated: bool = True
 ) -> _protocol.GradientTransformation:

@@ -84,6 +84,7 @@ def per_example_global_norm_clip(grads: Any, l2_norm_clip: Any) -> tuple[Any, ja
 
 
 @_base.api
+@_base.per_example_grads
 def differentially_private_aggregate(
     l2_norm_clip: _protocol.ScalarOrSchedule, noise_multiplier: _protocol.ScalarOrSchedule, seed: int = 0
 ) -> _protocol.GradientTransformation:

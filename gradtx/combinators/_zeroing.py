@@ -96,6 +96,7 @@ def zero_nans() -> _protocol.GradientTransformation:
 
 
 @_base.api
+@_base.real_only("complex numbers are not ordered")
 def keep_params_nonnegative() -> _protocol.GradientTransformation:
     r"""Change the updates so that no parameter becomes negative (`optax.keep_params_nonnegative`).
 

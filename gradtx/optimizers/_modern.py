@@ -109,7 +109,7 @@ def adabelief(
         >>> import jax.numpy as jnp, gradtx
         >>> tx = gradtx.adabelief(0.09)
         >>> params = jnp.zeros(2)
-        >>> tx.update(jnp.array([2.0, -0.5]), tx.init(params), params)[0]  # -lr sign(g) / 0.9
+        >>> tx.update(jnp.array([2.0, -0.5]), tx.init(params), params)[0].round(6)  # -lr sign(g) / 0.9
         Array([-0.1,  0.1], dtype=float32)
 
     References:

@@ -19,7 +19,7 @@ class SyncReplicasState(NamedTuple):
     inner: _protocol.OptState  # the state of the wrapped transform (advances only when an update is applied)
     grad_accum: (
         _protocol.Updates
-    )  # sum of the gradients taken since the last applied update (TF's accumulators)
+    )  # sum of g / R over the gradients taken since the last applied update (TF's accumulators)
     num_accumulated: jax.Array  # int32: how many replica gradients `grad_accum` holds (< R)
     dropped: jax.Array  # int32: replica gradients not used so far (not ok / non-finite, stale, surplus)
     stale: jax.Array  # int32: of `dropped`, those dropped as stale (`grad_step` < `count`)
@@ -158,14 +158,15 @@ def sync_replicas(
         last = jnp.max(jnp.where(taken_in_turn, jnp.arange(n, dtype=jnp.int32), -1))
         next_replica = jnp.where(taken > 0, (state.next_replica + last + 1) % n, state.next_replica)
 
-        def accumulate(acc, g):
-            return acc + jax.lax.psum(jnp.where(take, g, jnp.zeros_like(g)), axes).astype(acc.dtype)
+        def accumulate(acc, g):  # g / R summed: R gradients near the float maximum do not overflow
+            share = g / jnp.asarray(r, g.dtype)
+            return acc + jax.lax.psum(jnp.where(take, share, jnp.zeros_like(share)), axes).astype(acc.dtype)
 
         # A None gradient (a variable without one) leaves its accumulator alone and reaches `tx` as None.
         accum = _tree.map_leaves(lambda a, g: a if g is None else accumulate(a, g), state.grad_accum, grads)
         num = state.num_accumulated + taken
         ready = num >= r
-        mean = _tree.map_leaves(lambda g, a: None if g is None else a / jnp.asarray(r, a.dtype), grads, accum)
+        mean = _tree.map_leaves(lambda g, a: None if g is None else a, grads, accum)
         new_updates, new_inner = inner.update(
             mean, state.inner, params, replica_ok=replica_ok, grad_step=grad_step, **extra_args
         )

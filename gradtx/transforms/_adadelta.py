@@ -66,9 +66,9 @@ def scale_by_adadelta(
 
         def rule(g, accum, accum_update):
             r, e = _tree.like(rho_, g), _tree.like(eps_, g)
-            accum = _tree.moment_blend(accum, g * g, r)
+            accum = _tree.moment_blend(accum, _tree.abs_sq(g), r)
             update = jnp.sqrt(accum_update + e) * lax.rsqrt(accum + e) * g
-            return update, accum, _tree.moment_blend(accum_update, update * update, r)
+            return update, accum, _tree.moment_blend(accum_update, _tree.abs_sq(update), r)
 
         out = _tree.split_map(
             fn,

@@ -89,6 +89,7 @@ def _factored_leaf(g, v_row, v_col, v, b2, eps, dims):
 
 
 @_base.api
+@_base.real_only("its factored second moments are row and column means of real squares")
 def scale_by_factored_rms(
     factored: bool = True,
     decay_rate: _protocol.ScalarOrSchedule = 0.8,

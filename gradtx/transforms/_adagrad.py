@@ -55,9 +55,9 @@ def scale_by_adagrad(initial_accumulator_value: float = 0.1) -> _protocol.Gradie
     def make_leaf(update_slots):
         def rule(g, accum):
             if isinstance(update_slots, bool):
-                accum = accum + g * g if update_slots else accum
+                accum = accum + _tree.abs_sq(g) if update_slots else accum
             else:
-                accum = jnp.where(update_slots, accum + g * g, accum)
+                accum = jnp.where(update_slots, accum + _tree.abs_sq(g), accum)
             return g * lax.rsqrt(accum), accum
 
         return sparse.lift(rule)
@@ -162,7 +162,7 @@ def scale_by_adagrad_da(
         def rule(g, g_acc, gg_acc, var):
             lr, l1v, l2v, t = (_tree.like(x, var) for x in (lr_, l1_, l2_, t_))
             g_acc = g_acc + g
-            gg_acc = gg_acc + g * g
+            gg_acc = gg_acc + _tree.abs_sq(g)
             denom = l2v * (t * lr) + jnp.sqrt(gg_acc)
             shrunk = lr * -1.0 * _tree.soft_threshold(g_acc, t * l1v) / denom
             plain = lr * g_acc * -1.0 / denom

@@ -56,7 +56,9 @@ def _stored(m: jax.Array, dtype: Any) -> jax.Array:
 
 def _dense_moments(g, m, v, h):
     """ApplyAdam's moments: `m += (g - m)(1 - b1)`, `v += (g^2 - v)(1 - b2)`."""
-    return _stored(_tree.moment_increment(m, g, h.b1), m.dtype), _tree.moment_increment(v, g * g, h.b2)
+    return _stored(_tree.moment_increment(m, g, h.b1), m.dtype), _tree.moment_increment(
+        v, _tree.abs_sq(g), h.b2
+    )
 
 
 def _decayed_moments(g, m, v, h):
@@ -92,7 +94,7 @@ def _nesterov_leaf(g, m, v, h):
 def _lazy_rows(g, m, v, h):
     """LazyAdam on the touched rows (contrib's form): `m = b1 m + (1 - b1) g` there."""
     m = _stored(_tree.moment_blend(m, g, h.b1), m.dtype)
-    v = _tree.moment_blend(v, g * g, h.b2)
+    v = _tree.moment_blend(v, _tree.abs_sq(g), h.b2)
     return _adam_step(m, v, h), m, v
 
 
@@ -118,7 +120,12 @@ def _powers_from_global_step(fn, state, b1, b2, extra):
     global_step = extra.get("global_step")
     if global_step is None:
         raise _protocol.missing_extra_arg(fn, "global_step", "step")
-    t = (jnp.asarray(global_step) + 1).astype(state.beta1_power.dtype)  # cast(global_step + 1, float)
+    step = jnp.asarray(global_step)
+    if not isinstance(step, jax.core.Tracer) and (step.ndim or not step >= 0):
+        raise ValueError(f"`{fn}`: `global_step` must be a scalar >= 0, got {global_step!r}.")
+    # cast(global_step + 1, float), added in float so that int32's 2**31 - 1 does not wrap to
+    # -2**31; a traced negative step (no error possible) counts as 0.
+    t = jnp.maximum(step.astype(state.beta1_power.dtype), 0) + 1
     return jnp.power(b1, t), jnp.power(b2, t)
 
 
@@ -343,7 +350,9 @@ def scale_by_adam_gs(
 
     replaces the running products: call `update(..., global_step=step)` with TF's global
     step as read during the step (`t - 1`). The state keeps `beta1_power` / `beta2_power`
-    (TF's slots of the same names) but the step does not read them.
+    (TF's slots of the same names) but the step does not read them. The step is converted
+    to float before the `+ 1` (an int32 `2**31 - 1` does not wrap); a negative one is
+    refused when known, and counts as 0 when traced.
 
     Args:
       {ARGS}
@@ -354,6 +363,7 @@ def scale_by_adam_gs(
     Raises:
       {RAISES}
       MissingExtraArgError: (when traced) if `update` gets no `global_step`.
+      ValueError: (at update time) for a known `global_step` < 0 or not a scalar.
 
     Example:
         >>> import jax.numpy as jnp, gradtx

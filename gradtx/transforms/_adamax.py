@@ -181,7 +181,7 @@ def scale_by_amsgrad(
         def rule(g, m, v, v_hat):
             b1v, b2v, e = (_tree.like(x, g) for x in (b1_, b2_, eps_))
             new_m = _tree.moment_blend(m, g, b1v)
-            new_v = _tree.moment_blend(v, g * g, b2v)
+            new_v = _tree.moment_blend(v, _tree.abs_sq(g), b2v)
             new_v_hat = jnp.maximum(v_hat, new_v)
             u = new_m / (e + jnp.sqrt(new_v_hat))
             u = u / _tree.like(jnp.sqrt(t), u) if decay else u

@@ -92,7 +92,7 @@ def scale_by_adan(
             new_m = _tree.moment_blend(m, g, b1_)
             new_v = _tree.moment_blend(v, diff, b2_)
             looked_ahead = g + (1 - b2_) * diff
-            new_n = _tree.moment_blend(n, looked_ahead * looked_ahead, b3_)
+            new_n = _tree.moment_blend(n, _tree.abs_sq(looked_ahead), b3_)
             direction = bias_corrected(new_m, b1_, t) + (1 - b2_) * bias_corrected(new_v, b2_, t)
             out = corrected_step(direction, new_n, b3_, t, eps_, eps_root_)
             return (

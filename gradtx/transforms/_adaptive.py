@@ -139,7 +139,7 @@ def scale_by_radam(
 
         def leaf(g, m, v):
             new_m = _tree.moment_blend(m, g, b1_)
-            new_v = _tree.moment_blend(v, g * g, b2_)
+            new_v = _tree.moment_blend(v, _tree.abs_sq(g), b2_)
             m_hat = first_moment_estimate(new_m, g, b1_, t, nesterov)
             step = corrected_step(r.astype(m_hat.dtype) * m_hat, new_v, b2_, t, eps_, eps_root_)
             out = jnp.where(rectified, step, m_hat)
@@ -217,7 +217,7 @@ def scale_by_belief(
         def leaf(g, m, s):
             new_m = _tree.moment_blend(m, g, b1_)
             surprise = g - new_m
-            new_s = _tree.moment_blend(s, surprise * surprise, b2_)
+            new_s = _tree.moment_blend(s, _tree.abs_sq(surprise), b2_)
             new_s = new_s + _tree.like(eps_root_, new_s)
             m_hat = first_moment_estimate(new_m, g, b1_, t, nesterov)
             out = corrected_step(m_hat, new_s, b2_, t, eps_, no_root)
@@ -296,7 +296,7 @@ def scale_by_yogi(
 
         def leaf(g, m, v):
             new_m = _tree.moment_blend(m, g, b1_)
-            g2 = g * g
+            g2 = _tree.abs_sq(g)
             new_v = v - (1 - b2_) * jnp.sign(v - g2) * g2
             out = corrected_step(bias_corrected(new_m, b1_, t), new_v, b2_, t, eps_, eps_root_)
             return out.astype(g.dtype), new_m.astype(m.dtype), new_v.astype(v.dtype)

@@ -127,7 +127,7 @@ def scale_by_bias_corrected_adam(
 
         def leaf(g, m, v):
             new_m = _tree.moment_blend(m, g, b1_)
-            new_v = _tree.moment_blend(v, g * g, b2_)
+            new_v = _tree.moment_blend(v, _tree.abs_sq(g), b2_)
             m_hat = first_moment_estimate(new_m, g, b1_, t, nesterov)
             out = _step(m_hat, new_v, b2_, t, eps_, eps_root_)
             return out.astype(g.dtype), new_m.astype(m.dtype), new_v.astype(v.dtype)
@@ -192,7 +192,7 @@ def scale_by_bias_corrected_rms(
         t = _tree.increment(state.count)
 
         def leaf(g, v):
-            new_v = _tree.moment_blend(v, g * g, b2_)
+            new_v = _tree.moment_blend(v, _tree.abs_sq(g), b2_)
             return _step(g, new_v, b2_, t, eps_, eps_root_).astype(g.dtype), new_v.astype(v.dtype)
 
         out, v = _tree.split_map(fn, leaf, 2, sparse.densify(updates), state.v, names=("updates", "state.v"))

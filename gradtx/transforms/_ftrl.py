@@ -56,7 +56,7 @@ def scale_by_ftrl(
     change the touched rows only (`SparseApplyFtrl[V2]`).
 
     Args:
-      learning_rate: the learning rate (number, scalar array or schedule).
+      learning_rate: the learning rate (number, scalar array or schedule), > 0.
       learning_rate_power: :math:`p \le 0`; -0.5 is the usual FTRL schedule.
       initial_accumulator_value: start of `accum`, >= 0.
       l1: L1 regularization strength, >= 0.
@@ -68,8 +68,9 @@ def scale_by_ftrl(
       A `GradientTransformation` with state `ScaleByFtrlState(count, accum, linear)`.
 
     Raises:
-      ValueError: mirroring TF: `initial_accumulator_value` < 0, `learning_rate_power` > 0,
-        a negative strength; at update time, if `params` is missing.
+      ValueError: mirroring TF: a rate <= 0 (also a schedule's rate at step 0; a schedule
+        must stay > 0), `initial_accumulator_value` < 0, `learning_rate_power` > 0, a
+        negative strength; at update time, if `params` is missing.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -83,7 +84,15 @@ def scale_by_ftrl(
       McMahan et al., *Ad click prediction: a view from the trenches*, KDD 2013.
     """
     fn = "scale_by_ftrl"
-    _checks.check_learning_rate(fn, learning_rate)
+    _checks.check_hyperparam(fn, "learning_rate", learning_rate)
+    _checks.check_positive(fn, "learning_rate", learning_rate)  # TF's kernel: "lr is not a positive scalar"
+    if _checks.is_schedule(learning_rate):  # FTRL divides by the rate: a warm-up from 0 is NaN for good
+        first = _checks.schedule_at_zero(learning_rate)
+        if first is not None and not first > 0:
+            raise ValueError(
+                f"`{_checks.api_name(fn)}`: the schedule given as `learning_rate` must stay > 0 (FTRL "
+                f"divides by the rate, as TF's kernel refuses), got {first!r} at step 0."
+            )
     _checks.check_nonpositive(fn, "learning_rate_power", learning_rate_power)
     _checks.check_number(fn, "initial_accumulator_value", initial_accumulator_value)
     _checks.check_nonnegative(fn, "initial_accumulator_value", initial_accumulator_value)
@@ -116,7 +125,7 @@ def scale_by_ftrl(
         def rule(g, accum, linear, var):
             lr, p, l1v, l2v, shrink = (_tree.like(x, var) for x in (lr_, p_, l1_, l2_adjusted, shrink_))
             g_shrunk = g + 2 * shrink * var
-            new_accum = accum + g * g
+            new_accum = accum + _tree.abs_sq(g)
             sigma = (_power(new_accum, p, p_static) - _power(accum, p, p_static)) / lr
             linear = linear + (g_shrunk - sigma * var)
             x = l1v * jnp.sign(linear) - linear

@@ -53,6 +53,10 @@ def _inner(a: jax.Array, b: jax.Array) -> jax.Array:
     return _dot(a, b, (rest, rest if b.ndim == a.ndim else tuple(range(b.ndim))))
 
 
+MAX_WINDOW = 4096
+"""The largest `window`: 4096 copies of the params, and a 4096 x 4096 SVD per step."""
+
+
 def _ggt_coefficients(mts, m1s, k, t, eps, svd_eps, sigma_eps, window):
     """The GGT direction as weights on the rows of `M^T`: `(head, tail)` with `u = M (head + tail / s_min)`.
 
@@ -75,6 +79,7 @@ def _ggt_coefficients(mts, m1s, k, t, eps, svd_eps, sigma_eps, window):
 
 
 @_base.api
+@_base.real_only("its Gram matrix and SVD are of real vectors")
 def scale_by_ggt(
     b1: _protocol.ScalarOrSchedule = 0.9,
     window: int = 10,
@@ -117,7 +122,10 @@ def scale_by_ggt(
 
     Args:
       b1: decay of the first moment, in [0, 1).
-      window: the number of first moments kept (TF's `window`), an int >= 1.
+      window: the number of first moments kept (TF's `window`), an int in [1, 4096]: the
+        state holds `window` copies of the params and each step decomposes a `window` x
+        `window` matrix, so a larger one (from a config, say) is refused before anything is
+        allocated.
       eps: the tail term is used when the smallest root singular value exceeds `eps`; >= 0.
       svd_eps: added to the diagonal of the Gram matrix before the SVD; >= 0.
       sigma_eps: added to the root singular values before the cube; >= 0.
@@ -127,7 +135,7 @@ def scale_by_ggt(
 
     Raises:
       TypeError: for a non-integer `window` or a non-numeric hyperparameter.
-      ValueError: for `b1` outside [0, 1), `window` < 1, or a negative epsilon.
+      ValueError: for `b1` outside [0, 1), `window` outside [1, 4096], or a negative epsilon.
 
     Example:
         >>> import jax.numpy as jnp
@@ -147,7 +155,7 @@ def scale_by_ggt(
     """
     fn = "scale_by_ggt"
     _checks.check_in_range(fn, "b1", b1, 0.0, 1.0, high_open=True)
-    _checks.check_int(fn, "window", window, minimum=1)
+    _checks.check_int(fn, "window", window, minimum=1, maximum=MAX_WINDOW)
     _checks.check_nonnegative(fn, "eps", eps)
     _checks.check_nonnegative(fn, "svd_eps", svd_eps)
     _checks.check_nonnegative(fn, "sigma_eps", sigma_eps)

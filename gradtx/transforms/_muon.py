@@ -69,6 +69,7 @@ def _muon_leaf(g, m, beta, eps, t, coeffs, nesterov, adaptive):
 
 
 @_base.api
+@_base.real_only("its Newton-Schulz iteration orthogonalizes real matrices")
 def scale_by_muon(
     ns_coeffs: Sequence[float] | Sequence[Sequence[float]] = NS_COEFFS,
     ns_steps: int = 5,

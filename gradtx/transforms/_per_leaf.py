@@ -50,7 +50,7 @@ def per_leaf(
                 t = (count + 1).astype(g.dtype)
                 lr = learning_rate * jnp.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
                 m = beta1 * s["m"] + (1 - beta1) * g
-                v = beta2 * s["v"] + (1 - beta2) * (g * g)
+                v = beta2 * s["v"] + (1 - beta2) * _tree.abs_sq(g)
                 return lr * (m / (jnp.sqrt(v) + epsilon)), {"m": m, "v": v}
 
             return gradtx.per_leaf(init, apply, learning_rate=learning_rate, beta1=beta1,

@@ -163,7 +163,7 @@ def scale_by_proximal_adagrad(
 
         def rule(g, accum, var):
             lr, l1v, l2v = (_tree.like(x, var) for x in (lr_, l1_, l2_))
-            accum = accum + g * g
+            accum = accum + _tree.abs_sq(g)
             rate = lr * lax.rsqrt(accum)
             return var - _prox(var - g * rate, rate, l1v, l2v), accum
 

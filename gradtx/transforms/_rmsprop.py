@@ -87,10 +87,10 @@ def scale_by_rmsprop(
 
         def rule(g, ms, mom, *mg):
             lr, rho, m, e = (_tree.like(x, g) for x in (lr_, rho_, mom_, eps_))
-            ms = _tree.moment_increment(ms, g * g, rho)
+            ms = _tree.moment_increment(ms, _tree.abs_sq(g), rho)
             if centered:
                 mg = _tree.moment_increment(mg[0], g, rho)
-                denom = (ms - mg * mg) + e
+                denom = (ms - _tree.abs_sq(mg)) + e
             else:
                 denom = ms + e
             mom = mom * m + (g * lr) / jnp.sqrt(denom)

@@ -45,6 +45,7 @@ def _check_rprop(fn, learning_rate, eta_minus, eta_plus, min_step_size, max_step
 
 
 @_base.api
+@_base.real_only("it compares the signs of successive gradients")
 def scale_by_rprop(
     learning_rate: _protocol.ScalarOrSchedule,
     eta_minus: _protocol.ScalarOrSchedule = 0.5,

@@ -184,6 +184,9 @@ def _matrix_dimension(pg, x, i, mat_g_i, mat_h_i, scalars, config):
 
 
 @_base.api
+@_base.real_only(
+    "its preconditioners are real symmetric matrices (a complex one would need conjugate transposes)"
+)
 def scale_by_shampoo(
     *,
     max_matrix_size: int = 768,

@@ -79,6 +79,7 @@ def _sign_transform(fn, state_cls, beta, sign_decay, resolve_extra, multiplier):
 
 
 @_base.api
+@_base.real_only("it compares the signs of the gradient and its moving average")
 def scale_by_addsign(
     alpha: _protocol.ScalarOrSchedule = 1.0,
     beta: _protocol.ScalarOrSchedule = 0.9,
@@ -148,6 +149,7 @@ def _logbase(base: Any) -> Any:
 
 
 @_base.api
+@_base.real_only("it compares the signs of the gradient and its moving average")
 def scale_by_powersign(
     base: _protocol.ScalarOrSchedule = math.e,
     beta: _protocol.ScalarOrSchedule = 0.9,
@@ -229,6 +231,7 @@ class ScaleByNeuralOptimizer1State(NamedTuple):
 
 
 @_base.api
+@_base.real_only("it compares the signs of the gradient and its moving average")
 def scale_by_neural_optimizer1(
     b1: _protocol.ScalarOrSchedule = 0.9, decrease_factor: _protocol.ScalarOrSchedule = 0.1
 ) -> _protocol.GradientTransformation:

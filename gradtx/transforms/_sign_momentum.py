@@ -101,7 +101,7 @@ def scale_by_lion(
         >>> import jax.numpy as jnp, gradtx
         >>> tx = gradtx.scale_by_lion()
         >>> u, state = tx.update(jnp.array([0.02, -3.0]), tx.init(jnp.zeros(2)))
-        >>> u, state.m  # sign(0.1 g); m = 0.01 g
+        >>> u, state.m.round(6)  # sign(0.1 g); m = 0.01 g
         (Array([ 1., -1.], dtype=float32), Array([ 0.0002, -0.03  ], dtype=float32))
 
     References:

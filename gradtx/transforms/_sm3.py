@@ -53,6 +53,7 @@ def _sm3_leaf(g, accumulators, m, b1, b2, eps):
 
 
 @_base.api
+@_base.real_only("its cover accumulators take maxima of real squares")
 def scale_by_sm3(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 1.0,

@@ -128,7 +128,11 @@ def test_adamw_decays_only_the_masked_params():
 @pytest.mark.parametrize(
     "factory, kwargs, match",
     [
-        (gradtx.lars, {"learning_rate": 0.1, "momentum": -0.1}, r"`lars`: `momentum` must be >= 0, got -0.1"),
+        (
+            gradtx.lars,
+            {"learning_rate": 0.1, "momentum": -0.1},
+            r"`lars`: `momentum` must be in \[0.0, 1.0\], got -0.1",
+        ),
         (gradtx.lars, {"learning_rate": 0.1, "weight_decay": -1.0}, r"`lars`: `weight_decay` must be >= 0"),
         (gradtx.adamw, {"weight_decay": -0.1}, r"`adamw`: `weight_decay` must be >= 0, got -0.1"),
         (

@@ -307,3 +307,12 @@ def test_drop_stale_gradients_errors():
         r"argument `grad_step`",
     ):
         tx.update(jnp.ones(2), tx.init(jnp.zeros(2)))
+
+
+@pytest.mark.parametrize("mode", ["vma", "pmap"])
+def test_gradients_near_the_float_maximum_average_without_overflow(mode):
+    """Each replica's 3e38 is finite and so is their mean; their sum (inf) is never formed."""
+    data = np.full((1, N, 2), 3e38, np.float32)
+    tx = sync_replicas(gradtx.sgd(1.0), _util.AXIS, replicas_to_aggregate=N)
+    params, _ = _util.run(tx, jnp.zeros(2), jnp.asarray(data), mode=mode)
+    np.testing.assert_allclose(params[:, 0], -3e38, rtol=1e-6)

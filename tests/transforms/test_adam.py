@@ -82,3 +82,19 @@ def test_global_step_variants_name_the_missing_argument(name):
     tx = VARIANTS[name]()
     with pytest.raises(gradtx.MissingExtraArgError, match=rf"`{name}`: `update` needs the extra argument"):
         tx.update(jnp.ones(2), tx.init(jnp.zeros(2)))
+
+
+@pytest.mark.parametrize("name", ["scale_by_adam_gs", "scale_by_lazy_adam_gs"])
+def test_global_step_at_the_int32_limit_and_below_zero(name):
+    """int32's largest step gives the corrected step of a long run (no wrap to -2**31); a known
+    negative step is refused and a traced one counts as 0."""
+    tx = VARIANTS[name]()
+    g, state = jnp.array([2.0, -1.0]), tx.init(jnp.zeros(2))
+    u, _ = tx.update(g, state, global_step=jnp.int32(2**31 - 1))
+    # beta**(2**31) is 0 in float32: the bias corrections are 1, the step (1-b1) g / (sqrt((1-b2) g^2) + eps)
+    expected = 0.1 * g / (np.sqrt(0.001) * np.abs(g) + 1e-8)
+    np.testing.assert_allclose(u, expected, rtol=1e-5)
+    with pytest.raises(ValueError, match=rf"`{name}`: `global_step` must be a scalar >= 0, got -3"):
+        tx.update(g, state, global_step=-3)
+    traced = jax.jit(lambda s, k: tx.update(g, s, global_step=k)[0])(state, jnp.int32(-3))
+    np.testing.assert_array_equal(traced, tx.update(g, state, global_step=0)[0])

@@ -145,6 +145,11 @@ def test_state_has_tfs_slot_names_and_initial_values():
         ({"l2_shrinkage": -1.0}, r"`scale_by_ftrl`: `l2_shrinkage` must be >= 0, got -1.0\."),
         ({"beta": -1.0}, r"`scale_by_ftrl`: `beta` must be >= 0, got -1.0\."),
         ({"l1": float("inf")}, r"`scale_by_ftrl`: `l1` must be finite, got inf\."),
+        ({"learning_rate": 0.0}, r"`scale_by_ftrl`: `learning_rate` must be > 0, got 0.0\."),
+        (
+            {"learning_rate": gradtx.schedules.linear_warmup(0.1, 10)},
+            r"`scale_by_ftrl`: the schedule given as `learning_rate` must stay > 0 .*got 0.0 at step 0\.",
+        ),
     ],
 )
 def test_bad_values(kwargs, match):

@@ -29,6 +29,7 @@ def test_schedules_see_the_count_of_completed_steps():
     """Inside step t a schedule sees count = t-1 (TF's global_step before its increment)."""
     seen = []
     tx = gradtx.scale_by_learning_rate(lambda count: (seen.append(count), 1.0 + count)[1])
+    del seen[:]  # construction traced it once, abstractly, to check that it gives a scalar
     state = tx.init(None)
     out = []
     for _ in range(3):
