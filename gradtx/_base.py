@@ -75,12 +75,16 @@ def _passing(update: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _shape_checked(name: str, tx: GradientTransformation) -> GradientTransformation:
-    """`tx` whose `update` refuses gradients (and state slots) shaped unlike the params, at trace time."""
+    """`tx` whose `update` refuses gradients (and state slots) shaped unlike the params, at trace time,
+    and returns its state in the dtypes it was given (a slot updated with a wider gradient, say f32
+    into a bf16 slot, is stored back in bf16, as TF stores a slot in its variable's dtype), so that
+    a state can be the carry of `lax.scan`, `lax.cond` or `lax.while_loop`."""
     update = tx.update
 
     def update_fn(updates, state, params=None, **extra_args):
         _tree.check_shapes(name, updates, params, state)
-        return update(updates, state, params, **extra_args)
+        new_updates, new_state = update(updates, state, params, **extra_args)
+        return new_updates, _tree.keep_dtypes(new_state, state)
 
     return type(tx)(tx.init, update_fn)
 

@@ -127,6 +127,20 @@ def refuse_complex(fn: str, updates: Any, params: Any, *, why: str) -> None:
                 )
 
 
+def keep_dtypes(new: Any, old: Any) -> Any:
+    """`new` with every array leaf cast to the dtype of `old`'s leaf there (same structure), else `new`."""
+    new_leaves, treedef = jax.tree.flatten(new)
+    old_leaves, old_def = jax.tree.flatten(old)
+    if treedef != old_def:
+        return new
+    return treedef.unflatten(
+        [
+            n.astype(o.dtype) if hasattr(n, "dtype") and hasattr(o, "dtype") and n.dtype != o.dtype else n
+            for n, o in zip(new_leaves, old_leaves, strict=True)
+        ]
+    )
+
+
 def real_dtype(dtype: Any) -> Any:
     """float32 for complex64 (float64 for complex128); a real dtype is itself."""
     return jnp.finfo(dtype).dtype

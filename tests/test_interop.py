@@ -1,9 +1,11 @@
 """The protocol is optax's: gradtx inside optax.chain and Flax TrainState, optax inside gradtx.chain."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from flax.training import train_state
 
 import gradtx
@@ -67,3 +69,45 @@ def test_optax_apply_updates_accepts_gradtx_updates():
     helpers.assert_trees_close(
         optax.apply_updates(PARAMS, u), gradtx.apply_updates(PARAMS, u), rtol=0, atol=0
     )
+
+
+ENTRIES = gradtx.registry.entries()
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_every_registered_transform_inside_optax_chain_and_multisteps_keeps_its_extra_args(entry):
+    """optax forwards extra arguments only to `GradientTransformationExtraArgs`: a gradtx transform is one
+    (when optax is installed), so `optax.chain(tx)` and `optax.MultiSteps(tx, 1)` step exactly as `tx`."""
+    from tests import test_contract as contract
+
+    tx = contract._build(entry)
+    assert isinstance(tx, optax.GradientTransformationExtraArgs)
+    params = contract._params()
+    grads = [contract._grads(params, seed) for seed in (1, 2)]
+
+    def run(t):
+        p, s = params, t.init(params)
+        for i, g in enumerate(grads):
+            u, s = t.update(g, s, p, **entry.extra(i))
+            p = gradtx.apply_updates(p, u)
+        return p
+
+    bare, chained, multi = jax.jit(
+        lambda: (run(tx), run(optax.chain(tx)), run(optax.MultiSteps(tx, every_k_schedule=1)))
+    )()
+    chex.assert_trees_all_close(chained, bare, rtol=0, atol=0)
+    chex.assert_trees_all_close(multi, bare, rtol=1e-6, atol=1e-7)
+
+
+def test_the_issues_two_cases_inside_optax():
+    """reg_adagrad's `update_slots=False` keeps the accumulator; AdamGS gets its global step."""
+    tx = optax.chain(gradtx.reg_adagrad(1.0, initial_accumulator_value=4.0))
+    _, state = tx.update(jnp.ones(1), tx.init(jnp.zeros(1)), jnp.zeros(1), update_slots=False)
+    np.testing.assert_array_equal(gradtx.get_slot(state, "accumulator"), [4.0])
+    multi = optax.MultiSteps(gradtx.adam_gs(0.1), 2)
+    params, state = jnp.zeros(1), multi.init(jnp.zeros(1))
+    for _ in range(2):  # two mini-steps of the first update: TF's global step is 0 for both
+        u, state = multi.update(jnp.ones(1), state, params, global_step=0)
+    bare = gradtx.adam_gs(0.1)
+    v, _ = bare.update(jnp.ones(1), bare.init(params), params, global_step=0)
+    np.testing.assert_allclose(u, v, rtol=1e-6)

@@ -204,11 +204,17 @@ def combined_factor(g: Any, axes: tuple[Hashable, ...], checked: bool, replicate
 
 
 def match_type(x: Any, like: Any) -> Any:
-    """`x` cast to vary over every axis `like` varies over (equal types for `lax.cond` branches)."""
+    """`x` cast to `like`'s dtypes and to vary over every axis `like` varies over (equal types for
+    `lax.cond` branches: the communicating branch of an f16 gradient may compute in f32)."""
 
-    return jax.tree.map(
-        lambda a, b: None if a is None else _vma.typed_like(a, b), x, like, is_leaf=lambda v: v is None
-    )
+    def cast(a, b):
+        if a is None:
+            return None
+        if hasattr(a, "dtype") and hasattr(b, "dtype") and a.dtype != b.dtype:
+            a = a.astype(b.dtype)
+        return _vma.typed_like(a, b)
+
+    return jax.tree.map(cast, x, like, is_leaf=lambda v: v is None)
 
 
 def psum(x: jax.Array, axes: tuple[Hashable, ...], *, hierarchical: bool = False) -> jax.Array:
