@@ -131,13 +131,14 @@ def keep_dtypes(new: Any, old: Any) -> Any:
     """`new` with every array leaf cast to the dtype of `old`'s leaf there (same structure), else `new`."""
     new_leaves, treedef = jax.tree.flatten(new)
     old_leaves, old_def = jax.tree.flatten(old)
-    if treedef != old_def:
+    if treedef != old_def:  # type: ignore[operator]  (jax's PyTreeDef stub lacks __ne__)
         return new
-    return treedef.unflatten(
+    return jax.tree.unflatten(
+        treedef,
         [
             n.astype(o.dtype) if hasattr(n, "dtype") and hasattr(o, "dtype") and n.dtype != o.dtype else n
             for n, o in zip(new_leaves, old_leaves, strict=True)
-        ]
+        ],
     )
 
 
