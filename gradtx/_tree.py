@@ -131,7 +131,7 @@ def keep_dtypes(new: Any, old: Any) -> Any:
     """`new` with every array leaf cast to the dtype of `old`'s leaf there (same structure), else `new`."""
     new_leaves, treedef = jax.tree.flatten(new)
     old_leaves, old_def = jax.tree.flatten(old)
-    if treedef != old_def:  # type: ignore[operator]  (jax's PyTreeDef stub lacks __ne__)
+    if treedef != old_def:  # type: ignore[operator]
         return new
     return jax.tree.unflatten(
         treedef,
