@@ -29,6 +29,9 @@ RUNS = {
     "rmsprop (1e-3)": lambda: gradtx.rmsprop(1e-3),
     "adagrad (0.1)": lambda: gradtx.adagrad(0.1),
     "ftrl (0.1)": lambda: gradtx.ftrl(0.1),
+    "lion (1e-4)": lambda: gradtx.lion(1e-4),  # beyond TF1: optax's defaults
+    "adamw (1e-3, decay 1e-4)": lambda: gradtx.adamw(1e-3, weight_decay=1e-4),
+    "schedule-free adamw (3e-3)": lambda: gradtx.schedule_free_adamw(3e-3),
 }
 
 
@@ -63,7 +66,16 @@ def loss_fn(params, x, y):
     return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1))
 
 
-def train(tx: gradtx.GradientTransformation, data, *, steps: int, batch_size: int, seed: int, progress):
+def train(
+    tx: gradtx.GradientTransformation,
+    data,
+    *,
+    steps: int,
+    batch_size: int,
+    seed: int,
+    progress,
+    schedule_free: bool = False,
+):
     """Minibatch training with a jitted, donated step; returns losses, test accuracy, steps/s."""
     x_train, x_test, y_train, y_test = data
     params = init_mlp(jax.random.key(seed))
@@ -88,6 +100,8 @@ def train(tx: gradtx.GradientTransformation, data, *, steps: int, batch_size: in
         if i == 0:
             t_start = time.perf_counter()  # exclude compilation
     steps_per_s = (steps - 1) / max(time.perf_counter() - t_start, 1e-9)
+    if schedule_free:  # training moves y; the model to evaluate is the average x
+        params = gradtx.schedule_free_eval_params(state, params)
     accuracy = float(jnp.mean(jnp.argmax(logits_fn(params, x_test), -1) == y_test))
     return losses, accuracy, steps_per_s
 
@@ -116,7 +130,13 @@ def main(argv=None) -> int:
             return tqdm(it, desc=f"{label:<24}", disable=args.no_progress, leave=True, mininterval=0.2)
 
         results[label] = train(
-            make(), data, steps=args.steps, batch_size=args.batch_size, seed=args.seed, progress=progress
+            make(),
+            data,
+            steps=args.steps,
+            batch_size=args.batch_size,
+            seed=args.seed,
+            progress=progress,
+            schedule_free=label.startswith("schedule-free"),
         )
 
     width = max(map(len, results)) + 2

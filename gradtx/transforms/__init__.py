@@ -17,11 +17,10 @@ from gradtx.transforms._adagrad import (
 from gradtx.transforms._adam import (
     ScaleByAdamState,
     scale_by_adam,
-    scale_by_adam_gs,
     scale_by_lazy_adam,
-    scale_by_lazy_adam_gs,
     scale_by_nesterov_adam,
 )
+from gradtx.transforms._adam_gs import scale_by_adam_gs, scale_by_lazy_adam_gs
 from gradtx.transforms._adamax import (
     ScaleByAdamaxState,
     ScaleByAmsgradState,

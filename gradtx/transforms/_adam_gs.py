@@ -1,0 +1,111 @@
+"""contrib's AdamGS and LazyAdamGS: Adam's formula with the bias correction from TF's global step.
+
+`scale_by_adam_gs` / `scale_by_lazy_adam_gs` are `_adam.py`'s family with the beta powers
+computed from the extra argument `global_step` in place of TF1's running products.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from gradtx import _base, _protocol
+from gradtx.transforms._adam import _adam_family, _doc, _lazy_leaf, _tf1_leaf
+
+
+def _powers_from_global_step(fn, state, b1, b2, extra):
+    """AdamGS: `beta_power = pow(beta, float(global_step + 1))` from the extra argument `global_step`."""
+    global_step = extra.get("global_step")
+    if global_step is None:
+        raise _protocol.missing_extra_arg(fn, "global_step", "step")
+    step = jnp.asarray(global_step)
+    if not isinstance(step, jax.core.Tracer) and (step.ndim or not step >= 0):
+        raise ValueError(f"`{fn}`: `global_step` must be a scalar >= 0, got {global_step!r}.")
+    # cast(global_step + 1, float), added in float so that int32's 2**31 - 1 does not wrap to
+    # -2**31; a traced negative step (no error possible) counts as 0.
+    t = jnp.maximum(step.astype(state.beta1_power.dtype), 0) + 1
+    return jnp.power(b1, t), jnp.power(b2, t)
+
+
+@_doc
+@_base.api
+def scale_by_adam_gs(
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
+    *,
+    mu_dtype: Any = None,
+) -> _protocol.GradientTransformation:
+    r"""`scale_by_adam` with the bias correction from TF's global step (contrib's AdamGS).
+
+    .. math:: \beta^t = \operatorname{pow}(\beta, \text{global\_step} + 1)
+
+    replaces the running products: call `update(..., global_step=step)` with TF's global
+    step as read during the step (`t - 1`). The state keeps `beta1_power` / `beta2_power`
+    (TF's slots of the same names) but the step does not read them. The step is converted
+    to float before the `+ 1` (an int32 `2**31 - 1` does not wrap); a negative one is
+    refused when known, and counts as 0 when traced.
+
+    Args:
+      {ARGS}
+
+    Returns:
+      An `ElementWise` transform with state `ScaleByAdamState`.
+
+    Raises:
+      {RAISES}
+      MissingExtraArgError: (when traced) if `update` gets no `global_step`.
+      ValueError: (at update time) for a known `global_step` < 0 or not a scalar.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.scale_by_adam_gs()
+        >>> u, _ = tx.update(jnp.array([2.0]), tx.init(jnp.zeros(1)), global_step=0)
+        >>> round(float(u[0]), 4)
+        1.0
+
+    References:
+      TensorFlow, `tf.contrib.opt.AdamGSOptimizer` (adam_gs_optimizer.py).
+    """
+    fn = "scale_by_adam_gs"
+    return _adam_family(fn, b1, b2, eps, mu_dtype, _tf1_leaf, _powers_from_global_step)
+
+
+@_doc
+@_base.api
+def scale_by_lazy_adam_gs(
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.999,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
+    *,
+    mu_dtype: Any = None,
+) -> _protocol.GradientTransformation:
+    r"""`scale_by_lazy_adam` with AdamGS's bias correction (contrib's LazyAdamGS).
+
+    .. math:: \beta^t = \operatorname{pow}(\beta, \text{global\_step} + 1)
+
+    with the leaf rule of `scale_by_lazy_adam`: call `update(..., global_step=step)`.
+
+    Args:
+      {ARGS}
+
+    Returns:
+      An `ElementWise` transform with state `ScaleByAdamState`.
+
+    Raises:
+      {RAISES}
+      MissingExtraArgError: (when traced) if `update` gets no `global_step`.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.scale_by_lazy_adam_gs()
+        >>> round(float(tx.update(jnp.array([2.0]), tx.init(jnp.zeros(1)), global_step=0)[0][0]), 4)
+        1.0
+
+    References:
+      TensorFlow, `tf.contrib.opt.LazyAdamGSOptimizer` (lazy_adam_gs_optimizer.py).
+    """
+    fn = "scale_by_lazy_adam_gs"
+    return _adam_family(fn, b1, b2, eps, mu_dtype, _lazy_leaf, _powers_from_global_step)
