@@ -10,6 +10,7 @@ import functools
 import inspect
 from typing import Any, Callable
 
+import jax
 import jax.numpy as jnp
 
 from gradtx import _checks, _tree, _vma, packing
@@ -84,9 +85,37 @@ def _shape_checked(name: str, tx: GradientTransformation) -> GradientTransformat
     def update_fn(updates, state, params=None, **extra_args):
         _tree.check_shapes(name, updates, params, state)
         new_updates, new_state = update(updates, state, params, **extra_args)
-        return new_updates, _tree.keep_dtypes(new_state, state)
+        return new_updates, _keep_dtypes(new_state, state)
 
     return type(tx)(tx.init, update_fn)
+
+
+def _refuse_complex(fn: str, updates: Any, params: Any, *, why: str) -> None:
+    """Raise `TypeError` (at trace time) if a gradient or parameter of `fn`'s update is complex."""
+    for what, tree in (("gradient", updates), ("parameter", params)):
+        for path, x in jax.tree_util.tree_leaves_with_path(tree, is_leaf=_tree.is_row_sparse):
+            if x is not None and jnp.iscomplexobj(_tree.values_of(x)):
+                raise TypeError(
+                    f"`{fn}`: the {what} at {jax.tree_util.keystr(path) or '(root)'} is complex "
+                    f"({jnp.result_type(_tree.values_of(x))}), which this rule does not support: {why}. The "
+                    "rules of sgd, momentum, adam (and its variants), rmsprop, adagrad, adadelta, ftrl and "
+                    "lamb do, with second moments of |g|**2."
+                )
+
+
+def _keep_dtypes(new: Any, old: Any) -> Any:
+    """`new` with every array leaf cast to the dtype of `old`'s leaf there (same structure), else `new`."""
+    new_leaves, treedef = jax.tree.flatten(new)
+    old_leaves, old_def = jax.tree.flatten(old)
+    if treedef != old_def:  # type: ignore[operator]
+        return new
+    return jax.tree.unflatten(
+        treedef,
+        [
+            n.astype(o.dtype) if hasattr(n, "dtype") and hasattr(o, "dtype") and n.dtype != o.dtype else n
+            for n, o in zip(new_leaves, old_leaves, strict=True)
+        ],
+    )
 
 
 def real_only(why: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -108,7 +137,7 @@ def real_only(why: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             update = tx.update
 
             def update_fn(updates, state, params=None, **extra_args):
-                _tree.refuse_complex(name, updates, params, why=why)
+                _refuse_complex(name, updates, params, why=why)
                 return update(updates, state, params, **extra_args)
 
             return type(tx)(tx.init, update_fn)

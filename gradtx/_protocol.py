@@ -254,7 +254,9 @@ def _describe_tree(tree: Any, limit: int = 12) -> str:
     return f"leaves at {shown}{more}"
 
 
-def tree_mismatch_error(fn: str, name_a: str, a: Any, name_b: str, b: Any) -> TreeMismatchError:
+def tree_mismatch_error(
+    fn: str, name_a: str, a: Any, name_b: str, b: Any, *, want: str = "must have the same tree structure"
+) -> TreeMismatchError:
     """The one error for two pytrees whose structures differ: key paths of both, and the first difference.
 
     Args:
@@ -263,6 +265,7 @@ def tree_mismatch_error(fn: str, name_a: str, a: Any, name_b: str, b: Any) -> Tr
       a: the first tree.
       name_b: what `b` is (e.g. ``"state.m"``).
       b: the second tree.
+      want: what the two trees must satisfy, as the message says it.
 
     Returns:
       A `TreeMismatchError` to raise.
@@ -280,6 +283,6 @@ def tree_mismatch_error(fn: str, name_a: str, a: Any, name_b: str, b: Any) -> Tr
             f"same key paths, different node types: {jax.tree.structure(a)} vs {jax.tree.structure(b)}"
         )
     return TreeMismatchError(
-        f"`{fn}`: {name_a} and {name_b} must have the same tree structure; "
+        f"`{fn}`: {name_a} and {name_b} {want}; "
         f"{'; '.join(detail)}.\n  {name_a}: {_describe_tree(a)}\n  {name_b}: {_describe_tree(b)}"
     )

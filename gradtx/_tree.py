@@ -6,7 +6,6 @@ slot initialisation from shapes alone, the step counter, and key-path matching.
 
 from __future__ import annotations
 
-import fnmatch
 from typing import Any, Callable
 
 import jax
@@ -112,34 +111,6 @@ def abs_sq(x: jax.Array) -> jax.Array:
     if jnp.iscomplexobj(x):
         return jnp.real(x) ** 2 + jnp.imag(x) ** 2
     return x * x
-
-
-def refuse_complex(fn: str, updates: Any, params: Any, *, why: str) -> None:
-    """Raise `TypeError` (at trace time) if a gradient or parameter of `fn`'s update is complex."""
-    for what, tree in (("gradient", updates), ("parameter", params)):
-        for path, x in jax.tree_util.tree_leaves_with_path(tree, is_leaf=is_row_sparse):
-            if x is not None and jnp.iscomplexobj(values_of(x)):
-                raise TypeError(
-                    f"`{fn}`: the {what} at {jax.tree_util.keystr(path) or '(root)'} is complex "
-                    f"({jnp.result_type(values_of(x))}), which this rule does not support: {why}. The "
-                    "rules of sgd, momentum, adam (and its variants), rmsprop, adagrad, adadelta, ftrl and "
-                    "lamb do, with second moments of |g|**2."
-                )
-
-
-def keep_dtypes(new: Any, old: Any) -> Any:
-    """`new` with every array leaf cast to the dtype of `old`'s leaf there (same structure), else `new`."""
-    new_leaves, treedef = jax.tree.flatten(new)
-    old_leaves, old_def = jax.tree.flatten(old)
-    if treedef != old_def:  # type: ignore[operator]
-        return new
-    return jax.tree.unflatten(
-        treedef,
-        [
-            n.astype(o.dtype) if hasattr(n, "dtype") and hasattr(o, "dtype") and n.dtype != o.dtype else n
-            for n, o in zip(new_leaves, old_leaves, strict=True)
-        ],
-    )
 
 
 def real_dtype(dtype: Any) -> Any:
@@ -403,57 +374,6 @@ def zeros_like(tree: Any, dtype: Any = None) -> Any:
     return full_like(tree, 0, dtype)
 
 
-# --------------------------------------------------------------------------- masks
-
-
-def resolve_mask(fn_name: str, mask: Any, params: Any, *, arg: str = "mask") -> Any:
-    """A tree of Python bools with the structure of `params` (None where params are None).
-
-    `mask` may be that tree, a function `params -> tree`, or a list of key-path patterns
-    (strings, see `path_matches`) selecting the leaves where it is True.
-
-    Raises:
-      TypeError: for a mask that is none of these or has non-bool leaves.
-      TreeMismatchError: for a mask tree whose structure differs from `params`.
-    """
-    if isinstance(mask, (list, tuple)) and mask and all(isinstance(m, str) for m in mask):
-        patterns = list(mask)
-        return jax.tree_util.tree_map_with_path(
-            lambda path, _: any(path_matches(pt, path) for pt in patterns), params, is_leaf=is_row_sparse
-        )
-    if callable(mask) and not isinstance(mask, (list, tuple, dict)):
-        mask = mask(params)
-    leaves, flat_params, treedef = flatten_updates(fn_name, mask, params, names=(f"`{arg}`", "params"))
-    out: list[Any] = []
-    for m, p in zip(leaves, flat_params[0], strict=True):
-        if m is None or p is None:
-            out.append(None)
-            continue
-        if isinstance(m, (jax.Array,)) and m.shape == () and m.dtype == bool:
-            m = bool(m)
-        if not isinstance(m, bool):
-            raise TypeError(f"`{fn_name}`: `{arg}` must hold a Python bool per parameter, got {m!r}.")
-        out.append(m)
-    return treedef.unflatten(out)
-
-
-def select(fn_name: str, mask_tree: Any, tree: Any) -> Any:
-    """`tree` with every leaf where `mask_tree` is False replaced by None (masked out)."""
-    return map_updates(fn_name, lambda m, x: x if m else None, mask_tree, tree, names=("mask", "updates"))
-
-
-def merge(fn_name: str, mask_tree: Any, where_true: Any, where_false: Any) -> Any:
-    """Leaves of `where_true` where the mask is True, of `where_false` elsewhere."""
-    return map_updates(
-        fn_name,
-        lambda m, a, b: a if m else b,
-        mask_tree,
-        where_true,
-        where_false,
-        names=("mask", "inner updates", "updates"),
-    )
-
-
 # --------------------------------------------------------------------------- key paths
 
 
@@ -461,26 +381,3 @@ def key_paths(tree: Any) -> list[str]:
     """The key path (`jax.tree_util.keystr`) of each leaf of an update tree, in flattening order."""
     flat = jax.tree_util.tree_flatten_with_path(tree, is_leaf=_is_update_leaf)[0]
     return [jax.tree_util.keystr(path) or "<root>" for path, _ in flat]
-
-
-def path_str(path: tuple[Any, ...]) -> str:
-    """A key path as a slash-separated name: `("layer", 0, "w")` -> `"layer/0/w"`."""
-    parts = []
-    for key in path:
-        for attr in ("key", "idx", "name"):
-            if hasattr(key, attr):
-                parts.append(str(getattr(key, attr)))
-                break
-        else:
-            parts.append(str(key))
-    return "/".join(parts)
-
-
-def path_matches(pattern: str, path: tuple[Any, ...]) -> bool:
-    """True when the slash-separated `path` matches the glob `pattern` or contains it as a substring.
-
-    `"*/kernel"` matches `"dense/kernel"`; `"bias"` matches any path containing "bias"
-    (TF's `skip_list` / `gradient_multipliers` use name substrings).
-    """
-    name = path_str(path)
-    return fnmatch.fnmatchcase(name, pattern) or pattern in name

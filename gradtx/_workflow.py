@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, packing
+from gradtx import _base, _checks, _masks, _protocol, packing
 
 
 def compute_gradients(
@@ -63,9 +63,9 @@ def compute_gradients(
                 "`compute_gradients`: `var_list` selects parameters by key path, which packed "
                 "parameters do not have; pass `var_list=None` (or train them unpacked)."
             )
-        grads = _tree.select(
+        grads = _masks.select(
             "compute_gradients",
-            _tree.resolve_mask("compute_gradients", var_list, params, arg="var_list"),
+            _masks.resolve_mask("compute_gradients", var_list, params, arg="var_list"),
             grads,
         )
     return out, grads

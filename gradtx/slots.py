@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import jax
 
-from gradtx import _protocol, _tree, packing
+from gradtx import _masks, _protocol, packing
 
 
 def _is_state(x: Any) -> bool:
@@ -111,11 +111,11 @@ def get_slot(state: Any, name: str, path: Any = None) -> Any:
     want = path if isinstance(path, str) else "/".join(str(p) for p in path)
     leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
     for key_path, leaf in leaves:
-        if _tree.path_str(key_path) == want:
+        if _masks.path_str(key_path) == want:
             return leaf
     raise _protocol.UnknownNameError(
         f"`get_slot`: the slot {name!r} has no parameter {want!r}; it has "
-        f"{[_tree.path_str(p) for p, _ in leaves]}."
+        f"{[_masks.path_str(p) for p, _ in leaves]}."
     )
 
 

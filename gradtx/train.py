@@ -15,7 +15,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, combinators, packing, registry
+from gradtx import _base, _checks, _masks, _protocol, _tree, combinators, packing, registry
 from gradtx._workflow import apply_gradients, compute_gradients, minimize  # noqa: F401  (gradtx.train's names)
 
 OPTIMIZER_SUMMARIES = ("learning_rate", "loss", "gradients", "gradient_norm", "global_gradient_norm")
@@ -247,10 +247,10 @@ def optimize_loss(
                 "pass `variables=None` and freeze parameters inside the optimizer (`gradtx.freeze`), "
                 "or train them unpacked."
             )
-        return _tree.resolve_mask("optimize_loss", variables, params, arg="variables")
+        return _masks.resolve_mask("optimize_loss", variables, params, arg="variables")
 
     def init(params):
-        p = _tree.select("optimize_loss", trainable(params), params)
+        p = _masks.select("optimize_loss", trainable(params), params)
         opt_state = OptimizeLossState(pre.init(p), clip.init(p), optimizer_at(initial_lr).init(p))
         rng = jax.random.key_data(jax.random.key(seed))
         return TrainState(params, opt_state, jnp.zeros([], jnp.int32), rng)
@@ -273,10 +273,10 @@ def optimize_loss(
         out, grads = jax.value_and_grad(checked_loss, has_aux=has_aux)(differentiate_at, *batch)
         loss, aux = out if has_aux else (out, None)
         mask = trainable(params)
-        grads = _tree.select("optimize_loss", mask, grads)
+        grads = _masks.select("optimize_loss", mask, grads)
         if not any(g is not None for g in jax.tree.leaves(grads, is_leaf=lambda x: x is None)):
             raise _error("there are no gradients: no parameter is trainable (check `variables`).")
-        p = _tree.select("optimize_loss", mask, params)
+        p = _masks.select("optimize_loss", mask, params)
         rng, noise_key = jax.random.split(jax.random.wrap_key_data(train_state.rng))
         if axis_name is not None:  # CrossShardOptimizer.compute_gradients: d(loss / N); noise per replica
             scale = 1.0 / parallel.axis_size(axis_name)

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import jax
 
-from gradtx import _checks, _protocol, _tree, combinators, packing, transforms
+from gradtx import _checks, _masks, _protocol, combinators, packing, transforms
 from gradtx.checkpoint._common import is_named_tuple
 
 GLOBAL_STEP = "global_step"
@@ -142,7 +142,7 @@ class _Walk:
 
     def slots(self, key: str, field: str, tree: Any, op_name: str, owner: str, kind: str = "slot") -> None:
         for sub, _ in jax.tree_util.tree_flatten_with_path(tree)[0]:
-            param = _tree.path_str(sub)
+            param = _masks.path_str(sub)
             if param not in self.params:
                 raise ValueError(
                     f"`{self.fn}`: the slot `{field}` of {owner} has a leaf {param!r} that `params` has not."
@@ -227,7 +227,7 @@ def plan(
             f"`{fn}`: `slot_op_names` must map slot names to non-empty strings, got {slot_op_names!r}."
         )
     flat = jax.tree_util.tree_flatten_with_path(params)[0]
-    paths = {_tree.path_str(p): jax.tree_util.keystr(p) for p, _ in flat}
+    paths = {_masks.path_str(p): jax.tree_util.keystr(p) for p, _ in flat}
     rename, rename_non_slot = _renamers(fn, name_map, paths)
     names = {path: rename(path) for path in paths}
     seen: dict[str, str] = {}

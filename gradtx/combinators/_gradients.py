@@ -8,7 +8,7 @@ from typing import Callable, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx import _base, _checks, _masks, _protocol, _tree
 
 
 @_base.api
@@ -113,7 +113,7 @@ def add_noise(
             if g is None:
                 return None
             # each leaf's noise depends on its own key path only, not on the other leaves
-            k = jax.random.fold_in(base, zlib.crc32(_tree.path_str(path).encode()) & 0x7FFFFFFF)
+            k = jax.random.fold_in(base, zlib.crc32(_masks.path_str(path).encode()) & 0x7FFFFFFF)
             dense = g.todense() if _tree.is_row_sparse(g) else g
             draw = (
                 jax.random.truncated_normal(k, -2.0, 2.0, dense.shape, jnp.float32)
@@ -184,9 +184,9 @@ def scale_gradients(
             if leaf is None:
                 out.append(None)
                 continue
-            name = _tree.path_str(path)
+            name = _masks.path_str(path)
             hits = [k for k in multipliers if k == name] or [
-                k for k in multipliers if _tree.path_matches(k, path)
+                k for k in multipliers if _masks.path_matches(k, path)
             ]
             if len(hits) > 1:
                 raise ValueError(
@@ -196,7 +196,7 @@ def scale_gradients(
             out.append(hits[0] if hits else None)
         unknown = sorted(set(multipliers) - used)
         if unknown and flat:  # (no leaves at all: a placeholder, as optax.tree.map_params passes)
-            names = [_tree.path_str(p) for p, leaf in flat if leaf is not None]
+            names = [_masks.path_str(p) for p, leaf in flat if leaf is not None]
             raise ValueError(
                 f"`{_checks.api_name(fn)}`: the keys {unknown} match no parameter; parameters: {names}."
             )

@@ -4,30 +4,22 @@ from __future__ import annotations
 
 from typing import Any, Callable, Hashable, Mapping, NamedTuple
 
+import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx import _base, _checks, _masks, _protocol, _tree
 
 Mask = Any
-"""A tree of bools shaped like the params, a function `params -> such a tree`, or key-path patterns."""
+"""What selects parameters, as in `optax.masked`: a tree of bools (Python, numpy or 0-d arrays)
+shaped like the params or a prefix of it (`True`; `{"encoder": True, "head": False}` over
+nested params), a function `params -> such a tree`, or a list of key-path patterns. A callable
+whose own tree fits the params (an equinox Module of bools) is a tree, not a function."""
 
 
 class MaskedState(NamedTuple):
     """State of `masked`: the inner state, kept for the selected parameters only."""
 
     inner_state: Any
-
-
-def _check_mask(fn: str, mask: Any, arg: str = "mask") -> None:
-    if (
-        mask is None
-        or isinstance(mask, (str, bytes))
-        or not (callable(mask) or isinstance(mask, (dict, list, tuple, bool)) or hasattr(mask, "_fields"))
-    ):
-        raise TypeError(
-            f"`{_checks.api_name(fn)}`: `{arg}` must be a tree of bools, a function params -> tree of "
-            f"bools, or a list of key-path patterns, got {mask!r}."
-        )
 
 
 @_base.api
@@ -40,8 +32,9 @@ def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
 
     Args:
       inner: the transform for the selected parameters.
-      mask: True where `inner` applies: a tree of bools with the structure of the params,
-        a function `params -> tree`, or a list of key-path patterns (`"*/bias"`, `"embed"`).
+      mask: True where `inner` applies: a tree of bools with the structure of the params
+        or a prefix of it, a function `params -> tree`, or a list of key-path patterns
+        (`"*/bias"`, `"embed"`); see `Mask`.
 
     Returns:
       A `GradientTransformation` with state `MaskedState(inner_state)`.
@@ -58,20 +51,20 @@ def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
         (Array([1., 1.], dtype=float32), Array([0., 0.], dtype=float32))
     """
     _checks.check_transform("masked", "inner", inner)
-    _check_mask("masked", mask)
+    _masks.check_mask("masked", mask)
     inner = _base.with_extra_args_support(inner)
 
     def init_fn(params):
-        m = _tree.resolve_mask("masked", mask, params)
-        return MaskedState(inner.init(_tree.select("masked", m, params)))
+        m = _masks.resolve_mask("masked", mask, params)
+        return MaskedState(inner.init(_masks.select("masked", m, params)))
 
     def update_fn(updates, state, params=None, **extra_args):
-        m = _tree.resolve_mask("masked", mask, params if params is not None else updates)
-        sub_params = None if params is None else _tree.select("masked", m, params)
+        m = _masks.resolve_mask("masked", mask, params if params is not None else updates)
+        sub_params = None if params is None else _masks.select("masked", m, params)
         inner_updates, inner_state = inner.update(
-            _tree.select("masked", m, updates), state.inner_state, sub_params, **extra_args
+            _masks.select("masked", m, updates), state.inner_state, sub_params, **extra_args
         )
-        return _tree.merge("masked", m, inner_updates, updates), MaskedState(inner_state)
+        return _masks.merge("masked", m, inner_updates, updates), MaskedState(inner_state)
 
     return _protocol.GradientTransformation(init_fn, update_fn)
 
@@ -81,8 +74,8 @@ def freeze(mask: Mask) -> _protocol.GradientTransformation:
     """Zero the updates of the selected parameters, so they stay as they are.
 
     Args:
-      mask: True for the frozen parameters (a tree of bools, a function
-        `params -> tree`, or a list of key-path patterns).
+      mask: True for the frozen parameters (a tree of bools shaped like the params or a
+        prefix of it, a function `params -> tree`, or a list of key-path patterns; see `Mask`).
 
     Returns:
       A `GradientTransformation` with state `EmptyState()`.
@@ -98,7 +91,7 @@ def freeze(mask: Mask) -> _protocol.GradientTransformation:
         >>> gradtx.apply_updates(params, out)
         {'encoder': Array([1., 1.], dtype=float32), 'head': Array([0.9, 0.9], dtype=float32)}
     """
-    _check_mask("freeze", mask)
+    _masks.check_mask("freeze", mask)
 
     def zero(g):
         if _tree.is_row_sparse(g):
@@ -106,12 +99,12 @@ def freeze(mask: Mask) -> _protocol.GradientTransformation:
         return jnp.zeros_like(g)
 
     def init_fn(params):
-        _tree.resolve_mask("freeze", mask, params)  # fail early on a bad mask
+        _masks.resolve_mask("freeze", mask, params)  # fail early on a bad mask
         return _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
-        m = _tree.resolve_mask("freeze", mask, params if params is not None else updates)
+        m = _masks.resolve_mask("freeze", mask, params if params is not None else updates)
         return _tree.map_updates(
             "freeze", lambda frozen, g: zero(g) if frozen else g, m, updates, names=("mask", "updates")
         ), state
@@ -130,7 +123,8 @@ def partition(
 
     Args:
       transforms: label -> transform.
-      param_labels: a tree of labels with the structure of the params, or a function
+      param_labels: a tree of labels with the structure of the params (or a prefix of it:
+        a label stands for every parameter under it), or a function
         `params -> tree of labels`.
 
     Returns:
@@ -158,10 +152,8 @@ def partition(
     txs = {k: _base.with_extra_args_support(v) for k, v in transforms.items()}
 
     def labels_of(params):
-        labels = param_labels(params) if callable(param_labels) else param_labels
-        leaves, _, treedef = _tree.flatten_updates(
-            "partition", labels, params, names=("`param_labels`", "params")
-        )
+        labels = _masks.resolve_prefix("partition", "param_labels", param_labels, params, lambda x: x)
+        leaves, treedef = jax.tree.flatten(labels, is_leaf=lambda x: x is None)
         unknown = sorted({repr(x) for x in leaves if x is not None and x not in txs})
         if unknown:
             raise ValueError(
@@ -172,17 +164,17 @@ def partition(
 
     def init_fn(params):
         masks = labels_of(params)
-        return {k: tx.init(_tree.select("partition", masks[k], params)) for k, tx in txs.items()}
+        return {k: tx.init(_masks.select("partition", masks[k], params)) for k, tx in txs.items()}
 
     def update_fn(updates, state, params=None, **extra_args):
         masks = labels_of(params if params is not None else updates)
         out, new_state = updates, {}
         for k, tx in txs.items():
-            sub = None if params is None else _tree.select("partition", masks[k], params)
+            sub = None if params is None else _masks.select("partition", masks[k], params)
             u, new_state[k] = tx.update(
-                _tree.select("partition", masks[k], updates), state[k], sub, **extra_args
+                _masks.select("partition", masks[k], updates), state[k], sub, **extra_args
             )
-            out = _tree.merge("partition", masks[k], u, out)
+            out = _masks.merge("partition", masks[k], u, out)
         return out, new_state
 
     return _protocol.GradientTransformation(init_fn, update_fn)

@@ -6,7 +6,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import jax
 
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx import _base, _checks, _masks, _protocol, _tree
 
 
 class ClipVariablesState(NamedTuple):
@@ -78,16 +78,16 @@ def clip_variables(
         )[0]
         out, used = [], set()
         for path, p in flat:
-            hits = [] if p is None else [k for k in dims if _tree.path_matches(k, path)]
+            hits = [] if p is None else [k for k in dims if _masks.path_matches(k, path)]
             if len(hits) > 1:
                 raise ValueError(
-                    f"`{_checks.api_name(fn)}`: the parameter {_tree.path_str(path)!r} is matched by "
+                    f"`{_checks.api_name(fn)}`: the parameter {_masks.path_str(path)!r} is matched by "
                     f"several keys: {hits}."
                 )
             if hits and any(not -len(p.shape) <= a < len(p.shape) for a in dims[hits[0]]):
                 raise ValueError(
                     f"`{_checks.api_name(fn)}`: axes {list(dims[hits[0]])} are out of range for "
-                    f"{_tree.path_str(path)!r} of shape {tuple(p.shape)}."
+                    f"{_masks.path_str(path)!r} of shape {tuple(p.shape)}."
                 )
             used.update(hits)
             out.append(tuple(a % len(p.shape) for a in dims[hits[0]]) if hits else None)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import jax
-
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx.combinators._masking import Mask, _check_mask
+from gradtx import _base, _checks, _masks, _protocol, _tree
+from gradtx.combinators._masking import Mask
 
 
 class AddDecayedWeightsState(NamedTuple):
@@ -51,12 +49,12 @@ def add_decayed_weights(
     fn = "add_decayed_weights"
     _checks.check_nonnegative(fn, "weight_decay", weight_decay)
     if mask is not None:
-        _check_mask(fn, mask)
+        _masks.check_mask(fn, mask)
     scheduled = _tree.any_schedule(weight_decay)
 
     def init_fn(params):
         if mask is not None:
-            _tree.resolve_mask(fn, mask, params)
+            _masks.resolve_mask(fn, mask, params)
         return AddDecayedWeightsState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
@@ -64,7 +62,7 @@ def add_decayed_weights(
         if params is None:
             raise _protocol.missing_params(fn)
         wd = _tree.resolve(weight_decay, state.count if scheduled else None)
-        m = _tree.resolve_mask(fn, mask, params) if mask is not None else jax.tree.map(lambda _: True, params)
+        m = _masks.resolve_mask(fn, True if mask is None else mask, params)
 
         def leaf(g, p, on):
             if not on:
@@ -145,12 +143,12 @@ def decoupled_weight_decay(
     if learning_rate is not None:
         _checks.check_learning_rate(fn, learning_rate)
     if mask is not None:
-        _check_mask(fn, mask)
+        _masks.check_mask(fn, mask)
     inner = _base.with_extra_args_support(tx)
 
     def init_fn(params):
         if mask is not None:
-            _tree.resolve_mask(fn, mask, params)
+            _masks.resolve_mask(fn, mask, params)
         return DecoupledWeightDecayState(_tree.zero_count(), inner.init(params))
 
     def update_fn(updates, state, params=None, **extra_args):
@@ -159,9 +157,7 @@ def decoupled_weight_decay(
         wd = _tree.resolve(weight_decay, state.count)
         if learning_rate is not None:
             wd = _tree.scalar(_tree.resolve(learning_rate, state.count), params) * wd
-        on = (
-            _tree.resolve_mask(fn, mask, params) if mask is not None else jax.tree.map(lambda _: True, params)
-        )
+        on = _masks.resolve_mask(fn, True if mask is None else mask, params)
         inner_updates, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
 
         def leaf(g, u, p, decay):

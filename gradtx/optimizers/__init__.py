@@ -2,8 +2,8 @@
 
 No math lives here: every formula is in a `gradtx.transforms` building block (or a
 `gradtx.combinators` wrapper), so an alias reads as the recipe it is. Defaults are TF's
-(see `spec/CATALOG.md`). `_tf_train.py` holds tf.train's optimizers, `_contrib_adam.py`
-and `_contrib.py` tf.contrib.opt's, `_returnn.py` RETURNN's own.
+(see `spec/CATALOG.md`). `_tf_train.py` and `_tf_train_proximal.py` hold tf.train's
+optimizers, `_contrib_adam.py` and `_contrib.py` tf.contrib.opt's, `_returnn.py` RETURNN's own.
 """
 
 from gradtx.optimizers._contrib import addsign, ggt, lars, momentumw, powersign, reg_adagrad, shampoo
@@ -18,14 +18,16 @@ from gradtx.optimizers._tf_train import (
     adagrad,
     adagrad_da,
     adam,
-    ftrl,
     gradient_descent,
     momentum,
+    rmsprop,
+    sgd,
+)
+from gradtx.optimizers._tf_train_proximal import (
+    ftrl,
     proximal_adagrad,
     proximal_gradient_descent,
     proximal_sgd,
-    rmsprop,
-    sgd,
 )
 
 __all__ = [

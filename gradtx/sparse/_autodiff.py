@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 import jax
 import jax.numpy as jnp
 
-from gradtx import _checks, _tree
+from gradtx import _checks, _masks
 from gradtx.sparse._row_sparse import RowSparse
 
 
@@ -58,7 +58,7 @@ def value_and_grad(
         _checks.check_int("value_and_grad", f"lookups[{path!r}]", pos, minimum=1)
 
     def wrapped(params, *args):
-        leaves = {_tree.path_str(p): (p, x) for p, x in jax.tree_util.tree_flatten_with_path(params)[0]}
+        leaves = {_masks.path_str(p): (p, x) for p, x in jax.tree_util.tree_flatten_with_path(params)[0]}
         args = list(args)
         remapped: dict[int, tuple[jax.Array, jax.Array, int]] = {}
         rows_of: dict[str, tuple[jax.Array, int]] = {}
@@ -92,8 +92,8 @@ def value_and_grad(
         def substituted(p):
             return jax.tree_util.tree_map_with_path(
                 lambda kp, x: (
-                    x.at[rows_of[_tree.path_str(kp)][0]].get(mode="fill", fill_value=0)
-                    if _tree.path_str(kp) in rows_of
+                    x.at[rows_of[_masks.path_str(kp)][0]].get(mode="fill", fill_value=0)
+                    if _masks.path_str(kp) in rows_of
                     else x
                 ),
                 p,
@@ -103,7 +103,7 @@ def value_and_grad(
         out, grads = jax.value_and_grad(loss_fn, has_aux=has_aux)(small, *args)
 
         def to_sparse(kp, g):
-            name = _tree.path_str(kp)
+            name = _masks.path_str(kp)
             if name not in rows_of:
                 return g
             idx, n = rows_of[name]

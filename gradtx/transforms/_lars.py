@@ -7,7 +7,7 @@ from typing import NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _masks, _protocol, _tree, sparse
 from gradtx.transforms._momentum import _trace_leaf
 
 
@@ -108,7 +108,7 @@ def scale_by_lars(
             if _tree.is_row_sparse(g):
                 return rows_leaf(g, accum)
             update, accum = _trace_leaf(g, accum, mu, nesterov)
-            if any(s in _tree.path_str(path) for s in skip):
+            if any(s in _masks.path_str(path) for s in skip):
                 return update, accum
             ratio = _trust_ratio(var, g, ee, wd, e)
             return update * ratio.astype(update.dtype), accum

@@ -1,5 +1,6 @@
 """gradtx/combinators/_masking.py: masked, freeze, partition."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -81,5 +82,97 @@ def test_partition_and_mask_errors():
         gradtx.masked(gradtx.sgd(0.1), "kernel")
     with pytest.raises(gradtx.TreeMismatchError, match=r"`masked`: `mask` and params"):
         gradtx.masked(gradtx.sgd(0.1), {"encoder": True}).init(PARAMS)
-    with pytest.raises(TypeError, match=r"`masked`: `mask` must hold a Python bool per parameter, got 'yes'"):
+    with pytest.raises(
+        TypeError, match=r"`masked`: `mask` must hold a bool \(Python, numpy or a 0-d bool array\) per"
+    ):
         gradtx.masked(gradtx.sgd(0.1), jax.tree.map(lambda _: "yes", PARAMS)).init(PARAMS)
+
+
+@pytest.mark.parametrize(
+    "prefix, frozen",
+    [
+        (True, {"encoder": {"kernel": True, "bias": True}, "head": {"kernel": True}}),
+        (False, {"encoder": {"kernel": False, "bias": False}, "head": {"kernel": False}}),
+        (
+            {"encoder": True, "head": False},
+            {"encoder": {"kernel": True, "bias": True}, "head": {"kernel": False}},
+        ),
+        ({"encoder": {"kernel": np.bool_(True), "bias": False}, "head": np.array(False)}, None),
+    ],
+)
+def test_freeze_and_masked_take_prefix_masks_as_optax_does(prefix, frozen):
+    import optax
+
+    full = frozen or {"encoder": {"kernel": True, "bias": False}, "head": {"kernel": False}}
+    tx = gradtx.chain(gradtx.sgd(1.0), gradtx.freeze(prefix))
+    out, _ = tx.update(GRADS, tx.init(PARAMS), PARAMS)
+    ref = optax.chain(optax.sgd(1.0), optax.masked(optax.set_to_zero(), full))
+    helpers.assert_trees_close(out, ref.update(GRADS, ref.init(PARAMS), PARAMS)[0], rtol=0, atol=0)
+    masked = gradtx.masked(gradtx.adam(0.1), prefix)
+    state = masked.init(PARAMS)
+    m = gradtx.get_slot(state, "m")
+    assert [x is not None for x in jax.tree.leaves(m, is_leaf=lambda x: x is None)] == jax.tree.leaves(full)
+    ref = gradtx.masked(gradtx.adam(0.1), full)  # the same mask spelled out leaf by leaf
+    helpers.assert_trees_close(
+        masked.update(GRADS, state, PARAMS)[0], ref.update(GRADS, ref.init(PARAMS), PARAMS)[0], rtol=0, atol=0
+    )
+
+
+def test_partition_labels_may_be_a_prefix():
+    tx = gradtx.partition(
+        {"slow": gradtx.sgd(0.1), "fast": gradtx.sgd(1.0)}, {"encoder": "slow", "head": "fast"}
+    )
+    out, _ = tx.update(GRADS, tx.init(PARAMS), PARAMS)
+    np.testing.assert_allclose(out["encoder"]["bias"], -0.05 * np.ones(2), rtol=1e-6)
+    np.testing.assert_allclose(out["head"]["kernel"], -0.5 * np.ones((2, 1)), rtol=1e-6)
+
+
+class _Model(eqx.Module):
+    """An equinox model: its masks (`jax.tree.map` of it) are callable pytrees."""
+
+    w: jax.Array
+    b: jax.Array
+
+    def __call__(self, x):
+        return x @ self.w + self.b
+
+
+def test_a_callable_pytree_mask_is_a_tree_not_a_function():
+    model = _Model(jnp.ones((2, 2)), jnp.ones(2))
+    mask = jax.tree.map(lambda x: x.ndim == 2, model)  # _Model(w=True, b=False): callable
+    assert callable(mask)
+    grads = jax.tree.map(jnp.ones_like, model)
+    tx = gradtx.chain(gradtx.sgd(1.0), gradtx.freeze(mask))
+    out, _ = tx.update(grads, tx.init(model), model)
+    np.testing.assert_array_equal(out.w, np.zeros((2, 2)))
+    np.testing.assert_array_equal(out.b, -np.ones(2))
+    masked = gradtx.masked(gradtx.adam(0.1), mask)
+    state = masked.init(model)
+    assert gradtx.get_slot(state, "m").b is None
+    out, _ = masked.update(grads, state, model)
+    np.testing.assert_array_equal(out.b, np.ones(2))  # passed through
+    assert float(out.w[0, 0]) == pytest.approx(-0.1)
+    decay = gradtx.add_decayed_weights(0.5, mask=mask)
+    out, _ = decay.update(jax.tree.map(jnp.zeros_like, model), decay.init(model), model)
+    np.testing.assert_array_equal(out.b, np.zeros(2))
+
+
+def test_mask_leaves_may_be_numpy_bools_and_nothing_else_is_coerced():
+    mask = {
+        "encoder": {"kernel": np.bool_(True), "bias": np.array(False)},
+        "head": {"kernel": jnp.array(True)},
+    }
+    tx = gradtx.masked(gradtx.scale(0.0), mask)
+    out, _ = tx.update(GRADS, tx.init(PARAMS), PARAMS)
+    assert float(out["encoder"]["kernel"][0, 0]) == 0.0 and float(out["encoder"]["bias"][0]) == 0.5
+    for bad in (1, 0.5, None, np.array([True, False])):
+        with pytest.raises(
+            TypeError, match=r"`freeze`: `mask` must be a tree of bools shaped like the params"
+        ):
+            gradtx.freeze(bad)
+    with pytest.raises(
+        TypeError, match=r"`freeze`: `mask` must hold a bool .* per parameter or subtree, got 1"
+    ):
+        gradtx.freeze({"encoder": 1, "head": True}).init(PARAMS)
+    with pytest.raises(gradtx.TreeMismatchError, match=r"`freeze`: `mask` and params must match.*prefix"):
+        gradtx.freeze({"encoder": {"kernel": True}, "head": True}).init(PARAMS)

@@ -1,5 +1,5 @@
-"""The tf.train aliases (gradtx/optimizers/_tf_train.py) against float64 references of TF's rules
-(tests/reference.py).
+"""The tf.train aliases (gradtx/optimizers/_tf_train.py, _tf_train_proximal.py) against float64
+references of TF's rules (tests/reference.py).
 
 Float32 runs must agree to TF's tolerance (rtol 1e-5, atol 1e-6); float64 runs (jax x64)
 must agree to 1e-10, which pins the formula itself, not just its precision. Dense and
