@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _masks, _protocol, packing
+from gradtx import _base, _checks, _dependence, _masks, _protocol, packing
 
 
 def compute_gradients(
@@ -20,6 +20,16 @@ def compute_gradients(
     has_aux: bool = False,
 ) -> tuple[Any, Any]:
     """The loss and its gradients (TF's `Optimizer.compute_gradients`), for the params in `var_list`.
+
+    As in TF, a parameter the loss has no gradient path to gets `None`, not a zero, so
+    `apply_gradients` leaves it and its slots alone (no weight decay, no momentum): one the
+    loss never reads, reads only through `jax.lax.stop_gradient`, or only through ops without
+    a gradient (integer casts, comparisons, rounding, a `while_loop`'s condition). It is found
+    at trace time in the jaxpr of the backward pass, which is linear in the loss's
+    cotangent: a gradient with no data-dependence path from it is exactly zero, and one with a
+    path (`0 * p`, a branch of `lax.cond` not taken) keeps its gradient. Custom rules
+    (`jax.custom_vjp`) decide by their backward function. Packed params skip this (their
+    gradients come out as JAX computes them); integer params keep their `float0` gradients.
 
     Args:
       loss_fn: `loss_fn(params, *args)` -> scalar (or `(scalar, aux)` with `has_aux`).
@@ -34,10 +44,13 @@ def compute_gradients(
       has_aux: `loss_fn` returns `(loss, aux)`.
 
     Returns:
-      `(loss, grads)`, or `((loss, aux), grads)` with `has_aux`.
+      `(loss, grads)`, or `((loss, aux), grads)` with `has_aux`; `grads` has the structure of
+      `params`, with `None` for the params outside `var_list` and those without a gradient.
 
     Raises:
-      ValueError: if the loss is not a scalar, or `var_list` is given with packed params.
+      ValueError: if the loss is not a scalar, `var_list` is given with packed params, or no
+        float parameter (in `var_list`) gets a gradient (TF's "No gradients provided for any
+        variable").
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -45,6 +58,8 @@ def compute_gradients(
         >>> loss, grads = gradtx.compute_gradients(lambda p: p["a"] * p["b"], params, var_list=["a"])
         >>> float(loss), float(grads["a"]), grads["b"]
         (6.0, 3.0, None)
+        >>> gradtx.compute_gradients(lambda p: p["a"] ** 2, params)[1]["b"] is None  # never read
+        True
     """
 
     def scalar_loss(p):
@@ -57,18 +72,53 @@ def compute_gradients(
     loss, pullback, out = jax.vjp(scalar_loss, params, has_aux=True)
     cotangent = jnp.ones_like(loss) if grad_loss is None else jnp.asarray(grad_loss, loss.dtype)
     (grads,) = pullback(cotangent)
-    if var_list is not None:
-        if packing.has_packed(params):
+    if packing.has_packed(params):
+        if var_list is not None:
             raise ValueError(
                 "`compute_gradients`: `var_list` selects parameters by key path, which packed "
                 "parameters do not have; pass `var_list=None` (or train them unpacked)."
             )
+        return out, grads
+    flat, treedef = jax.tree_util.tree_flatten_with_path(grads)
+    names = [jax.tree_util.keystr(path) or "<root>" for path, _ in flat]
+    found = _dependence.reached(pullback, cotangent)
+    grads = jax.tree.unflatten(
+        treedef, [g if f is not False else None for (_, g), f in zip(flat, found, strict=True)]
+    )
+    if var_list is not None:
         grads = _masks.select(
             "compute_gradients",
             _masks.resolve_mask("compute_gradients", var_list, params, arg="var_list"),
             grads,
         )
+    _check_some_gradient(names, found, grads)
     return out, grads
+
+
+def _check_some_gradient(names: list[str], found: list[bool | None], grads: Any) -> None:
+    """Raise TF's "No gradients provided for any variable" when no float parameter gets one."""
+    if all(f is None for f in found) or any(
+        jnp.issubdtype(g.dtype, jnp.inexact) for g in jax.tree.leaves(grads)
+    ):
+        return
+    reached = [n for n, f in zip(names, found, strict=True) if f]
+    if not reached:
+        unused = _listing([n for n, f in zip(names, found, strict=True) if f is False])
+        raise ValueError(
+            "`compute_gradients`: no gradients provided for any variable: the loss does not depend on "
+            f"any of the parameters {unused} (or only through `jax.lax.stop_gradient`, integer casts, "
+            "comparisons or rounding, which have no gradient); check that `loss_fn` reads its first "
+            "argument."
+        )
+    raise ValueError(
+        "`compute_gradients`: no gradients provided for any variable: `var_list` selects none of the "
+        f"parameters the loss depends on, {_listing(reached)}; add them to `var_list`."
+    )
+
+
+def _listing(names: list[str], limit: int = 8) -> str:
+    shown = ", ".join(names[:limit])
+    return f"{shown}, ... ({len(names)} in all)" if len(names) > limit else shown
 
 
 def apply_gradients(
@@ -121,6 +171,7 @@ def minimize(
     """TF's `Optimizer.minimize` as a jitted step: `(params, opt_state, *batch) -> (params, opt_state, loss)`.
 
     `compute_gradients` then `apply_gradients`; with `has_aux` the last output is `(loss, aux)`.
+    A parameter the loss has no gradient for keeps its value and its slots (as in TF).
 
     Args:
       loss_fn: `loss_fn(params, *batch)` -> scalar loss (or `(loss, aux)` with `has_aux`).
@@ -130,6 +181,10 @@ def minimize(
 
     Returns:
       A pure function `step(params, opt_state, *batch) -> (params, opt_state, loss)`.
+
+    Raises:
+      ValueError: when `step` is traced, if no parameter in `var_list` gets a gradient (see
+        `compute_gradients`).
 
     Example:
         >>> import jax, jax.numpy as jnp, gradtx

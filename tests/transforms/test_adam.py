@@ -1,4 +1,5 @@
-"""gradtx/transforms/_adam.py, _adam_gs.py and _adamax.py: a building block per variant, TF's scalar dtypes, slots kept.
+"""gradtx/transforms/_adam.py, _adam_gs.py and _adamax.py: a building block per variant, TF's scalar
+dtypes, slots kept.
 
 The numbers of each variant against TF and float64 references are in tests/parity/test_adam.py,
 tests/optimizers/test_tf_train.py and tests/optimizers/test_contrib.py (through the aliases).
