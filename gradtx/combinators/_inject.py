@@ -1,22 +1,103 @@
-"""Hyperparameters as state: `inject_hyperparams`."""
+"""Hyperparameters as state: `inject_hyperparams`, and `Hyperparams`, the dict that holds them."""
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import numbers
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from gradtx import _base, _checks, _protocol, _tree
+
+
+class Hyperparams(dict):
+    """`InjectHyperparamsState.hyperparams`: a dict whose values keep their dtype when replaced.
+
+    `hyperparams["learning_rate"] = 0.01` (or `= jnp.asarray(0.01)`) stores a scalar array of
+    the dtype the value had, so the state's types do not change and a jitted step is not
+    traced again. Only the injected names can be set (a new name would change the tree).
+    """
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if key not in self:
+            raise KeyError(
+                f"`inject_hyperparams`: {key!r} is not an injected hyperparameter of this state; "
+                f"the injected ones are {sorted(self)}."
+            )
+        old = dict.__getitem__(self, key)
+        if hasattr(old, "dtype") and not isinstance(value, jax.ShapeDtypeStruct):
+            value = _as_hyperparameter(key, value, old.dtype)
+        dict.__setitem__(self, key, value)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+
+def _as_hyperparameter(key: Any, value: Any, dtype: Any) -> jax.Array:
+    dt = getattr(value, "dtype", None)
+    if dt is None:
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    else:
+        ok = jnp.issubdtype(dt, jnp.floating) or jnp.issubdtype(dt, jnp.integer)
+    if not ok or jnp.ndim(value) != 0:
+        raise TypeError(
+            f"`inject_hyperparams`: hyperparams[{key!r}] must be a real scalar (a Python number or a "
+            f"0-d float array), got {value!r}."
+        )
+    return jnp.asarray(value, dtype)
+
+
+def _flatten(h: Hyperparams) -> tuple[list[tuple[Any, Any]], tuple[Any, ...]]:
+    keys = tuple(sorted(h))
+    return [(jax.tree_util.DictKey(k), dict.__getitem__(h, k)) for k in keys], keys
+
+
+def _unflatten(keys: tuple[Any, ...], values: Iterable[Any]) -> Hyperparams:
+    h = Hyperparams()
+    for k, v in zip(keys, values, strict=True):
+        dict.__setitem__(h, k, v)  # as flattened: leaves may be tracers, shapes or None
+    return h
+
+
+jax.tree_util.register_pytree_with_keys(
+    Hyperparams,
+    _flatten,
+    _unflatten,
+    lambda h: ([dict.__getitem__(h, k) for k in sorted(h)], tuple(sorted(h))),
+)
+
+
+def _register_flax() -> None:
+    """Flax's serialization stores `Hyperparams` as the dict it is (when Flax is installed)."""
+    if importlib.util.find_spec("flax") is None:
+        return
+    from flax import serialization
+
+    def to_state(h: Hyperparams) -> dict:
+        return {str(k): serialization.to_state_dict(v) for k, v in h.items()}
+
+    def from_state(target: Hyperparams, state: dict) -> Hyperparams:
+        keys = sorted(target)
+        return _unflatten(
+            tuple(keys), [serialization.from_state_dict(target[k], state[str(k)]) for k in keys]
+        )
+
+    serialization.register_serialization_state(Hyperparams, to_state, from_state, override=True)
+
+
+_register_flax()
 
 
 class InjectHyperparamsState(NamedTuple):
     """State of `inject_hyperparams`."""
 
     count: _protocol.Count  # int32: completed updates
-    hyperparams: dict  # name -> the value used in the last step (schedules evaluated), editable
+    hyperparams: Hyperparams  # name -> the value used in the last step (schedules evaluated), editable
     inner_state: Any
 
 
@@ -25,22 +106,40 @@ def _is_injectable(value: Any, mark: Any) -> bool:
         # only where the factory takes "a number or a schedule" (`ScalarOrSchedule`): other
         # callables (label functions, `fn` arguments, a schedule-only argument) stay static
         return mark is _protocol.HYPERPARAMETER
-    if isinstance(value, bool):
-        return False
-    if (
-        isinstance(value, (jax.Array, jnp.ndarray))
-        or isinstance(value, numbers.Real)
-        and not isinstance(value, int)
-    ):
-        return getattr(value, "ndim", 0) == 0  # a Python number is 0-d
-    return False
+    if isinstance(value, (bool, int)) or not isinstance(value, (numbers.Real, jax.Array, np.ndarray)):
+        return False  # ints (step counts), bools, strings, containers, transforms
+    dtype = getattr(value, "dtype", None)  # a PRNG key, an int or bool array stays static
+    return dtype is None or jnp.issubdtype(dtype, jnp.floating) and getattr(value, "ndim", 0) == 0
+
+
+def _static_names(static_args: Any) -> frozenset[str]:
+    names = (static_args,) if isinstance(static_args, str) else static_args
+    try:
+        names = tuple(names)
+    except TypeError:
+        names = None
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise TypeError(
+            f"`inject_hyperparams`: `static_args` must be an argument name or an iterable of names, "
+            f"got {static_args!r}."
+        )
+    return frozenset(names)
+
+
+def _check_static_names(factory: str, statics: frozenset[str], known: Any) -> None:
+    unknown = sorted(statics - set(known))
+    if unknown:
+        raise ValueError(
+            f"`inject_hyperparams`: `static_args` names {unknown}, which {factory} does not take; "
+            f"its arguments are {sorted(known)}."
+        )
 
 
 @_base.api
 def inject_hyperparams(
     factory: Callable[..., _protocol.GradientTransformation],
     *,
-    static_args: tuple[str, ...] = (),
+    static_args: str | Iterable[str] = (),
     hyperparam_dtype: Any = None,
 ) -> Callable[..., _protocol.GradientTransformation]:
     """Make the numeric hyperparameters of any factory part of the state, so changing them never recompiles.
@@ -48,23 +147,30 @@ def inject_hyperparams(
     `inject_hyperparams(gradtx.adam)(learning_rate=1e-3)` behaves like `gradtx.adam(1e-3)`,
     but its state is `InjectHyperparamsState(count, hyperparams, inner_state)` with
     `hyperparams = {"learning_rate": ..., "b1": ..., ...}` (a dict, as in optax). Replace a
-    value in the state between steps (e.g. `state.hyperparams["learning_rate"] = 0.01`)
-    and the jitted step uses it without retracing. Float (and scalar array) arguments and
-    schedules are injected; a schedule is evaluated at `count` each step and its value
-    stored (a callable counts as a schedule where the factory annotates the argument
-    `ScalarOrSchedule`; other callables stay static). Ints, bools, strings, containers and
-    transforms stay static, as do names in `static_args`.
+    value in the state between steps (`state.hyperparams["learning_rate"] = 0.01`, or
+    `= jnp.asarray(0.01)`) and the jitted step uses it without retracing: `hyperparams` is a
+    `Hyperparams` dict, which casts a new value to the dtype of the old one (replacing the
+    whole dict, `state._replace(hyperparams={...})`, traces the step once more). Float
+    arguments (Python or 0-d float arrays) and schedules are injected; a schedule is
+    evaluated at `count` each step and its value stored (a callable counts as a schedule
+    where the factory annotates the argument `ScalarOrSchedule`; other callables stay
+    static). Ints, bools, integer arrays, PRNG keys, strings, containers and transforms stay
+    static, as do the names in `static_args`.
 
     Args:
       factory: any gradtx (or optax) factory returning a transform.
-      static_args: argument names to keep static even if numeric.
+      static_args: the names of arguments to keep static even if numeric: one name (a
+        string) or several; each must be an argument of `factory`.
       hyperparam_dtype: dtype of the injected values (default: float32, float64 under x64).
 
     Returns:
       A function taking the factory's arguments and returning the transform.
 
     Raises:
-      TypeError: if `factory` is not callable, or the arguments do not fit its signature.
+      TypeError: if `factory` is not callable, `static_args` is not names, or the arguments
+        do not fit its signature.
+      ValueError: for a name in `static_args` that is not an argument of `factory` (for a
+        factory taking `**kwargs`: one not passed to it).
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -80,6 +186,10 @@ def inject_hyperparams(
     except (TypeError, ValueError) as err:
         raise TypeError(f"`inject_hyperparams`: cannot read the signature of {factory!r}: {err}.") from None
     name = getattr(factory, "__name__", repr(factory))
+    statics = _static_names(static_args)
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
+    if not takes_any:
+        _check_static_names(name, statics, signature.parameters)
 
     def wrapped(*args: Any, **kwargs: Any) -> _protocol.GradientTransformation:
         try:
@@ -96,9 +206,11 @@ def inject_hyperparams(
 
         def injectable(name, value):
             mark = _protocol.mark_of(factory, name if name in params else var_kw or "")
-            return name not in static_args and _is_injectable(value, mark)
+            return name not in statics and _is_injectable(value, mark)
 
         candidates = {**arguments, **keywords}
+        if takes_any:
+            _check_static_names(name, statics, candidates)
         numeric = {k: v for k, v in candidates.items() if injectable(k, v)}
         static = {k: v for k, v in candidates.items() if k not in numeric}
         dtype = hyperparam_dtype or jax.dtypes.canonicalize_dtype(jnp.float64)
@@ -111,7 +223,7 @@ def inject_hyperparams(
             return _base.with_extra_args_support(factory(*positional, *var_args, **call))
 
         def values_at(count):
-            return {k: jnp.asarray(_tree.resolve(v, count), dtype) for k, v in numeric.items()}
+            return Hyperparams({k: jnp.asarray(_tree.resolve(v, count), dtype) for k, v in numeric.items()})
 
         def init_fn(params):
             count = _tree.zero_count()
@@ -124,7 +236,9 @@ def inject_hyperparams(
                 {k: jnp.asarray(v(state.count), dtype) for k, v in numeric.items() if _checks.is_schedule(v)}
             )
             new_updates, inner = build(values).update(updates, state.inner_state, params, **extra_args)
-            return new_updates, InjectHyperparamsState(_tree.increment(state.count), values, inner)
+            return new_updates, InjectHyperparamsState(
+                _tree.increment(state.count), Hyperparams(values), inner
+            )
 
         return _base.composite(
             init_fn, update_fn, build(values_at(_tree.zero_count()))

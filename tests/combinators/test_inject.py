@@ -1,5 +1,6 @@
 """gradtx/combinators/_inject.py: hyperparameters as state, changed without recompiling."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -62,3 +63,98 @@ def test_inject_errors():
         TypeError, match=r"`inject_hyperparams\(sgd\)`: missing a required argument: 'learning_rate'"
     ):
         gradtx.inject_hyperparams(gradtx.sgd)(lr=0.1)
+
+
+@pytest.mark.parametrize("how", ["array", "python float", "numpy float", "update"])
+def test_setting_a_hyperparameter_as_documented_never_retraces(how):
+    chex.clear_trace_counter()  # chex counts by the function's code, across parametrized runs
+    tx = gradtx.inject_hyperparams(gradtx.sgd)(learning_rate=0.1)
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def step(state, g):
+        return tx.update(g, state)
+
+    state = tx.init(jnp.zeros(2))
+    _, state = step(state, jnp.ones(2))  # compiled for the state as init and update make it
+    for lr in (0.5, 0.25, 2.0):
+        value = {"array": jnp.asarray(lr), "python float": lr, "numpy float": np.float32(lr), "update": lr}[
+            how
+        ]
+        if how == "update":
+            state.hyperparams.update(learning_rate=value)
+        else:
+            state.hyperparams["learning_rate"] = value
+        assert state.hyperparams["learning_rate"].dtype == jnp.float32
+        u, state = step(state, jnp.ones(2))
+        np.testing.assert_allclose(u, [-lr, -lr], rtol=1e-6)
+    assert step._cache_size() == 1  # not traced again (chex) and not compiled again (a weak type would)
+    assert isinstance(state.hyperparams, dict)
+
+
+def test_hyperparams_refuse_new_names_and_non_scalars():
+    state = gradtx.inject_hyperparams(gradtx.sgd)(learning_rate=0.1).init(jnp.zeros(2))
+    with pytest.raises(KeyError, match=r"'lr' is not an injected hyperparameter.*\['learning_rate'\]"):
+        state.hyperparams["lr"] = 0.5
+    for bad in (jnp.ones(2), "0.5", True, 1j, jax.random.key(0)):
+        with pytest.raises(TypeError, match=r"hyperparams\['learning_rate'\] must be a real scalar"):
+            state.hyperparams["learning_rate"] = bad
+
+
+def test_hyperparams_round_trip_through_flax_optax_and_orbax_shaped_trees(tmp_path):
+    import optax
+    from flax import serialization
+
+    tx = gradtx.inject_hyperparams(gradtx.adam)(learning_rate=0.1)
+    state = tx.init({"w": jnp.ones(3)})
+    state.hyperparams["learning_rate"] = 0.5
+    restored = serialization.from_bytes(tx.init({"w": jnp.ones(3)}), serialization.to_bytes(state))
+    assert type(restored.hyperparams) is type(state.hyperparams)
+    assert float(restored.hyperparams["learning_rate"]) == 0.5
+    assert float(optax.tree.get(state, "learning_rate")) == 0.5
+    mapped = jax.tree.map(lambda x: x, state)
+    assert jax.tree.structure(mapped) == jax.tree.structure(state)
+    assert [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(state.hyperparams)][
+        :1
+    ] == ["['b1']"]
+
+
+def test_prng_keys_ints_and_int_arrays_stay_static():
+    import optax
+
+    tx = gradtx.inject_hyperparams(optax.add_noise)(0.01, 0.55, jax.random.key(0))
+    state = tx.init(jnp.zeros(3))
+    assert set(state.hyperparams) == {"eta", "gamma"}
+    plain = optax.add_noise(0.01, 0.55, jax.random.key(0))
+    np.testing.assert_allclose(
+        tx.update(jnp.ones(3), state)[0], plain.update(jnp.ones(3), plain.init(jnp.zeros(3)))[0], rtol=1e-6
+    )
+    seen = {}
+
+    def factory(learning_rate: float, steps: jax.Array, key: jax.Array):
+        seen.update(steps=steps, key=key)
+        return gradtx.sgd(learning_rate)
+
+    state = gradtx.inject_hyperparams(factory)(0.1, jnp.asarray(4), jax.random.key(1)).init(jnp.zeros(1))
+    assert set(state.hyperparams) == {"learning_rate"}
+    assert jax.dtypes.issubdtype(seen["key"].dtype, jax.dtypes.prng_key) and seen["steps"].dtype == jnp.int32
+
+
+def test_static_args_are_exact_names_and_unknown_names_raise():
+    def factory(b: float, b1: float):
+        return gradtx.sgd(b + b1)
+
+    state = gradtx.inject_hyperparams(factory, static_args="b1")(0.1, 0.2).init(jnp.zeros(1))
+    assert set(state.hyperparams) == {"b"}  # "b1" is one name, not the letters b and 1
+    state = gradtx.inject_hyperparams(factory, static_args=["b", "b1"])(0.1, 0.2).init(jnp.zeros(1))
+    assert state.hyperparams == {}
+    with pytest.raises(ValueError, match=r"`static_args` names \['decay_rate'\], which sgd does not take"):
+        gradtx.inject_hyperparams(gradtx.sgd, static_args=("decay_rate",))
+    with pytest.raises(ValueError, match=r"`static_args` names \['zeta'\], which per_leaf does not take"):
+        gradtx.inject_hyperparams(gradtx.per_leaf, static_args="zeta")(
+            lambda p: {}, lambda g, p, s, c, **h: (g, s), alpha=0.1
+        )
+    with pytest.raises(
+        TypeError, match=r"`static_args` must be an argument name or an iterable of names, got 3"
+    ):
+        gradtx.inject_hyperparams(gradtx.sgd, static_args=3)
