@@ -253,8 +253,8 @@ activations, so the memory target leaves it out. The last table counts the colle
 a step under `jax.jit` with shardings on a 2-D mesh of 8 CPU devices (`benchmarks/sharding.py`).
 
 Regenerate with `make bench` (CPU; rewrites `results/cpu.json`, this file and the charts).
-The code is in `benchmarks/`: `workloads.py` (trees, contenders, targets), `_timing.py`
-(how it measures), `run.py`, `sharding.py`, `report.py`.
+The code is in `benchmarks/`: `workloads.py` (workloads and targets), `trees.py`, `contenders.py`,
+`_timing.py` (how it measures), `run.py`, `sharding.py`, `report.py`.
 """
 
 

@@ -1,4 +1,4 @@
-"""The benchmark workloads: trees, gradients, contenders (gradtx, optax, hand-fused jnp) and targets."""
+"""The benchmark workloads: trees, gradients, the contenders on them (`benchmarks.contenders`) and targets."""
 
 from __future__ import annotations
 
@@ -12,10 +12,21 @@ import optax
 
 import gradtx
 from benchmarks._timing import Contender
+from benchmarks.contenders import (
+    CLIP,
+    EPS,
+    LR,
+    WD,
+    bandwidth_probe,
+    gradtx_contender,
+    jnp_adam,
+    jnp_lazy_adam,
+    jnp_sgd,
+    optax_contender,
+)
+from benchmarks.trees import mlp_loss, random_like, residual_mlp, transformer_tree
 from gradtx import packing
 from gradtx.sparse import RowSparse
-
-LR, B1, B2, EPS, WD, CLIP = 1e-3, 0.9, 0.999, 1e-8, 1e-4, 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,157 +87,7 @@ class Workload:
     optimizer_only: bool = True
 
 
-# --------------------------------------------------------------------------- contenders
-
-
-def gradtx_contender(name: str, tx: Any, note: str = "", **kw: Any) -> Contender:
-    def step(params, state, grads):
-        updates, state = tx.update(grads, state, params)
-        return gradtx.apply_updates(params, updates), state
-
-    return Contender(name, tx.init, step, note=note, **kw)
-
-
-def optax_contender(name: str, tx: Any, note: str = "", **kw: Any) -> Contender:
-    def step(params, state, grads):
-        updates, state = tx.update(grads, state, params)
-        return optax.apply_updates(params, updates), state
-
-    return Contender(name, tx.init, step, note=note, **kw)
-
-
-def jnp_adam(name: str, *, clip: float | None = None, weight_decay: float = 0.0) -> Contender:
-    """Adam written by hand in jnp, one expression per leaf (the floor): optionally a global-norm clip and
-    decay."""
-
-    def init(params):
-        zeros = jax.tree.map(jnp.zeros_like, params)
-        return jnp.zeros((), jnp.int32), zeros, jax.tree.map(jnp.zeros_like, params)
-
-    def step(params, state, grads):
-        t, m, v = state
-        t = t + 1
-        tf = t.astype(jnp.float32)
-        c = LR * jnp.sqrt(1 - B2**tf) / (1 - B1**tf)
-        scale = 1.0
-        if clip is not None:
-            norm = jnp.sqrt(sum(jnp.sum(g * g) for g in jax.tree.leaves(grads)))
-            scale = clip / jnp.maximum(norm, clip)
-
-        def leaf(p, g, m, v):
-            g = g * scale
-            m = m + (g - m) * (1 - B1)
-            v = v + (g * g - v) * (1 - B2)
-            return p - c * m / (jnp.sqrt(v) + EPS) - (LR * weight_decay) * p, m, v
-
-        out = jax.tree.map(leaf, params, grads, m, v)
-
-        def pick(i):
-            return jax.tree.map(lambda _, o: o[i], params, out)
-
-        return pick(0), (t, pick(1), pick(2))
-
-    note = "hand-written jnp, one fused expression per leaf"
-    return Contender(name, init, step, note=note + (" + global-norm clip" if clip else ""))
-
-
-def jnp_sgd(name: str) -> Contender:
-    """`p - lr * g` per leaf: no state, the least any update of these leaves can cost."""
-    return Contender(
-        name,
-        lambda params: (),
-        lambda p, s, g: (jax.tree.map(lambda p, g: p - LR * g, p, g), s),
-        note="bare `p - lr*g` per leaf: the least any update of these leaves costs",
-        same_math=False,
-    )
-
-
-def bandwidth_probe(n: int) -> Contender:
-    """`p, m, v += g`: Adam's memory traffic (4 reads, 3 writes of `n` floats) with no real math.
-
-    Run in the same rounds as the optimizers, its GB/s is the bandwidth this device gives
-    to exactly that access pattern: the bound an Adam step is measured against.
-    """
-
-    def step(p, s, g):
-        m, v = s
-
-        def add(a, b):
-            return a + b
-
-        return jax.tree.map(add, p, g), (jax.tree.map(add, m, g), jax.tree.map(add, v, g))
-
-    def init(p):
-        return (jax.tree.map(jnp.zeros_like, p), jax.tree.map(jnp.zeros_like, p))
-
-    return Contender(
-        "bw adam-shaped",
-        init,
-        step,
-        bytes=28 * n,
-        same_math=False,
-        note="bandwidth probe: `p, m, v += g`, Adam's 4 reads + 3 writes, no real math",
-    )
-
-
-def jnp_lazy_adam(name: str, grads: tuple) -> Contender:
-    """LazyAdam by hand on `{"table": ...}` with `grads = (unique rows, values)`: gather, update, scatter
-    (the O(k) floor)."""
-
-    def init(params):
-        return jnp.zeros((), jnp.int32), jnp.zeros_like(params["table"]), jnp.zeros_like(params["table"])
-
-    def step(params, state, grads):
-        t, m, v = state
-        t = t + 1
-        tf = t.astype(jnp.float32)
-        c = LR * jnp.sqrt(1 - B2**tf) / (1 - B1**tf)
-        idx, g = grads
-        mr = m[idx] + (g - m[idx]) * (1 - B1)
-        vr = v[idx] + (g * g - v[idx]) * (1 - B2)
-        table = params["table"].at[idx].add(-c * mr / (jnp.sqrt(vr) + EPS), unique_indices=True)
-        return {"table": table}, (
-            t,
-            m.at[idx].set(mr, unique_indices=True),
-            v.at[idx].set(vr, unique_indices=True),
-        )
-
-    return Contender(name, init, step, grads=grads, note="hand-written gather/update/scatter on unique rows")
-
-
 # --------------------------------------------------------------------------- trees
-
-
-def _random_like(tree: Any, seed: int, scale: float) -> Any:
-    rng = np.random.default_rng(seed)
-    return jax.tree.map(lambda x: jnp.asarray(rng.standard_normal(x.shape, np.float32) * scale), tree)
-
-
-def transformer_tree(d: int, layers: int, vocab: int) -> dict:
-    """The parameter shapes of a pre-LN transformer: embedding, per layer attention and MLP, final norm."""
-
-    def zeros(*shape):
-        return jnp.zeros(shape, jnp.float32)
-
-    tree = {"embed": zeros(vocab, d), "final_norm": {"scale": zeros(d), "bias": zeros(d)}}
-    for i in range(layers):
-        tree[f"layer{i:02d}"] = {
-            "norm1": {"scale": zeros(d), "bias": zeros(d)},
-            "attn": {
-                "qkv": zeros(d, 3 * d),
-                "qkv_bias": zeros(3 * d),
-                "out": zeros(d, d),
-                "out_bias": zeros(d),
-            },
-            "norm2": {"scale": zeros(d), "bias": zeros(d)},
-            "mlp": {
-                "up": zeros(d, 4 * d),
-                "up_bias": zeros(4 * d),
-                "down": zeros(4 * d, d),
-                "down_bias": zeros(d),
-            },
-        }
-    return tree
 
 
 def _size(tree: Any) -> int:
@@ -271,7 +132,7 @@ def big_adam(s: Sizes) -> Workload:
         "big_adam",
         f"adam, one leaf of {n:,} float32",
         params,
-        _random_like(params, 0, 1e-3),
+        random_like(params, 0, 1e-3),
         [
             gradtx_contender("gradtx", gradtx.adam(LR, eps=EPS)),
             optax_contender("optax", optax.adam(LR, eps=EPS)),
@@ -305,7 +166,7 @@ def big_clip_adamw(s: Sizes) -> Workload:
         "big_clip_adamw",
         f"clip_by_global_norm + adamw, one leaf of {s.big:,}",
         params,
-        _random_like(params, 1, 1e-3),
+        random_like(params, 1, 1e-3),
         [
             gradtx_contender("gradtx", clip_adamw(gradtx)),
             optax_contender("optax", clip_adamw(optax)),
@@ -323,7 +184,7 @@ def transformer_clip_adamw(s: Sizes) -> Workload:
         "transformer",
         f"clip_by_global_norm + adamw, transformer-like tree ({leaves} leaves, {n / 1e6:.1f}M)",
         params,
-        _random_like(params, 2, 1e-3),
+        random_like(params, 2, 1e-3),
         [
             gradtx_contender("gradtx", clip_adamw(gradtx)),
             optax_contender("optax", clip_adamw(optax)),
@@ -336,7 +197,7 @@ def transformer_clip_adamw(s: Sizes) -> Workload:
 
 def many_small_adam(s: Sizes) -> Workload:
     params = {f"p{i:04d}": jnp.full((s.small_size,), 0.01, jnp.float32) for i in range(s.small_leaves)}
-    grads = _random_like(params, 3, 1e-3)
+    grads = random_like(params, 3, 1e-3)
     count = f"{s.small_leaves:,} leaves of {s.small_size:,}"
     packed = packing.pack(params)
 
@@ -382,27 +243,6 @@ def many_small_adam(s: Sizes) -> Workload:
             },
         ],
     )
-
-
-def residual_mlp(s: Sizes) -> dict:
-    """The parameters of a residual MLP: per layer a `width x width` kernel and a bias (small leaves)."""
-    rng = np.random.default_rng(5)
-    w = s.mlp_width
-    return {
-        f"layer{i:03d}": {
-            "w": jnp.asarray(rng.standard_normal((w, w)) / (4 * np.sqrt(w)), jnp.float32),
-            "b": jnp.zeros((w,), jnp.float32),
-        }
-        for i in range(s.mlp_layers)
-    }
-
-
-def mlp_loss(params: Any, x: jax.Array) -> jax.Array:
-    """`mean(h ** 2)` after the layers `h <- h + tanh(h @ w + b)`, unrolled (no scan: a leaf per layer)."""
-    h = x
-    for name in sorted(params):
-        h = h + jnp.tanh(h @ params[name]["w"] + params[name]["b"])
-    return jnp.mean(h * h)
 
 
 def train_contender(

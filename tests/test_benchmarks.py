@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from benchmarks import report, run, workloads
+from benchmarks import contenders, report, run, workloads
 from gradtx import packing
 
 ROOT = pathlib.Path(__file__).parent.parent
@@ -35,9 +35,10 @@ def test_every_contender_computes_the_same_parameters(name, monkeypatch):
     # the hand-written floors and the optax rows are only a fair comparison if they do the same math;
     # a larger rate and decay make every term visible in three steps, and a negligible epsilon hides
     # the one real difference (TF adds epsilon-hat after the bias correction, optax before)
-    monkeypatch.setattr(workloads, "LR", 0.1)
-    monkeypatch.setattr(workloads, "WD", 0.5)
-    monkeypatch.setattr(workloads, "EPS", 1e-30)
+    for module in (workloads, contenders):  # the workloads' optimizers and the hand-written steps
+        monkeypatch.setattr(module, "LR", 0.1)
+        monkeypatch.setattr(module, "WD", 0.5)
+        monkeypatch.setattr(module, "EPS", 1e-30)
     w = workloads.ALL[name](workloads.SMOKE)
     results = {}
     for c in w.contenders:
