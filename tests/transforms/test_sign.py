@@ -4,10 +4,10 @@ The chains tested are the aliases' recipes, `chain(scale_by_addsign(...), scale_
 Dense and row-sparse gradients (with duplicate indices), 20 steps, with and without sign
 decays: float32 runs agree with the float64 reference to TF's tolerance (rtol 1e-5, atol
 1e-6); float64 runs (x64) to 1e-10, which pins the formula. Then the sparse rule (m decays
-on every row, the variable moves on the touched rows, PowerSign's `pow(e, .)`), sign(0) = 0,
-the count a sign decay sees, and the argument errors (the contract checks run in tests/test_contract.py).
-Last, RETURNN's NeuralOptimizer1 (`scale_by_neural_optimizer1`): its numbers in float64, its
-entry-by-entry rule on duplicated rows worked out by hand, sign(0), its state and errors.
+on every row, the variable moves on the touched rows, PowerSign's `pow(e, .)`), sign(0) = 0
+and the count a sign decay sees. Their hyperparameters and argument errors are in
+test_sign_args.py, RETURNN's NeuralOptimizer1 in test_neural_optimizer1.py (the contract
+checks run in tests/test_contract.py).
 """
 
 from __future__ import annotations
@@ -24,13 +24,11 @@ from gradtx.schedules import cosine_sign_decay, linear_sign_decay, restart_sign_
 from gradtx.sparse import RowSparse
 from gradtx.transforms import (
     ScaleByAddSignState,
-    ScaleByNeuralOptimizer1State,
     ScaleByPowerSignState,
     scale_by_addsign,
-    scale_by_neural_optimizer1,
     scale_by_powersign,
 )
-from tests import helpers, reference, reference_contrib
+from tests import helpers, reference
 from tests.schedules.test_sign import ref_cosine, ref_linear, ref_restart
 
 
@@ -306,182 +304,3 @@ def test_sparse_padding_and_unique_row_sparse():
         np.testing.assert_array_equal(a.todense(), b.todense())
         np.testing.assert_array_equal(sa.m, sb.m)
         assert float(jnp.abs(b.values[-1]).sum()) == 0.0
-
-
-# --------------------------------------------------------------------------- hyperparameters
-
-
-@pytest.mark.parametrize(
-    "make, name, value",
-    [
-        (addsign, "learning_rate", 0.1),
-        (addsign, "alpha", 0.7),
-        (addsign, "beta", 0.8),
-        (addsign, "sign_decay", 0.6),
-        (powersign, "learning_rate", 0.1),
-        (powersign, "base", 3.0),
-        (powersign, "beta", 0.8),
-        (powersign, "sign_decay", 0.6),
-    ],
-)
-def test_every_hyperparameter_accepts_a_schedule_and_a_jax_scalar(make, name, value):
-    params, grads = helpers.problem(1)
-    plain, _ = helpers.run(make(**{name: value}), params, grads[:5])
-
-    def schedule(count):
-        return jnp.asarray(value, jnp.float32)
-
-    scheduled, _ = helpers.run(make(**{name: schedule}), params, grads[:5])
-    scalar, _ = helpers.run(make(**{name: jnp.float32(value)}), params, grads[:5])
-    helpers.assert_trees_close(scheduled[-1], plain[-1], rtol=1e-6, atol=1e-7)
-    helpers.assert_trees_close(scalar[-1], plain[-1], rtol=1e-6, atol=1e-7)
-
-
-def test_hyperparameters_may_be_traced():
-    params, grads = helpers.problem(0)
-
-    @jax.jit
-    def built_inside_jit(lr, base, beta, decay, g, p):
-        tx = powersign(lr, base, beta, decay)  # checks skip traced values
-        return tx.update(g, tx.init(p), p)[0]
-
-    out = built_inside_jit(0.1, 3.0, 0.5, 0.7, grads[0], params)
-    tx = powersign(0.1, 3.0, 0.5, 0.7)
-    helpers.assert_trees_close(out, tx.update(grads[0], tx.init(params), params)[0], rtol=1e-6, atol=1e-7)
-
-
-# --------------------------------------------------------------------------- errors
-
-
-@pytest.mark.parametrize(
-    "factory, kwargs, match",
-    [
-        (scale_by_addsign, {"beta": 1.5}, r"`scale_by_addsign`: `beta` must be in \[0.0, 1.0\], got 1.5\."),
-        (scale_by_addsign, {"beta": -0.1}, r"`scale_by_addsign`: `beta` must be in \[0.0, 1.0\], got -0.1\."),
-        (scale_by_addsign, {"alpha": float("inf")}, r"`scale_by_addsign`: `alpha` must be finite, got inf\."),
-        (scale_by_addsign, {"alpha": float("nan")}, r"`scale_by_addsign`: `alpha` must be finite, got nan\."),
-        (scale_by_addsign, {"sign_decay": float("nan")}, r"`scale_by_addsign`: `sign_decay` must be finite"),
-        (scale_by_powersign, {"base": 0.0}, r"`scale_by_powersign`: `base` must be > 0, got 0.0\."),
-        (scale_by_powersign, {"base": -2.0}, r"`scale_by_powersign`: `base` must be > 0, got -2.0\."),
-        (
-            scale_by_powersign,
-            {"base": float("inf")},
-            r"`scale_by_powersign`: `base` must be finite, got inf\.",
-        ),
-        (
-            scale_by_powersign,
-            {"beta": 2.0},
-            r"`scale_by_powersign`: `beta` must be in \[0.0, 1.0\], got 2.0\.",
-        ),
-        (
-            scale_by_powersign,
-            {"sign_decay": float("-inf")},
-            r"`scale_by_powersign`: `sign_decay` must be finite",
-        ),
-        (
-            addsign,
-            {"learning_rate": -0.1},
-            r"`scale_by_learning_rate`: `learning_rate` must be >= 0, got -0.1\.",
-        ),
-    ],
-)
-def test_value_errors(factory, kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        factory(**kwargs)
-
-
-@pytest.mark.parametrize(
-    "factory, kwargs, match",
-    [
-        (
-            scale_by_addsign,
-            {"alpha": "1"},
-            r"`scale_by_addsign`: `alpha` must be a number, a scalar array or a sch",
-        ),
-        (
-            scale_by_addsign,
-            {"beta": None},
-            r"`scale_by_addsign`: `beta` must be a number, a scalar array or a sch",
-        ),
-        (
-            scale_by_addsign,
-            {"sign_decay": "cosine"},
-            r"`scale_by_addsign`: `sign_decay` must be a number, a scalar array or a schedule .*got 'cosine'",
-        ),
-        (scale_by_addsign, {"sign_decay": True}, r"`sign_decay` must be a number, .*got True of type bool"),
-        (scale_by_addsign, {"sign_decay": jnp.ones(3)}, r"`scale_by_addsign`: `sign_decay` must be a scalar"),
-        (
-            scale_by_powersign,
-            {"base": "e"},
-            r"`scale_by_powersign`: `base` must be a number, a scalar array or",
-        ),
-        (scale_by_powersign, {"sign_decay": [0.5]}, r"`scale_by_powersign`: `sign_decay` must be a number"),
-    ],
-)
-def test_type_errors(factory, kwargs, match):
-    with pytest.raises(TypeError, match=match):
-        factory(**kwargs)
-
-
-# --------------------------------------------------------------------------- NeuralOptimizer1 (RETURNN)
-
-
-def test_neural_optimizer1_matches_the_float64_reference_dense_and_row_sparse():
-    """RETURNN's rule with lr = 1 on a (6, 3) table (row-sparse, duplicated rows) and a dense (5,) vector."""
-    shapes, rows = [(6, 3), (5,)], [[0, 2, 2, 5], [1, 1, 3, 0], [4, 0, 4, 4]]
-    params, dense = helpers.problem(5, shapes=shapes, steps=len(rows))
-    grads = [[(np.asarray(r, np.int32), g[:4]), v] for r, (g, v) in zip(rows, dense, strict=True)]
-    expected, ref_slots = reference.run(reference_contrib.neural_optimizer1(1.0, 0.6, 0.2), params, grads)
-    with jax.enable_x64(True):
-        tx = gradtx.chain(scale_by_neural_optimizer1(0.6, 0.2), gradtx.scale_by_learning_rate(1.0))
-        p64 = [np.asarray(p, np.float64) for p in params]
-        actual, state = helpers.run(tx, p64, helpers.to_gradtx(grads, shapes, np.float64))
-    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
-        helpers.assert_trees_close(a, e, rtol=1e-10, atol=1e-10, msg=f"params after step {t + 1}")
-    helpers.assert_trees_close(
-        gradtx.get_slot(state, "m"), [s["m"] for s in ref_slots], rtol=1e-10, atol=1e-10
-    )
-
-
-def test_neural_optimizer1_takes_duplicated_rows_entry_by_entry():
-    """Row 1 twice (g = 2, then -0.5), row 0 once, b1 = 0.5, d = 0.1, by hand: m = 0.5 m0, then
-    m[1] += 0.5 (2 - 0.5) -> 0.25 and m[0] += -0.1 -> -0.05 (row 2 only decays); each entry compares
-    its sign with its row's m: u = [2, -0.05, -0.2], so row 1 gets 1.95 (TF's deduplicated rule: 1.5)."""
-    tx = scale_by_neural_optimizer1(b1=0.5, decrease_factor=0.1)
-    state = ScaleByNeuralOptimizer1State(jnp.int32(0), jnp.array([[0.1], [-1.0], [0.3]]))
-    g = RowSparse(jnp.array([1, 1, 0]), jnp.array([[2.0], [-0.5], [-0.2]]), (3, 1))
-    u, new = jax.jit(tx.update)(g, state)
-    np.testing.assert_array_equal(u.indices, [1, 1, 0])
-    np.testing.assert_allclose(u.values[:, 0], [2.0, -0.05, -0.2], rtol=1e-6)
-    np.testing.assert_allclose(u.todense()[:, 0], [-0.2, 1.95, 0.0], rtol=1e-6)
-    np.testing.assert_allclose(new.m[:, 0], [-0.05, 0.25, 0.15], rtol=1e-6)
-
-
-def test_neural_optimizer1_a_zero_mean_disagrees_and_the_state_starts_at_zero():
-    """With b1 = 1 the mean stays 0, and sign(0) = 0 differs from sign(g): every step is d * g."""
-    tx = scale_by_neural_optimizer1(b1=1.0, decrease_factor=0.25)
-    state = tx.init({"w": jnp.zeros((2, 2))})
-    assert type(state) is ScaleByNeuralOptimizer1State and state._fields == ("count", "m")
-    np.testing.assert_array_equal(state.m["w"], np.zeros((2, 2)))
-    u, state = jax.jit(tx.update)({"w": jnp.array([[1.0, -2.0], [0.5, 4.0]])}, state)
-    np.testing.assert_array_equal(u["w"], [[0.25, -0.5], [0.125, 1.0]])
-    np.testing.assert_array_equal(state.m["w"], np.zeros((2, 2)))
-
-
-@pytest.mark.parametrize(
-    "kwargs, match",
-    [
-        ({"b1": 1.5}, r"`scale_by_neural_optimizer1`: `b1` must be in \[0.0, 1.0\], got 1.5\."),
-        (
-            {"decrease_factor": -1.0},
-            r"`scale_by_neural_optimizer1`: `decrease_factor` must be >= 0, got -1.0\.",
-        ),
-        (
-            {"decrease_factor": float("inf")},
-            r"`scale_by_neural_optimizer1`: `decrease_factor` must be finite, got inf\.",
-        ),
-    ],
-)
-def test_neural_optimizer1_bad_values(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        scale_by_neural_optimizer1(**kwargs)
