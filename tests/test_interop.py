@@ -57,7 +57,7 @@ def test_gradtx_optimizer_in_flax_train_state():
     step = jax.jit(lambda ts, g: ts.apply_gradients(grads=g))
     for g in GRADS:
         ts = step(ts, g)
-    expected, state = helpers.run(tx, PARAMS, GRADS)
+    expected, state = helpers.run(tx, PARAMS, GRADS, jit=True)  # as the jitted train step
     helpers.assert_trees_close(ts.params, expected[-1], rtol=0, atol=0)
     helpers.assert_trees_close(ts.opt_state, state, rtol=0, atol=0)
     assert int(ts.step) == len(GRADS)

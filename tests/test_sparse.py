@@ -77,6 +77,20 @@ def _embedding_loss(params, ids, labels):
     return jnp.mean((logits - labels) ** 2), logits
 
 
+@pytest.mark.parametrize("name", ["ftrl", "lazy_adam", "proximal_adagrad", "adagrad_da", "adamw"])
+def test_an_eager_step_on_numpy_params_takes_row_sparse_gradients(name):
+    """Outside jit, params and slots may be NumPy arrays; the row updates must not need `.at` on them."""
+    table = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    grads = RowSparse(jnp.array([1, 3, 1]), jnp.ones((3, 3)), (4, 3))
+    tx = gradtx.get(name, learning_rate=0.1, **({"weight_decay": 0.01} if name == "adamw" else {}))
+    state = jax.tree.map(np.asarray, tx.init(table))  # as a loader gives it back
+    eager = gradtx.apply_updates(table, tx.update(grads, state, table)[0])
+    jitted = jax.jit(lambda p, s, g: gradtx.apply_updates(p, tx.update(g, s, p)[0]))(table, state, grads)
+    np.testing.assert_allclose(eager, jitted, rtol=1e-6, atol=1e-7)
+    if name in ("ftrl", "lazy_adam", "proximal_adagrad"):  # the rules that move touched rows only
+        np.testing.assert_array_equal(np.asarray(eager)[[0, 2]], table[[0, 2]])
+
+
 def test_value_and_grad_equals_the_dense_gradient():
     rng = np.random.default_rng(0)
     params = {

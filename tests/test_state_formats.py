@@ -41,7 +41,11 @@ def _trained(entry):
 
 def _resumes_like(entry, tx, params, restored, state):
     """One more step from `restored` gives the numbers of one more step from `state`, bit for bit."""
-    step = jax.jit(lambda s: tx.update(_grads(params, 3), s, params, **entry.extra(2)))
+
+    def step(s):  # eager (no compilation per format and entry), on jax arrays: a loader may give
+        # NumPy arrays, and eager NumPy arithmetic may round differently from XLA's in the last bit
+        return tx.update(_grads(params, 3), jax.tree.map(jnp.asarray, s), params, **entry.extra(2))
+
     helpers.assert_trees_close(step(restored), step(state), rtol=0, atol=0)
 
 

@@ -92,7 +92,7 @@ def value_and_grad(
         def substituted(p):
             return jax.tree_util.tree_map_with_path(
                 lambda kp, x: (
-                    x.at[rows_of[_masks.path_str(kp)][0]].get(mode="fill", fill_value=0)
+                    jnp.asarray(x).at[rows_of[_masks.path_str(kp)][0]].get(mode="fill", fill_value=0)
                     if _masks.path_str(kp) in rows_of
                     else x
                 ),

@@ -156,14 +156,16 @@ class RowSparse:
 
     def gather(self, table: jax.Array) -> jax.Array:
         """The rows `indices` of `table` (zeros for padding entries)."""
-        return table.at[self._rows_or_oob()].get(mode="fill", fill_value=0)
+        return jnp.asarray(table).at[self._rows_or_oob()].get(mode="fill", fill_value=0)
 
     def scatter(self, table: jax.Array, rows: jax.Array) -> jax.Array:
         """`table` with its rows `indices` set to `rows` (padding dropped; needs unique indices)."""
+        table = jnp.asarray(table)  # a NumPy table (eager params) has no `.at`
         return table.at[self._rows_or_oob()].set(rows.astype(table.dtype), mode="drop")
 
     def add_to_rows(self, table: jax.Array, rows: jax.Array) -> jax.Array:
         """`table` with `rows` added to its rows `indices` (padding dropped, duplicates accumulate)."""
+        table = jnp.asarray(table)
         return table.at[self._rows_or_oob()].add(rows.astype(table.dtype), mode="drop")
 
     def scatter_add_into(self, param: jax.Array) -> jax.Array:

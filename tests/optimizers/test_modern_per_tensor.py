@@ -164,8 +164,8 @@ CASES = {
 def test_twenty_steps_equal_optax(name):
     ours, theirs, shapes = CASES[name]
     params, grads = _problem(shapes)
-    actual, _ = helpers.run(ours(), params, grads)
-    expected, _ = helpers.run(theirs(), params, grads)
+    actual, _ = helpers.run(ours(), params, grads, jit=True)
+    expected, _ = helpers.run(theirs(), params, grads, jit=True)
     for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         helpers.assert_trees_close(a, e, rtol=1e-6, atol=1e-6, msg=f"{name}: step {t + 1}")
 
