@@ -19,7 +19,9 @@ class Hyperparams(dict):
 
     `hyperparams["learning_rate"] = 0.01` (or `= jnp.asarray(0.01)`) stores a scalar array of
     the dtype the value had, so the state's types do not change and a jitted step is not
-    traced again. Only the injected names can be set (a new name would change the tree).
+    traced again; so do `update`, `|=` and `setdefault`. Only the injected names can be set (a
+    new name would change the tree). `copy()`, `|`, `copy.deepcopy` and pickle give a
+    `Hyperparams` back.
     """
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -36,6 +38,26 @@ class Hyperparams(dict):
     def update(self, *args: Any, **kwargs: Any) -> None:
         for key, value in dict(*args, **kwargs).items():
             self[key] = value
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default  # refused: a new name
+        return dict.__getitem__(self, key)
+
+    def __ior__(self, other: Any) -> Hyperparams:
+        self.update(other)
+        return self
+
+    def __or__(self, other: Any) -> Hyperparams:
+        new = self.copy()
+        new.update(other)
+        return new
+
+    def copy(self) -> Hyperparams:
+        return Hyperparams(self)  # dict's constructor stores the values as they are
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copy.deepcopy and pickle (dict's own refills by []=)
+        return Hyperparams, (dict(self),)
 
 
 def _as_hyperparameter(key: Any, value: Any, dtype: Any) -> jax.Array:
@@ -148,37 +170,47 @@ def inject_hyperparams(
     but its state is `InjectHyperparamsState(count, hyperparams, inner_state)` with
     `hyperparams = {"learning_rate": ..., "b1": ..., ...}` (a dict, as in optax). Replace a
     value in the state between steps (`state.hyperparams["learning_rate"] = 0.01`, or
-    `= jnp.asarray(0.01)`) and the jitted step uses it without retracing: `hyperparams` is a
-    `Hyperparams` dict, which casts a new value to the dtype of the old one (replacing the
-    whole dict, `state._replace(hyperparams={...})`, traces the step once more). Float
-    arguments (Python or 0-d float arrays) and schedules are injected; a schedule is
-    evaluated at `count` each step and its value stored (a callable counts as a schedule
+    `= jnp.asarray(0.01)`, or `state.hyperparams.update(learning_rate=0.01)`) and the jitted
+    step uses it without retracing: `hyperparams` is a `Hyperparams` dict, which casts a new
+    value to the dtype of the old one. Replacing the whole dict by a plain one
+    (`state._replace(hyperparams={...})`, `optax.tree.set(state, learning_rate=0.01)`) traces
+    the step once more, for the plain dict; the state it returns holds a `Hyperparams` again.
+    Float arguments (Python floats or 0-d float arrays) and schedules are injected; a schedule
+    is evaluated at `count` each step and its value stored (a callable counts as a schedule
     where the factory annotates the argument `ScalarOrSchedule`; other callables stay
-    static). Ints, bools, integer arrays, PRNG keys, strings, containers and transforms stay
-    static, as do the names in `static_args`.
+    static). Ints, bools, integer, bool and complex arrays, PRNG keys (typed or uint32),
+    strings, containers and transforms stay static, as do the names in `static_args`.
 
     Args:
       factory: any gradtx (or optax) factory returning a transform.
       static_args: the names of arguments to keep static even if numeric: one name (a
-        string) or several; each must be an argument of `factory`.
+        string, matched whole: `"b1"` is not `"b"`) or an iterable of names; each must be an
+        argument of `factory`.
       hyperparam_dtype: dtype of the injected values (default: float32, float64 under x64).
 
     Returns:
       A function taking the factory's arguments and returning the transform.
 
     Raises:
-      TypeError: if `factory` is not callable, `static_args` is not names, or the arguments
-        do not fit its signature.
-      ValueError: for a name in `static_args` that is not an argument of `factory` (for a
-        factory taking `**kwargs`: one not passed to it).
+      TypeError: if `factory` is not callable, `static_args` is neither a string nor an
+        iterable of strings, or the arguments do not fit its signature.
+      ValueError: for a name in `static_args` that is not an argument of `factory`: here, or
+        for a factory taking `**kwargs`, when the returned function is called without it.
 
     Example:
-        >>> import jax.numpy as jnp, gradtx
+        >>> import jax, jax.numpy as jnp, gradtx
         >>> tx = gradtx.inject_hyperparams(gradtx.sgd)(learning_rate=0.1)
         >>> state = tx.init(jnp.zeros(2))
+        >>> step = jax.jit(tx.update)
         >>> state.hyperparams["learning_rate"] = jnp.asarray(0.5)
-        >>> tx.update(jnp.ones(2), state)[0]
+        >>> step(jnp.ones(2), state)[0]
         Array([-0.5, -0.5], dtype=float32)
+        >>> state.hyperparams["learning_rate"] = 2.0  # stored as float32: not traced again
+        >>> step(jnp.ones(2), state)[0]
+        Array([-2., -2.], dtype=float32)
+        >>> tx = gradtx.inject_hyperparams(gradtx.adam, static_args="b1")(learning_rate=0.1)
+        >>> sorted(tx.init(jnp.zeros(2)).hyperparams)
+        ['b2', 'eps', 'learning_rate']
     """
     _checks.check_callable("inject_hyperparams", "factory", factory)
     try:
@@ -231,7 +263,8 @@ def inject_hyperparams(
             return InjectHyperparamsState(count, values, build(values).init(params))
 
         def update_fn(updates, state, params=None, **extra_args):
-            values = dict(state.hyperparams)
+            # cast: a plain dict put in the state (`_replace`, `optax.tree.set`) may hold Python floats
+            values = {k: jnp.asarray(v, dtype) for k, v in state.hyperparams.items()}
             values.update(
                 {k: jnp.asarray(v(state.count), dtype) for k, v in numeric.items() if _checks.is_schedule(v)}
             )

@@ -158,3 +158,90 @@ def test_static_args_are_exact_names_and_unknown_names_raise():
         TypeError, match=r"`static_args` must be an argument name or an iterable of names, got 3"
     ):
         gradtx.inject_hyperparams(gradtx.sgd, static_args=3)
+
+
+def test_legacy_keys_bool_and_complex_arrays_stay_static():
+    seen = {}
+
+    def factory(learning_rate: float, key: jax.Array, flag: jax.Array, phase: jax.Array, rate: float):
+        seen.update(key=key, flag=flag, phase=phase)
+        return gradtx.sgd(learning_rate * rate)
+
+    key = jax.random.PRNGKey(0)  # uint32[2]
+    args = (0.1, key, jnp.asarray(True), jnp.asarray(1j, jnp.complex64), np.float32(2.0))
+    tx = gradtx.inject_hyperparams(factory)(*args)
+    state = tx.init(jnp.zeros(1))
+    assert set(state.hyperparams) == {"learning_rate", "rate"}
+    np.testing.assert_array_equal(seen["key"], key)
+    assert seen["key"].dtype == jnp.uint32 and seen["flag"].dtype == jnp.bool_
+    assert seen["phase"].dtype == jnp.complex64
+    np.testing.assert_allclose(tx.update(jnp.ones(1), state)[0], [-0.2], rtol=1e-6)
+
+
+def test_setting_with_ior_setdefault_or_and_copy_keeps_hyperparams():
+    chex.clear_trace_counter()
+    tx = gradtx.inject_hyperparams(gradtx.sgd)(learning_rate=0.1)
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def step(state, g):
+        return tx.update(g, state)
+
+    state = tx.init(jnp.zeros(2))
+    _, state = step(state, jnp.ones(2))
+    hyperparams = state.hyperparams  # (`state.hyperparams |= ...` would assign the NamedTuple's field)
+    hyperparams |= {"learning_rate": 0.5}
+    assert state.hyperparams["learning_rate"].dtype == jnp.float32
+    np.testing.assert_allclose(step(state, jnp.ones(2))[0], [-0.5, -0.5], rtol=1e-6)
+    for made in (state.hyperparams.copy(), state.hyperparams | {"learning_rate": 0.25}):
+        assert type(made) is type(state.hyperparams)
+    state = state._replace(hyperparams=state.hyperparams | {"learning_rate": 0.25})
+    np.testing.assert_allclose(step(state, jnp.ones(2))[0], [-0.25, -0.25], rtol=1e-6)
+    assert state.hyperparams.setdefault("learning_rate", 9.0) == 0.25
+    with pytest.raises(KeyError, match=r"'lr' is not an injected hyperparameter"):
+        state.hyperparams.setdefault("lr", 0.5)
+    assert set(state.hyperparams) == {"learning_rate"}
+
+
+def test_state_survives_deepcopy_and_pickle():
+    import copy
+    import pickle
+
+    tx = gradtx.inject_hyperparams(gradtx.adam)(learning_rate=0.1)
+    state = tx.init({"w": jnp.ones(3)})
+    state.hyperparams["learning_rate"] = 0.5
+    for restored in (copy.deepcopy(state), pickle.loads(pickle.dumps(state))):
+        assert type(restored.hyperparams) is type(state.hyperparams)
+        assert jax.tree.structure(restored) == jax.tree.structure(state)
+        chex.assert_trees_all_equal(restored, state)
+        restored.hyperparams["learning_rate"] = 0.25  # still casts and refuses new names
+        assert restored.hyperparams["learning_rate"].dtype == jnp.float32
+        with pytest.raises(KeyError, match=r"'lr' is not an injected hyperparameter"):
+            restored.hyperparams["lr"] = 0.5
+
+
+@pytest.mark.parametrize("how", ["_replace", "optax.tree.set"])
+def test_a_plain_dict_in_the_state_traces_once_more_then_never(how):
+    import optax
+
+    chex.clear_trace_counter()
+    tx = gradtx.inject_hyperparams(gradtx.sgd)(learning_rate=0.1)
+
+    @jax.jit
+    @chex.assert_max_traces(n=2)  # once for the state as init makes it, once for a plain dict
+    def step(state, g):
+        return tx.update(g, state)
+
+    state = tx.init(jnp.zeros(2))
+    _, state = step(state, jnp.ones(2))
+    for lr in (0.5, 0.25, 2.0):
+        if how == "_replace":
+            state = state._replace(hyperparams={"learning_rate": lr})
+        else:
+            state = optax.tree.set(state, learning_rate=lr)
+        assert type(state.hyperparams) is dict
+        u, state = step(state, jnp.ones(2))
+        np.testing.assert_allclose(u, [-lr, -lr], rtol=1e-6)
+        assert type(state.hyperparams) is not dict and state.hyperparams["learning_rate"].dtype == jnp.float32
+        _, state = step(state, jnp.ones(2))  # the state a step returns: the first trace again
+    assert step._cache_size() == 2
