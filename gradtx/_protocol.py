@@ -113,64 +113,44 @@ def _optax_base() -> Any:
 
 _OPTAX_BASE = _optax_base()
 
+_GRADIENT_TRANSFORMATION_DOC = """\
+A pure optimizer: `init(params) -> state`, `update(updates, state, params, **extra_args)`.
+
+`update` returns `(new_updates, new_state)`; the new updates are *added* to the params
+with `apply_updates`. Every gradtx `update` accepts and ignores unknown keyword
+arguments, so one call can feed extra arguments (`global_step`, `replica_ok`, ...) to
+whichever transform of a chain needs them.
+
+The class is structurally identical to `optax.GradientTransformation`: a gradtx
+transform can be used wherever optax expects one, and `gradtx.chain` accepts optax's.
+When optax is installed (it is not a dependency) the class derives from
+`optax.GradientTransformationExtraArgs`, so that `optax.chain`, `optax.MultiSteps` and
+optax's other combinators pass extra arguments (`global_step`, `update_slots`, ...)
+on to gradtx members instead of dropping them.
+
+Example:
+    >>> import jax.numpy as jnp, gradtx
+    >>> tx = gradtx.sgd(learning_rate=0.1)
+    >>> params = {"w": jnp.array([1.0, 2.0])}
+    >>> state = tx.init(params)
+    >>> updates, state = tx.update({"w": jnp.array([1.0, 1.0])}, state, params)
+    >>> gradtx.apply_updates(params, updates)["w"]
+    Array([0.9, 1.9], dtype=float32)
+"""
+
 if typing.TYPE_CHECKING or _OPTAX_BASE is None:
 
     class GradientTransformation(NamedTuple):
-        """A pure optimizer: `init(params) -> state`, `update(updates, state, params, **extra_args)`.
-
-        `update` returns `(new_updates, new_state)`; the new updates are *added* to the params
-        with `apply_updates`. Every gradtx `update` accepts and ignores unknown keyword
-        arguments, so one call can feed extra arguments (`global_step`, `replica_ok`, ...) to
-        whichever transform of a chain needs them.
-
-        The class is structurally identical to `optax.GradientTransformation`: a gradtx
-        transform can be used wherever optax expects one, and `gradtx.chain` accepts optax's.
-        When optax is installed (it is not a dependency) the class derives from
-        `optax.GradientTransformationExtraArgs`, so that `optax.chain`, `optax.MultiSteps` and
-        optax's other combinators pass extra arguments (`global_step`, `update_slots`, ...)
-        on to gradtx members instead of dropping them.
-
-        Example:
-            >>> import jax.numpy as jnp, gradtx
-            >>> tx = gradtx.sgd(learning_rate=0.1)
-            >>> params = {"w": jnp.array([1.0, 2.0])}
-            >>> state = tx.init(params)
-            >>> updates, state = tx.update({"w": jnp.array([1.0, 1.0])}, state, params)
-            >>> gradtx.apply_updates(params, updates)["w"]
-            Array([0.9, 1.9], dtype=float32)
-        """
-
         init: TransformInitFn
         update: TransformUpdateFn
 
 else:
 
     class GradientTransformation(_OPTAX_BASE):
-        """A pure optimizer: `init(params) -> state`, `update(updates, state, params, **extra_args)`.
-
-        `update` returns `(new_updates, new_state)`; the new updates are *added* to the params
-        with `apply_updates`. Every gradtx `update` accepts and ignores unknown keyword
-        arguments, so one call can feed extra arguments (`global_step`, `replica_ok`, ...) to
-        whichever transform of a chain needs them.
-
-        The class is structurally identical to `optax.GradientTransformation`: a gradtx
-        transform can be used wherever optax expects one, and `gradtx.chain` accepts optax's.
-        When optax is installed (it is not a dependency) the class derives from
-        `optax.GradientTransformationExtraArgs`, so that `optax.chain`, `optax.MultiSteps` and
-        optax's other combinators pass extra arguments (`global_step`, `update_slots`, ...)
-        on to gradtx members instead of dropping them.
-
-        Example:
-            >>> import jax.numpy as jnp, gradtx
-            >>> tx = gradtx.sgd(learning_rate=0.1)
-            >>> params = {"w": jnp.array([1.0, 2.0])}
-            >>> state = tx.init(params)
-            >>> updates, state = tx.update({"w": jnp.array([1.0, 1.0])}, state, params)
-            >>> gradtx.apply_updates(params, updates)["w"]
-            Array([0.9, 1.9], dtype=float32)
-        """
-
         __slots__ = ()
+
+
+GradientTransformation.__doc__ = _GRADIENT_TRANSFORMATION_DOC  # one docstring for either definition
 
 
 class ElementWise(GradientTransformation):
