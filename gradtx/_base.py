@@ -18,36 +18,60 @@ from gradtx._protocol import ElementWise, GradientTransformation, LeafWise, Para
 
 
 def api(factory: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorator for public factories: argument errors name the function the user called.
+    """Decorator for public factories: what a user-called factory's transform goes through, once.
 
     `momentum(learning_rate=0.1, momentum=-1.0)` builds `trace(...)` inside; with this
     decorator the error says "`momentum`: `momentum` must be ..." rather than naming the
-    internal building block. A transform it returns accepts packed trees: unless it is
-    `ElementWise` or `LeafWise` already, it is made leaf-wise (`packing.leaf_wise`). Its
-    `init` types the state like the params under `shard_map(check_vma=True)`
-    (`_vma.typed_like_params`).
+    internal building block. The outermost decorated factory (the one the user called)
+    wraps its transform once: it accepts packed trees (unless it is `ElementWise` or
+    `LeafWise` already, it is made leaf-wise, `packing.leaf_wise`); its `update` refuses
+    gradients shaped unlike the params and returns the state in the dtypes it was given;
+    its `init` types the state like the params under `shard_map(check_vma=True)`
+    (`_vma.typed_like_params`). Factories it calls inside (an alias's chain and building
+    blocks) return their transforms as they are, so a step runs these checks once, not at
+    every nesting level; `with_extra_args_support` (which every combinator applies to its
+    members) takes the inner transform of a wrapped member for the same reason.
     """
     name = factory.__name__
+    per_example_factory = takes_per_example_grads(factory)
 
     @functools.wraps(factory)
     def wrapper(*args, **kwargs):
-        token = _checks._API_NAME.set(_checks._API_NAME.get() or name)
+        outer = _checks._API_NAME.get()
+        token = _checks._API_NAME.set(outer or name)
         try:
             result = factory(*args, **kwargs)
         finally:
             _checks._API_NAME.reset(token)
-        if isinstance(result, GradientTransformation):
-            per_example = takes_per_example_grads(factory) or takes_per_example_grads(result.update)
-            result = packing.leaf_wise(result)
-            if not per_example:
-                result = _shape_checked(name, result)
-            if not _vma.is_typed(result.init):
-                result = result._replace(init=_vma.typed_like_params(result.init))
-            if per_example:
+        if not isinstance(result, GradientTransformation):
+            return result
+        per_example = per_example_factory or takes_per_example_grads(result.update)
+        if outer is not None:  # nested: the outermost factory wraps once
+            if per_example and not takes_per_example_grads(result.update):
                 result = type(result)(result.init, per_example_grads(_passing(result.update)))
-        return result
+            return result
+        return _wrapped(name, result, per_example)
 
     return wrapper
+
+
+def _wrapped(name: str, raw: GradientTransformation, per_example: bool) -> GradientTransformation:
+    """`raw` as the outermost factory returns it (see `api`); `unwrapped` gives `raw` back."""
+    result = packing.leaf_wise(raw)
+    if not per_example:
+        result = _shape_checked(name, result)
+    if not _vma.is_typed(result.init):
+        result = result._replace(init=_vma.typed_like_params(result.init))
+    if per_example:
+        result = type(result)(result.init, per_example_grads(_passing(result.update)))
+    result.update._gradtx_raw = raw  # type: ignore[attr-defined]
+    return result
+
+
+def unwrapped(tx: Any) -> Any:
+    """The transform an outermost `api` factory wrapped (a member of a combinator needs no second check)."""
+    raw = getattr(getattr(tx, "update", None), "_gradtx_raw", None)
+    return tx if raw is None or takes_per_example_grads(tx.update) else raw
 
 
 def per_example_grads(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -191,6 +215,7 @@ def with_extra_args_support(tx: Any) -> GradientTransformation:
         Array([-0.1, -0.1], dtype=float32)
     """
     _checks.check_transform("with_extra_args_support", "tx", tx)
+    tx = unwrapped(tx)
     update = tx.update if _accepts_extra_args(tx.update) else _dropping_extra_args(tx.update)
     if isinstance(tx, (ElementWise, LeafWise)):
         return tx if update is tx.update else type(tx)(tx.init, update)

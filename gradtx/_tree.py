@@ -214,27 +214,27 @@ def check_shapes(fn_name: str, updates: Any, params: Any = None, state: Any = No
     In `state` (a NamedTuple), every slot field (annotated `Updates`) with the tree structure
     of the updates is checked leaf by leaf where the slot leaf is an array of the update's
     rank: windows `[n, *shape]`, factored or per-dimension statistics have other ranks or
-    structures and are left alone. Shapes are static, so this costs nothing at run time.
+    structures and are left alone. Shapes are static, so this costs nothing at run time;
+    key paths are computed only for the error.
 
     Raises:
       ValueError: naming the key path, both shapes and what to do.
     """
-    leaves, rest, treedef = flatten_updates(fn_name, updates)
-    del rest
-    paths = key_paths(updates)
+    treedef: Any
+    leaves, treedef = jax.tree.flatten(updates, is_leaf=_is_update_leaf)
     shapes = [_shape_of(x) for x in leaves]
     if params is not None:
         try:
             flat_params = treedef.flatten_up_to(params)
         except (ValueError, TypeError):
             raise _protocol.tree_mismatch_error(fn_name, "updates", updates, "params", params) from None
-        for path, shape, p in zip(paths, shapes, flat_params, strict=True):
+        for i, (shape, p) in enumerate(zip(shapes, flat_params, strict=True)):
             p_shape = _shape_of(p)
             if shape is not None and p_shape is not None and shape != p_shape:
                 raise ValueError(
-                    f"`{fn_name}`: the gradient at {path} has shape {shape}, but the parameter there has "
-                    f"shape {p_shape}; compute the gradients of these parameters (leaf by leaf shapes "
-                    f"must agree)."
+                    f"`{fn_name}`: the gradient at {key_paths(updates)[i]} has shape {shape}, but the "
+                    f"parameter there has shape {p_shape}; compute the gradients of these parameters "
+                    f"(leaf by leaf shapes must agree)."
                 )
     if not (isinstance(state, tuple) and hasattr(state, "_fields")):
         return
@@ -245,13 +245,13 @@ def check_shapes(fn_name: str, updates: Any, params: Any = None, state: Any = No
             flat_slot = treedef.flatten_up_to(getattr(state, field))
         except (ValueError, TypeError):
             continue
-        for path, shape, s in zip(paths, shapes, flat_slot, strict=True):
+        for i, (shape, s) in enumerate(zip(shapes, flat_slot, strict=True)):
             s_shape = _shape_of(s)
             if shape is not None and s_shape is not None and len(s_shape) == len(shape) and s_shape != shape:
                 raise ValueError(
-                    f"`{fn_name}`: the gradient at {path} has shape {shape}, but the state's slot "
-                    f"`{field}` there has shape {s_shape}; pass a state made by `init` from params "
-                    f"shaped like these gradients."
+                    f"`{fn_name}`: the gradient at {key_paths(updates)[i]} has shape {shape}, but the "
+                    f"state's slot `{field}` there has shape {s_shape}; pass a state made by `init` from "
+                    f"params shaped like these gradients."
                 )
 
 

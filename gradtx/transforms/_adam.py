@@ -14,7 +14,8 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, _vma, sparse
+from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx._update_rule import Slot, update_rule
 
 
 class ScaleByAdamState(NamedTuple):
@@ -25,15 +26,6 @@ class ScaleByAdamState(NamedTuple):
     v: _protocol.Updates  # TF slot "v": second moment (starts at 0)
     beta1_power: jax.Array  # TF's non-slot "beta1_power": b1**(count+1), float32 (float64 for f64 params)
     beta2_power: jax.Array  # TF's non-slot "beta2_power": b2**(count+1), likewise
-
-
-class _Hyper(NamedTuple):
-    """One step's scalars, cast to a leaf's dtype: the betas, the bias correction, epsilon-hat."""
-
-    b1: jax.Array
-    b2: jax.Array
-    c: jax.Array  # sqrt(1 - beta2_power) / (1 - beta1_power)
-    eps: jax.Array
 
 
 # --------------------------------------------------------------------------- the one formula
@@ -72,23 +64,29 @@ def _decayed_moments(g, m, v, h):
 
 
 def _tf1_leaf(g, m, v, h):
-    """TF1 Adam: a row-sparse gradient decays the moments on all rows and moves every row."""
-    if _tree.is_row_sparse(g):
-        m, v = _decayed_moments(g, m, v, h)
-        return _adam_step(m, v, h), m, v
+    """TF1's ApplyAdam."""
     m, v = _dense_moments(g, m, v, h)
     return _adam_step(m, v, h), m, v
 
 
+def _tf1_rows(g, m, v, h):
+    """TF1 Adam on a row-sparse gradient: the moments decay on all rows, every row of the variable moves."""
+    m, v = _decayed_moments(g, m, v, h)
+    return _adam_step(m, v, h), m, v
+
+
 def _nesterov_leaf(g, m, v, h):
-    """contrib's Nadam: the Nesterov numerator; a row-sparse gradient moves its rows only."""
-    if _tree.is_row_sparse(g):
-        g = g.deduplicated()
-        m, v = _decayed_moments(g, m, v, h)
-        rows = _adam_step(_nesterov(g.gather(m), g.values, h), g.gather(v), h)
-        return g.with_values(g.zero_padding(rows)), m, v
+    """contrib's Nadam: the Nesterov numerator."""
     m, v = _dense_moments(g, m, v, h)
     return _adam_step(_nesterov(m, g, h), v, h), m, v
+
+
+def _nesterov_rows(g, m, v, h):
+    """contrib's Nadam on a row-sparse gradient: the moments decay on all rows, the touched rows move."""
+    g = g.deduplicated()
+    m, v = _decayed_moments(g, m, v, h)
+    rows = _adam_step(_nesterov(g.gather(m), g.values, h), g.gather(v), h)
+    return g.with_values(g.zero_padding(rows)), m, v
 
 
 def _lazy_rows(g, m, v, h):
@@ -98,24 +96,22 @@ def _lazy_rows(g, m, v, h):
     return _adam_step(m, v, h), m, v
 
 
-def _lazy_leaf(g, m, v, h):
-    """contrib's LazyAdam: TF1 Adam on dense gradients, the touched rows only on row-sparse ones."""
-    if _tree.is_row_sparse(g):
-        return sparse.apply_rows(lambda gr, mr, vr: _lazy_rows(gr, mr, vr, h), g, m, v)
-    m, v = _dense_moments(g, m, v, h)
-    return _adam_step(m, v, h), m, v
+def _lazy_sparse(g, m, v, h):
+    """contrib's LazyAdam on a row-sparse gradient: the touched rows of `m`, `v` and the variable only."""
+    return sparse.apply_rows(lambda gr, mr, vr: _lazy_rows(gr, mr, vr, h), g, m, v)
 
 
 # --------------------------------------------------------------------------- beta powers
 
 
-def _powers_from_state(fn, state, b1, b2, extra):
-    """TF1's running products `beta_power`, kept in the state."""
-    del fn, b1, b2, extra
-    return state.beta1_power, state.beta2_power
+def _powers_from_state(h, state, extra_args):
+    """TF1's running products `beta_power`, kept in the state: the bias correction, and the next products."""
+    del extra_args
+    b1p, b2p = state.beta1_power, state.beta2_power
+    return {"c": jnp.sqrt(1 - b2p) / (1 - b1p), "beta1_power": b1p * h.b1, "beta2_power": b2p * h.b2}
 
 
-# --------------------------------------------------------------------------- the shared transform
+# --------------------------------------------------------------------------- the declaration
 
 
 def _adam_family(
@@ -124,50 +120,26 @@ def _adam_family(
     b2: Any,
     eps: Any,
     mu_dtype: Any,
-    leaf_rule: Callable[..., tuple[Any, Any, Any]],
-    powers: Callable[..., tuple[jax.Array, jax.Array]],
+    leaf: Callable[..., tuple[Any, Any, Any]],
+    rows: Callable[..., tuple[Any, Any, Any]],
+    powers: Callable[..., dict],
 ) -> _protocol.GradientTransformation:
-    """An Adam building block from its leaf rule and the source of its beta powers."""
+    """An Adam building block from its dense and row-sparse formulas and the source of its beta powers."""
     _checks.check_in_range(fn, "b1", b1, 0.0, 1.0, high_open=True)
     _checks.check_in_range(fn, "b2", b2, 0.0, 1.0, high_open=True)
     _checks.check_nonnegative(fn, "eps", eps)
     _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
-
-    def init_fn(params):
-        zero = _tree.zero_count()
-        return ScaleByAdamState(
-            count=zero,
-            m=_tree.zeros_like(params, mu_dtype),
-            v=_tree.zeros_like(params),
-            beta1_power=_tree.scalar(_tree.resolve(b1, zero), params),
-            beta2_power=_tree.scalar(_tree.resolve(b2, zero), params),
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params
-        dt = state.beta1_power.dtype  # TF's scalars follow the variables' dtype, not x64
-        b1_, b2_, eps_ = (jnp.asarray(_tree.resolve(h, state.count), dt) for h in (b1, b2, eps))
-        b1p, b2p = powers(fn, state, b1_, b2_, extra_args)
-        c = jnp.sqrt(1 - b2p) / (1 - b1p)
-
-        def leaf(g, m, v):
-            x = _tree.values_of(g)
-            h = _Hyper(*(_tree.like(s, x) for s in (b1_, b2_, c, eps_)))
-            out, new_m, new_v = leaf_rule(g, m, v, h)
-            return out, new_m.astype(m.dtype), new_v.astype(v.dtype)  # slots keep their dtypes
-
-        out, m, v = _tree.split_map(
-            fn, leaf, 3, updates, state.m, state.v, names=("updates", "state.m", "state.v")
-        )
-        return out, ScaleByAdamState(
-            count=_tree.increment(state.count),
-            m=m,
-            v=v,
-            beta1_power=_vma.typed_like((b1p * b1_).astype(dt), state.beta1_power),
-            beta2_power=_vma.typed_like((b2p * b2_).astype(dt), state.beta2_power),
-        )
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByAdamState,
+        leaf,
+        hyper={"b1": b1, "b2": b2, "eps": eps},
+        slots={"m": Slot(0.0, mu_dtype), "v": 0.0},
+        scalars={"beta1_power": lambda h: h.b1, "beta2_power": lambda h: h.b2},
+        prepare=powers,
+        sparse=rows,
+        tf_scalars=True,  # TF's scalars: float32 beta powers for float32 params, with or without x64
+    )
 
 
 _ARGS = """b1: decay of the first moment, in [0, 1).
@@ -233,7 +205,7 @@ def scale_by_adam(
       Kingma, Ba, *Adam: a method for stochastic optimization*, ICLR 2015 (the formula
       before section 2.1).
     """
-    return _adam_family("scale_by_adam", b1, b2, eps, mu_dtype, _tf1_leaf, _powers_from_state)
+    return _adam_family("scale_by_adam", b1, b2, eps, mu_dtype, _tf1_leaf, _tf1_rows, _powers_from_state)
 
 
 @_doc
@@ -275,7 +247,7 @@ def scale_by_nesterov_adam(
       Dozat, *Incorporating Nesterov momentum into Adam*, ICLR 2016 workshop.
     """
     fn = "scale_by_nesterov_adam"
-    return _adam_family(fn, b1, b2, eps, mu_dtype, _nesterov_leaf, _powers_from_state)
+    return _adam_family(fn, b1, b2, eps, mu_dtype, _nesterov_leaf, _nesterov_rows, _powers_from_state)
 
 
 @_doc
@@ -318,4 +290,6 @@ def scale_by_lazy_adam(
     References:
       TensorFlow, `tf.contrib.opt.LazyAdamOptimizer` (lazy_adam_optimizer.py).
     """
-    return _adam_family("scale_by_lazy_adam", b1, b2, eps, mu_dtype, _lazy_leaf, _powers_from_state)
+    return _adam_family(
+        "scale_by_lazy_adam", b1, b2, eps, mu_dtype, _tf1_leaf, _lazy_sparse, _powers_from_state
+    )

@@ -6,16 +6,17 @@ computed from the extra argument `global_step` in place of TF1's running product
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _protocol
-from gradtx.transforms._adam import _adam_family, _doc, _lazy_leaf, _tf1_leaf
+from gradtx import _base, _checks, _protocol
+from gradtx.transforms._adam import _adam_family, _doc, _lazy_sparse, _tf1_leaf, _tf1_rows
 
 
-def _powers_from_global_step(fn, state, b1, b2, extra):
+def _powers_from_global_step(fn, h, state, extra):
     """AdamGS: `beta_power = pow(beta, float(global_step + 1))` from the extra argument `global_step`."""
     global_step = extra.get("global_step")
     if global_step is None:
@@ -26,7 +27,8 @@ def _powers_from_global_step(fn, state, b1, b2, extra):
     # cast(global_step + 1, float), added in float so that int32's 2**31 - 1 does not wrap to
     # -2**31; a traced negative step (no error possible) counts as 0.
     t = jnp.maximum(step.astype(state.beta1_power.dtype), 0) + 1
-    return jnp.power(b1, t), jnp.power(b2, t)
+    b1p, b2p = jnp.power(h.b1, t), jnp.power(h.b2, t)
+    return {"c": jnp.sqrt(1 - b2p) / (1 - b1p), "beta1_power": b1p * h.b1, "beta2_power": b2p * h.b2}
 
 
 @_doc
@@ -70,7 +72,8 @@ def scale_by_adam_gs(
       TensorFlow, `tf.contrib.opt.AdamGSOptimizer` (adam_gs_optimizer.py).
     """
     fn = "scale_by_adam_gs"
-    return _adam_family(fn, b1, b2, eps, mu_dtype, _tf1_leaf, _powers_from_global_step)
+    powers = functools.partial(_powers_from_global_step, _checks.api_name(fn))
+    return _adam_family(fn, b1, b2, eps, mu_dtype, _tf1_leaf, _tf1_rows, powers)
 
 
 @_doc
@@ -108,4 +111,5 @@ def scale_by_lazy_adam_gs(
       TensorFlow, `tf.contrib.opt.LazyAdamGSOptimizer` (lazy_adam_gs_optimizer.py).
     """
     fn = "scale_by_lazy_adam_gs"
-    return _adam_family(fn, b1, b2, eps, mu_dtype, _lazy_leaf, _powers_from_global_step)
+    powers = functools.partial(_powers_from_global_step, _checks.api_name(fn))
+    return _adam_family(fn, b1, b2, eps, mu_dtype, _tf1_leaf, _lazy_sparse, powers)

@@ -6,9 +6,9 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
-from gradtx.transforms._bias_corrected_adam import _step as corrected_step
-from gradtx.transforms._bias_corrected_adam import bias_corrected
+from gradtx import _base, _checks, _protocol, _tree
+from gradtx._update_rule import update_rule
+from gradtx.transforms._bias_corrected_adam import correction, corrections
 
 
 class ScaleByAdanState(NamedTuple):
@@ -19,6 +19,23 @@ class ScaleByAdanState(NamedTuple):
     v: _protocol.Updates  # moving average of the gradient differences g_t - g_{t-1} (starts at 0)
     n: _protocol.Updates  # moving average of (g_t + b2' (g_t - g_{t-1}))^2 (starts at 0)
     prev_grad: _protocol.Updates  # the previous step's gradient g_{t-1} (starts at 0)
+
+
+def _adan_prepare(h, state, extra_args):
+    """The three bias corrections, and whether this is the first step (no gradient difference yet)."""
+    out = corrections(h, state, extra_args)
+    out["bc3"] = correction(h.b3, h.t)
+    out["first"] = h.count == 0
+    return out
+
+
+def _adan_leaf(g, m, v, n, prev, h):
+    diff = jnp.where(h.first, jnp.zeros_like(g), g - prev.astype(g.dtype))
+    m = _tree.moment_blend(m, g, h.b1)
+    v = _tree.moment_blend(v, diff, h.b2)
+    n = _tree.moment_blend(n, _tree.abs_sq(g + (1 - h.b2) * diff), h.b3)
+    direction = m / h.bc1 + (1 - h.b2) * (v / h.bc2)
+    return direction / (jnp.sqrt(n / h.bc3 + h.eps_root) + h.eps), m, v, n, g
 
 
 @_base.api
@@ -75,45 +92,11 @@ def scale_by_adan(
     _checks.check_nonnegative(fn, "eps", eps)
     _checks.check_nonnegative(fn, "eps_root", eps_root)
 
-    def init_fn(params):
-        zeros = [_tree.zeros_like(params) for _ in range(4)]
-        return ScaleByAdanState(_tree.zero_count(), *zeros)
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        b1_, b2_, b3_, eps_, eps_root_ = (
-            _tree.scalar(_tree.resolve(h, state.count), updates) for h in (b1, b2, b3, eps, eps_root)
-        )
-        first = state.count == 0
-        t = _tree.increment(state.count)
-
-        def leaf(g, m, v, n, prev):
-            diff = jnp.where(first, jnp.zeros_like(g), g - prev.astype(g.dtype))
-            new_m = _tree.moment_blend(m, g, b1_)
-            new_v = _tree.moment_blend(v, diff, b2_)
-            looked_ahead = g + (1 - b2_) * diff
-            new_n = _tree.moment_blend(n, _tree.abs_sq(looked_ahead), b3_)
-            direction = bias_corrected(new_m, b1_, t) + (1 - b2_) * bias_corrected(new_v, b2_, t)
-            out = corrected_step(direction, new_n, b3_, t, eps_, eps_root_)
-            return (
-                out.astype(g.dtype),
-                new_m.astype(m.dtype),
-                new_v.astype(v.dtype),
-                new_n.astype(n.dtype),
-                g.astype(prev.dtype),
-            )
-
-        out, m, v, n, prev = _tree.split_map(
-            fn,
-            leaf,
-            5,
-            sparse.densify(updates),
-            state.m,
-            state.v,
-            state.n,
-            state.prev_grad,
-            names=("updates", "state.m", "state.v", "state.n", "state.prev_grad"),
-        )
-        return out, ScaleByAdanState(t, m, v, n, prev)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByAdanState,
+        _adan_leaf,
+        hyper={"b1": b1, "b2": b2, "b3": b3, "eps": eps, "eps_root": eps_root},
+        slots={"m": 0.0, "v": 0.0, "n": 0.0, "prev_grad": 0.0},
+        prepare=_adan_prepare,
+    )

@@ -10,15 +10,15 @@ deviation of the gradient from its momentum; Yogi: an additive, sign-controlled 
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, NamedTuple
 
-import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
-from gradtx.transforms._bias_corrected_adam import _step as corrected_step
-from gradtx.transforms._bias_corrected_adam import bias_corrected, first_moment_estimate
+from gradtx import _base, _checks, _protocol, _tree
+from gradtx._update_rule import update_rule
+from gradtx.transforms._bias_corrected_adam import corrected_step, corrections, first_moment_estimate
 
 
 class ScaleByRadamState(NamedTuple):
@@ -52,19 +52,37 @@ def _check_betas_and_eps(fn: str, b1: Any, b2: Any, eps: Any, eps_root: Any) -> 
     _checks.check_nonnegative(fn, "eps_root", eps_root)
 
 
-def _resolved(count: jax.Array, updates: Any, *values: Any) -> list[jax.Array]:
-    """The hyperparameters at step `count`, as scalars of the updates' scalar dtype."""
-    return [_tree.scalar(_tree.resolve(h, count), updates) for h in values]
-
-
-def _rectification(b2: jax.Array, t: jax.Array) -> tuple[jax.Array, jax.Array]:
-    r"""RAdam's `(rho_t, r_t)` at 1-based step `t`: the length of the approximated moving average and the
-    variance rectification (optax's arithmetic, in the scalars' dtype)."""
-    rho_inf = 2.0 / (1.0 - b2) - 1.0
-    b2t = b2**t
-    rho = rho_inf - 2 * t * b2t / (1 - b2t)
+def _radam_prepare(h, state, extra_args, *, nesterov: bool):
+    r"""The corrections, and RAdam's rectification at step `t`: :math:`r_t`, and whether :math:`\rho_t`
+    reaches the threshold (optax's arithmetic: :math:`\rho_\infty` in double for a Python `b2`)."""
+    out = corrections(h, state, extra_args, nesterov=nesterov)
+    rho_inf = 2.0 / (1.0 - h.b2) - 1.0
+    b2t = h.b2**h.t
+    rho = rho_inf - 2 * h.t * b2t / (1 - b2t)
     r2 = (rho - 4.0) * (rho - 2.0) * rho_inf / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho)
-    return rho, jnp.sqrt(jnp.maximum(r2, 0.0))  # r2 < 0 only where rho < 4: never a rectified step
+    out["r"] = jnp.sqrt(jnp.maximum(r2, 0.0))  # r2 < 0 only where rho < 4: never a rectified step
+    out["rectified"] = rho >= h.threshold
+    return out
+
+
+def _radam_leaf(g, m, v, h, *, nesterov: bool):
+    m = _tree.moment_blend(m, g, h.b1)
+    v = _tree.moment_blend(v, _tree.abs_sq(g), h.b2)
+    m_hat = first_moment_estimate(m, g, h.b1, h, nesterov)
+    return jnp.where(h.rectified, corrected_step(h.r * m_hat, v, h), m_hat), m, v
+
+
+def _belief_leaf(g, m, s, h, *, nesterov: bool):
+    m = _tree.moment_blend(m, g, h.b1)
+    s = _tree.moment_blend(s, _tree.abs_sq(g - m), h.b2) + h.eps_root  # eps_root is kept in s
+    return first_moment_estimate(m, g, h.b1, h, nesterov) / (jnp.sqrt(s / h.bc2) + h.eps), m, s
+
+
+def _yogi_leaf(g, m, v, h):
+    m = _tree.moment_blend(m, g, h.b1)
+    g2 = _tree.abs_sq(g)
+    v = v - (1 - h.b2) * jnp.sign(v - g2) * g2
+    return corrected_step(m / h.bc1, v, h), m, v
 
 
 @_base.api
@@ -90,9 +108,9 @@ def scale_by_radam(
     The rectification replaces a learning-rate warmup: the first steps (about 5 with the
     defaults) are bias-corrected momentum steps. With `nesterov`, :math:`\hat m_t` is
     Nesterov's (as in `scale_by_bias_corrected_adam`). These are the numbers of
-    `optax.scale_by_radam`, computed as it computes them in the scalars' dtype (float32 for
-    float32 params: :math:`\rho_t` carries a rounding error of a few hundredths in the
-    first steps). A row-sparse gradient is densified first.
+    `optax.scale_by_radam`, computed as it computes them (:math:`\rho_\infty` in double
+    precision for a Python `b2`, :math:`\rho_t` in float32). A row-sparse gradient is
+    densified first.
 
     Args:
       b1: decay of the first moment, in [0, 1).
@@ -125,32 +143,14 @@ def scale_by_radam(
     _checks.check_in_range(fn, "threshold", threshold, 4.0, math.inf)
     _checks.check_bool(fn, "nesterov", nesterov)
 
-    def init_fn(params):
-        return ScaleByRadamState(_tree.zero_count(), _tree.zeros_like(params), _tree.zeros_like(params))
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        b1_, b2_, eps_, eps_root_, threshold_ = _resolved(
-            state.count, updates, b1, b2, eps, eps_root, threshold
-        )
-        t = _tree.increment(state.count)
-        rho, r = _rectification(b2_, t)
-        rectified = rho >= threshold_
-
-        def leaf(g, m, v):
-            new_m = _tree.moment_blend(m, g, b1_)
-            new_v = _tree.moment_blend(v, _tree.abs_sq(g), b2_)
-            m_hat = first_moment_estimate(new_m, g, b1_, t, nesterov)
-            step = corrected_step(r.astype(m_hat.dtype) * m_hat, new_v, b2_, t, eps_, eps_root_)
-            out = jnp.where(rectified, step, m_hat)
-            return out.astype(g.dtype), new_m.astype(m.dtype), new_v.astype(v.dtype)
-
-        out, m, v = _tree.split_map(
-            fn, leaf, 3, sparse.densify(updates), state.m, state.v, names=("updates", "state.m", "state.v")
-        )
-        return out, ScaleByRadamState(t, m, v)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByRadamState,
+        functools.partial(_radam_leaf, nesterov=nesterov),
+        hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root, "threshold": threshold},
+        slots={"m": 0.0, "v": 0.0},
+        prepare=functools.partial(_radam_prepare, nesterov=nesterov),
+    )
 
 
 @_base.api
@@ -205,30 +205,14 @@ def scale_by_belief(
     _check_betas_and_eps(fn, b1, b2, eps, eps_root)
     _checks.check_bool(fn, "nesterov", nesterov)
 
-    def init_fn(params):
-        return ScaleByBeliefState(_tree.zero_count(), _tree.zeros_like(params), _tree.zeros_like(params))
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        b1_, b2_, eps_, eps_root_ = _resolved(state.count, updates, b1, b2, eps, eps_root)
-        t = _tree.increment(state.count)
-        no_root = jnp.zeros([], b2_.dtype)  # eps_root is already in s
-
-        def leaf(g, m, s):
-            new_m = _tree.moment_blend(m, g, b1_)
-            surprise = g - new_m
-            new_s = _tree.moment_blend(s, _tree.abs_sq(surprise), b2_)
-            new_s = new_s + _tree.like(eps_root_, new_s)
-            m_hat = first_moment_estimate(new_m, g, b1_, t, nesterov)
-            out = corrected_step(m_hat, new_s, b2_, t, eps_, no_root)
-            return out.astype(g.dtype), new_m.astype(m.dtype), new_s.astype(s.dtype)
-
-        out, m, s = _tree.split_map(
-            fn, leaf, 3, sparse.densify(updates), state.m, state.s, names=("updates", "state.m", "state.s")
-        )
-        return out, ScaleByBeliefState(t, m, s)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByBeliefState,
+        functools.partial(_belief_leaf, nesterov=nesterov),
+        hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root},
+        slots={"m": 0.0, "s": 0.0},
+        prepare=functools.partial(corrections, nesterov=nesterov),
+    )
 
 
 @_base.api
@@ -282,28 +266,11 @@ def scale_by_yogi(
     _checks.check_number(fn, "initial_accumulator_value", initial_accumulator_value)
     _checks.check_nonnegative(fn, "initial_accumulator_value", initial_accumulator_value)
 
-    def init_fn(params):
-        return ScaleByYogiState(
-            _tree.zero_count(),
-            _tree.full_like(params, initial_accumulator_value),
-            _tree.full_like(params, initial_accumulator_value),
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        b1_, b2_, eps_, eps_root_ = _resolved(state.count, updates, b1, b2, eps, eps_root)
-        t = _tree.increment(state.count)
-
-        def leaf(g, m, v):
-            new_m = _tree.moment_blend(m, g, b1_)
-            g2 = _tree.abs_sq(g)
-            new_v = v - (1 - b2_) * jnp.sign(v - g2) * g2
-            out = corrected_step(bias_corrected(new_m, b1_, t), new_v, b2_, t, eps_, eps_root_)
-            return out.astype(g.dtype), new_m.astype(m.dtype), new_v.astype(v.dtype)
-
-        out, m, v = _tree.split_map(
-            fn, leaf, 3, sparse.densify(updates), state.m, state.v, names=("updates", "state.m", "state.v")
-        )
-        return out, ScaleByYogiState(t, m, v)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByYogiState,
+        _yogi_leaf,
+        hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root},
+        slots={"m": initial_accumulator_value, "v": initial_accumulator_value},
+        prepare=corrections,
+    )

@@ -9,12 +9,14 @@ schedule-free AdamW are written on this form.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree
+from gradtx._update_rule import Slot, update_rule
 
 
 class ScaleByBiasCorrectedAdamState(NamedTuple):
@@ -32,25 +34,55 @@ class ScaleByBiasCorrectedRmsState(NamedTuple):
     v: _protocol.Updates  # second moment (starts at 0)
 
 
-def bias_corrected(moment: jax.Array, decay: Any, t: jax.Array) -> jax.Array:
-    """`moment / (1 - decay^t)`: the power in at least float32 (so it does not round to 1), the division
-    in the moment's dtype."""
-    wide = jnp.promote_types(moment.dtype, jnp.float32)
-    return moment / (1 - jnp.asarray(decay, wide) ** t).astype(moment.dtype)
+@functools.partial(jax.jit, inline=True)
+def correction(decay, t):
+    """`1 - decay^t`: Adam's bias correction at step `t`, compiled even in an eager step (as optax's), so
+    that eager and jitted steps share XLA's `pow` and its numbers."""
+    return 1 - decay**t
 
 
-def first_moment_estimate(m: jax.Array, g: jax.Array, b1: Any, t: jax.Array, nesterov: bool) -> jax.Array:
+def corrections(
+    h, state, extra_args, *, b1: str | None = "b1", b2: str | None = "b2", nesterov: bool = False
+):
+    """Adam's bias corrections at step `h.t` (a `prepare`): `bc1 = 1 - b1^t`, `bc2 = 1 - b2^t`, and for
+    Nesterov `bc1_next = 1 - b1^(t+1)`; `b1`, `b2` name the decays among the hyperparameters.
+
+    The power is formed as optax forms it: a Python decay to an int32 step gives float32 (float64
+    under x64), so it does not round to 1 in a low-precision leaf; each leaf divides in its dtype.
+    """
+    del state, extra_args
+    out = {}
+    if b1 is not None:
+        out["bc1"] = correction(getattr(h, b1), h.t)
+    if b2 is not None:
+        out["bc2"] = correction(getattr(h, b2), h.t)
+    if nesterov and b1 is not None:
+        out["bc1_next"] = correction(getattr(h, b1), _tree.increment(h.t))
+    return out
+
+
+def first_moment_estimate(m, g, b1, h, nesterov: bool):
     """The corrected first moment `m / (1 - b1^t)`, or Nesterov's `b1 m / (1 - b1^(t+1)) + (1 - b1) g /
-    (1 - b1^t)` (Adam's and Muon's)."""
+    (1 - b1^t)` (Adam's and Muon's); `h` holds the corrections of `corrections`."""
     if nesterov:
-        return b1 * bias_corrected(m, b1, _tree.increment(t)) + (1 - b1) * bias_corrected(g, b1, t)
-    return bias_corrected(m, b1, t)
+        return b1 * (m / h.bc1_next) + (1 - b1) * (g / h.bc1)
+    return m / h.bc1
 
 
-def _step(m_hat: jax.Array, v: jax.Array, b2: Any, t: jax.Array, eps: Any, eps_root: Any) -> jax.Array:
+def corrected_step(m_hat, v, h):
     """`m_hat / (sqrt(v_hat + eps_root) + eps)` with `v_hat = v / (1 - b2^t)`."""
-    v_hat = bias_corrected(v, b2, t)
-    return m_hat / (jnp.sqrt(v_hat + _tree.like(eps_root, v_hat)) + _tree.like(eps, v_hat))
+    return m_hat / (jnp.sqrt(v / h.bc2 + h.eps_root) + h.eps)
+
+
+def _adam_leaf(g, m, v, h, *, nesterov: bool):
+    m = _tree.moment_blend(m, g, h.b1)
+    v = _tree.moment_blend(v, _tree.abs_sq(g), h.b2)
+    return corrected_step(first_moment_estimate(m, g, h.b1, h, nesterov), v, h), m, v
+
+
+def _rms_leaf(g, v, h):
+    v = _tree.moment_blend(v, _tree.abs_sq(g), h.decay)
+    return corrected_step(g, v, h), v
 
 
 def _check_common(fn: str, eps: Any, eps_root: Any) -> None:
@@ -113,31 +145,14 @@ def scale_by_bias_corrected_adam(
     _checks.check_bool(fn, "nesterov", nesterov)
     _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
 
-    def init_fn(params):
-        return ScaleByBiasCorrectedAdamState(
-            _tree.zero_count(), _tree.zeros_like(params, mu_dtype), _tree.zeros_like(params)
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        b1_, b2_, eps_, eps_root_ = (
-            _tree.scalar(_tree.resolve(h, state.count), updates) for h in (b1, b2, eps, eps_root)
-        )
-        t = _tree.increment(state.count)
-
-        def leaf(g, m, v):
-            new_m = _tree.moment_blend(m, g, b1_)
-            new_v = _tree.moment_blend(v, _tree.abs_sq(g), b2_)
-            m_hat = first_moment_estimate(new_m, g, b1_, t, nesterov)
-            out = _step(m_hat, new_v, b2_, t, eps_, eps_root_)
-            return out.astype(g.dtype), new_m.astype(m.dtype), new_v.astype(v.dtype)
-
-        out, m, v = _tree.split_map(
-            fn, leaf, 3, sparse.densify(updates), state.m, state.v, names=("updates", "state.m", "state.v")
-        )
-        return out, ScaleByBiasCorrectedAdamState(t, m, v)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByBiasCorrectedAdamState,
+        functools.partial(_adam_leaf, nesterov=nesterov),
+        hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root},
+        slots={"m": Slot(0.0, mu_dtype), "v": 0.0},
+        prepare=functools.partial(corrections, nesterov=nesterov),
+    )
 
 
 @_base.api
@@ -181,21 +196,11 @@ def scale_by_bias_corrected_rms(
     _checks.check_in_range(fn, "decay", decay, 0.0, 1.0, high_open=True)
     _check_common(fn, eps, eps_root)
 
-    def init_fn(params):
-        return ScaleByBiasCorrectedRmsState(_tree.zero_count(), _tree.zeros_like(params))
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        b2_, eps_, eps_root_ = (
-            _tree.scalar(_tree.resolve(h, state.count), updates) for h in (decay, eps, eps_root)
-        )
-        t = _tree.increment(state.count)
-
-        def leaf(g, v):
-            new_v = _tree.moment_blend(v, _tree.abs_sq(g), b2_)
-            return _step(g, new_v, b2_, t, eps_, eps_root_).astype(g.dtype), new_v.astype(v.dtype)
-
-        out, v = _tree.split_map(fn, leaf, 2, sparse.densify(updates), state.v, names=("updates", "state.v"))
-        return out, ScaleByBiasCorrectedRmsState(t, v)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByBiasCorrectedRmsState,
+        _rms_leaf,
+        hyper={"decay": decay, "eps": eps, "eps_root": eps_root},
+        slots={"v": 0.0},
+        prepare=functools.partial(corrections, b1=None, b2="decay"),
+    )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
-from gradtx.transforms._bias_corrected_adam import bias_corrected
+from gradtx import _base, _checks, _protocol, _tree
+from gradtx._update_rule import Slot, update_rule
+from gradtx.transforms._bias_corrected_adam import corrections
 
 
 class EmaState(NamedTuple):
@@ -13,6 +15,11 @@ class EmaState(NamedTuple):
 
     count: _protocol.Count  # int32: completed updates
     ema: _protocol.Updates  # the moving average of the updates (starts at 0)
+
+
+def _ema_leaf(u, m, h, *, debias: bool):
+    m = _tree.moment_blend(m, u, h.decay)
+    return (m / h.bc1 if debias else m), m
 
 
 @_base.api
@@ -58,22 +65,11 @@ def ema(
     _checks.check_bool(fn, "debias", debias)
     _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
 
-    def init_fn(params):
-        return EmaState(_tree.zero_count(), _tree.zeros_like(params, mu_dtype))
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        beta = _tree.scalar(_tree.resolve(decay, state.count), updates)
-        count = _tree.increment(state.count)
-
-        def leaf(u, m):
-            new_m = _tree.moment_blend(m, u, beta)
-            out = bias_corrected(new_m, beta, count) if debias else new_m
-            return out.astype(u.dtype), new_m.astype(m.dtype)
-
-        out, m = _tree.split_map(
-            fn, leaf, 2, sparse.densify(updates), state.ema, names=("updates", "state.ema")
-        )
-        return out, EmaState(count, m)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        EmaState,
+        functools.partial(_ema_leaf, debias=debias),
+        hyper={"decay": decay},
+        slots={"ema": Slot(0.0, mu_dtype)},
+        prepare=functools.partial(corrections, b1="decay", b2=None) if debias else None,
+    )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 
 from gradtx import _base, _checks, _masks, _protocol, _tree, sparse
+from gradtx._update_rule import update_rule
 from gradtx.transforms._momentum import _trace_leaf
 
 
@@ -24,6 +26,20 @@ def _trust_ratio(var: jax.Array, grad: jax.Array, eeta, weight_decay, eps) -> ja
     g_norm = jnp.sqrt(_tree.squared_norm(grad))
     ratio = eeta * w_norm / (g_norm + weight_decay * w_norm + eps)
     return jnp.where(w_norm > 0, jnp.where(g_norm > 0, ratio, 1.0), 1.0)
+
+
+def _lars_leaf(g, accum, w, h, *, path, nesterov, skip):
+    """ApplyMomentum with the rate scaled by the variable's trust ratio (1 for a skipped variable)."""
+    update, accum = _trace_leaf(g, accum, h, nesterov=nesterov)
+    if any(s in _masks.path_str(path) for s in skip):
+        return update, accum
+    return update * _trust_ratio(w, g, h.eeta, h.weight_decay, h.eps).astype(update.dtype), accum
+
+
+def _lars_rows(g, accum, w, h, *, path, nesterov):
+    """contrib's sparse fallback: plain momentum on the touched rows (r = 1)."""
+    del w, path
+    return sparse.apply_rows(lambda gr, ar: _trace_leaf(gr, ar, h, nesterov=nesterov), g, accum)
 
 
 @_base.api
@@ -91,41 +107,15 @@ def scale_by_lars(
             f"got {skip!r}."
         )
     skip = tuple(skip)
-
-    def init_fn(params):
-        return ScaleByLarsState(_tree.zero_count(), _tree.zeros_like(params))
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del extra_args
-        if params is None:
-            raise _protocol.missing_params(fn)
-        mu, wd, ee, e = (_tree.resolve(h, state.count) for h in (momentum, weight_decay, eeta, eps))
-        rows_leaf = sparse.lift(lambda g, a: _trace_leaf(g, a, mu, nesterov))
-
-        def leaf(path, g, accum, var):
-            if g is None:
-                return None, accum
-            if _tree.is_row_sparse(g):
-                return rows_leaf(g, accum)
-            update, accum = _trace_leaf(g, accum, mu, nesterov)
-            if any(s in _masks.path_str(path) for s in skip):
-                return update, accum
-            ratio = _trust_ratio(var, g, ee, wd, e)
-            return update * ratio.astype(update.dtype), accum
-
-        leaves, (flat_m, flat_p), treedef = _tree.flatten_updates(
-            fn, updates, state.momentum, params, names=("updates", "state.momentum", "params")
-        )
-        paths = [
-            p
-            for p, _ in jax.tree_util.tree_flatten_with_path(
-                updates, is_leaf=lambda x: x is None or _tree.is_row_sparse(x)
-            )[0]
-        ]
-        out = [leaf(path, g, a, p) for path, g, a, p in zip(paths, leaves, flat_m, flat_p, strict=True)]
-        return (
-            treedef.unflatten([o[0] for o in out]),
-            ScaleByLarsState(_tree.increment(state.count), treedef.unflatten([o[1] for o in out])),
-        )
-
-    return _protocol.GradientTransformation(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByLarsState,
+        functools.partial(_lars_leaf, nesterov=nesterov, skip=skip),
+        hyper={"momentum": momentum, "weight_decay": weight_decay, "eeta": eeta, "eps": eps},
+        slots={"momentum": 0.0},
+        sparse=functools.partial(_lars_rows, nesterov=nesterov),
+        reads_params=True,
+        kind=_protocol.LeafWise,
+        paths=True,
+        tf_scalars=True,
+    )

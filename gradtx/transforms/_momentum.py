@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
-import jax
-
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _protocol
+from gradtx._update_rule import Slot, update_rule
 
 
 class TraceState(NamedTuple):
@@ -16,11 +16,13 @@ class TraceState(NamedTuple):
     momentum: _protocol.Updates  # TF slot "momentum" (the accumulator; starts at 0)
 
 
-def _trace_leaf(g: jax.Array, accum: jax.Array, momentum: Any, nesterov: bool) -> tuple[jax.Array, jax.Array]:
-    mu = _tree.like(momentum, accum)
-    accum = accum * mu + g.astype(accum.dtype)
-    update = g + (accum * mu).astype(g.dtype) if nesterov else accum.astype(g.dtype)
-    return update, accum
+def _trace_leaf(g, accum, h, *, nesterov: bool):
+    """ApplyMomentum: `accum = mu accum + g`; the update is `accum`, or `g + mu accum` (Nesterov).
+
+    The accumulator is rounded to its slot's dtype (`mu_dtype`) before the step uses it.
+    """
+    accum = (accum * h.momentum + g).astype(accum.dtype)
+    return (g + accum * h.momentum if nesterov else accum), accum
 
 
 @_base.api
@@ -68,21 +70,12 @@ def trace(
     _checks.check_bool("trace", "nesterov", nesterov)
     _checks.check_float_dtype("trace", "mu_dtype", mu_dtype)
 
-    def init_fn(params):
-        return TraceState(count=_tree.zero_count(), momentum=_tree.zeros_like(params, mu_dtype))
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        mu = _tree.resolve(momentum, state.count)
-        leaf = sparse.lift(lambda g, a: _trace_leaf(g, a, mu, nesterov))
-        new_updates, accum = _tree.split_map(
-            "trace",
-            leaf,
-            2,
-            updates,
-            state.momentum,
-            names=("updates", "state.momentum"),
-        )
-        return new_updates, TraceState(count=_tree.increment(state.count), momentum=accum)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        "trace",
+        TraceState,
+        functools.partial(_trace_leaf, nesterov=nesterov),
+        hyper={"momentum": momentum},
+        slots={"momentum": Slot(0.0, mu_dtype)},
+        sparse="rows",  # SparseApplyMomentum: the touched rows only
+        tf_scalars=True,
+    )

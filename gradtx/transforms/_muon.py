@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from typing import Any, NamedTuple, Sequence
@@ -10,7 +11,8 @@ import jax
 import jax.numpy as jnp
 
 from gradtx import _base, _checks, _protocol, _tree, sparse
-from gradtx.transforms._bias_corrected_adam import first_moment_estimate
+from gradtx._update_rule import Slot, update_rule
+from gradtx.transforms._bias_corrected_adam import corrections, first_moment_estimate
 
 NS_COEFFS = (3.4445, -4.7750, 2.0315)
 """Keller Jordan's quintic Newton-Schulz coefficients `(a, b, c)`: fast, not exactly orthogonal."""
@@ -48,28 +50,24 @@ def _newton_schulz(x: jax.Array, coeffs: tuple[tuple[float, float, float], ...],
     transposed = x.shape[0] > x.shape[1]
     if transposed:
         x = x.T
-    x = x / (jnp.linalg.norm(x, ord="fro") + _tree.like(eps, x))
+    x = x / (jnp.linalg.norm(x, ord="fro") + eps)
     for a, b, c in coeffs:
         gram = x @ x.T
         x = a * x + (b * gram + c * gram @ gram) @ x
     return x.T if transposed else x
 
 
-def _muon_leaf(g, m, beta, eps, t, coeffs, nesterov, adaptive):
+def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive):
     """One leaf: `(update, momentum)`; matrices are orthogonalised, other leaves keep the momentum."""
-    new_m = _tree.moment_blend(m, g, beta)
-    m_hat = first_moment_estimate(new_m, g, beta, t, nesterov)
-    if g.ndim == 2:
-        out = jax.vmap(lambda x: _newton_schulz(x, coeffs, eps))(m_hat[None])[0]
-        if adaptive:
-            out = jnp.sum(m_hat * out) * out
-    else:
-        out = m_hat
-    return out.astype(g.dtype), new_m.astype(m.dtype)
+    m = _tree.moment_blend(m, g, h.beta)
+    m_hat = first_moment_estimate(m, g, h.beta, h, nesterov)
+    if g.ndim != 2:
+        return m_hat, m
+    out = jax.vmap(lambda x: _newton_schulz(x, coeffs, h.eps))(m_hat[None])[0]
+    return (jnp.sum(m_hat * out) * out if adaptive else out), m
 
 
 @_base.api
-@_base.real_only("its Newton-Schulz iteration orthogonalizes real matrices")
 def scale_by_muon(
     ns_coeffs: Sequence[float] | Sequence[Sequence[float]] = NS_COEFFS,
     ns_steps: int = 5,
@@ -140,24 +138,16 @@ def scale_by_muon(
     _checks.check_bool(fn, "adaptive", adaptive)
     _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
 
-    def init_fn(params):
-        return ScaleByMuonState(_tree.zero_count(), _tree.zeros_like(params, mu_dtype))
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        beta_, eps_ = (_tree.scalar(_tree.resolve(h, state.count), updates) for h in (beta, eps))
-        t = _tree.increment(state.count)
-        out, momentum = _tree.split_map(
-            fn,
-            lambda g, m: _muon_leaf(g, m, beta_, eps_, t, coeffs, nesterov, adaptive),
-            2,
-            sparse.densify(updates),
-            state.momentum,
-            names=("updates", "state.momentum"),
-        )
-        return out, ScaleByMuonState(t, momentum)
-
-    return _protocol.GradientTransformation(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByMuonState,
+        functools.partial(_muon_leaf, coeffs=coeffs, nesterov=nesterov, adaptive=adaptive),
+        hyper={"beta": beta, "eps": eps},
+        slots={"momentum": Slot(0.0, mu_dtype)},
+        prepare=functools.partial(corrections, b1="beta", b2=None, nesterov=nesterov),
+        kind=_protocol.LeafWise,  # matrices are orthogonalised whole
+        real_only="its Newton-Schulz iteration orthogonalizes real matrices",
+    )
 
 
 @_base.api

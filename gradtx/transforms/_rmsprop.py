@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree
+from gradtx._update_rule import update_rule
 
 
 class ScaleByRmspropState(NamedTuple):
@@ -16,6 +18,23 @@ class ScaleByRmspropState(NamedTuple):
     rms: _protocol.Updates  # TF slot "rms": mean square (starts at ONES, as TF1's RMSPropOptimizer)
     momentum: _protocol.Updates  # TF slot "momentum": the last step (starts at 0)
     mg: _protocol.Updates  # TF slot "mg": mean gradient when centered (starts at 0), else None
+
+
+def _rmsprop_leaf(g, rms, mom, mg, h, *, momentum_is_zero: bool):
+    """ApplyRMSProp (ApplyCenteredRMSProp when `mg` is kept): the step, the new `rms`, `momentum`, `mg`."""
+    rms = _tree.moment_increment(rms, _tree.abs_sq(g), h.decay)
+    if mg is not None:
+        mg = _tree.moment_increment(mg, g, h.decay)
+        denom = (rms - _tree.abs_sq(mg)) + h.eps
+    else:
+        denom = rms + h.eps
+    step = (g * h.learning_rate) / jnp.sqrt(denom)
+    mom = step if momentum_is_zero else mom * h.momentum + step  # a literal 0 does not read the slot
+    return mom, rms, mom, mg
+
+
+def _is_zero(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == 0
 
 
 @_base.api
@@ -73,34 +92,12 @@ def scale_by_rmsprop(
     _checks.check_nonnegative(fn, "eps", eps)
     _checks.check_bool(fn, "centered", centered)
 
-    def init_fn(params):
-        return ScaleByRmspropState(
-            count=_tree.zero_count(),
-            rms=_tree.full_like(params, 1.0),
-            momentum=_tree.zeros_like(params),
-            mg=_tree.zeros_like(params) if centered else None,
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        lr_, rho_, mom_, eps_ = (_tree.resolve(h, state.count) for h in (learning_rate, decay, momentum, eps))
-
-        def rule(g, ms, mom, *mg):
-            lr, rho, m, e = (_tree.like(x, g) for x in (lr_, rho_, mom_, eps_))
-            ms = _tree.moment_increment(ms, _tree.abs_sq(g), rho)
-            if centered:
-                mg = _tree.moment_increment(mg[0], g, rho)
-                denom = (ms - _tree.abs_sq(mg)) + e
-            else:
-                denom = ms + e
-            mom = mom * m + (g * lr) / jnp.sqrt(denom)
-            return (mom, ms, mom, mg) if centered else (mom, ms, mom)
-
-        slots = (state.rms, state.momentum) + ((state.mg,) if centered else ())
-        names = ("updates", "state.rms", "state.momentum") + (("state.mg",) if centered else ())
-        out = _tree.split_map(fn, sparse.lift(rule), 4 if centered else 3, updates, *slots, names=names)
-        return out[0], ScaleByRmspropState(
-            count=_tree.increment(state.count), rms=out[1], momentum=out[2], mg=out[3] if centered else None
-        )
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByRmspropState,
+        functools.partial(_rmsprop_leaf, momentum_is_zero=_is_zero(momentum)),
+        hyper={"learning_rate": learning_rate, "decay": decay, "momentum": momentum, "eps": eps},
+        slots={"rms": 1.0, "momentum": 0.0, "mg": 0.0 if centered else None},
+        sparse="rows",  # SparseApply[Centered]RMSProp: the touched rows only
+        tf_scalars=True,
+    )
