@@ -114,6 +114,11 @@ def interleaved(runners: list[Runner], rounds: int, min_round_s: float) -> dict[
     return samples
 
 
+def median_ratio(a: list[float], b: list[float]) -> float:
+    """The median over rounds of `a`'s time over `b`'s in the same round (drifts of the machine cancel)."""
+    return float(np.median(np.asarray(a) / np.asarray(b)))
+
+
 def memory_bandwidth(n: int, repeats: int = 10) -> dict[str, float]:
     """Measured memory bandwidth (GB/s) of the device: donated in-place kernels on `n`-element float32 arrays.
 

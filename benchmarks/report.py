@@ -13,7 +13,7 @@ import pathlib
 
 import numpy as np
 
-from benchmarks import reasons
+from benchmarks import catalogue, reasons, tracing
 
 HERE = pathlib.Path(__file__).parent
 ORDER = ["cpu", "gpu", "cuda", "rocm", "tpu"]
@@ -143,6 +143,10 @@ def platform_section(results: dict, chart: str | None) -> list[str]:
     ]
     for w in results["workloads"]:
         lines += [f"### {w['name']}", "", *workload_table(w, bw["best"]), ""]
+    if results.get("catalogue"):
+        lines += ["### Every optimizer optax also has", "", *catalogue.table(results["catalogue"]), ""]
+    if results.get("tracing"):
+        lines += ["### Tracing and lowering", "", *tracing.table(results["tracing"]["rows"]), ""]
     if results.get("sharding"):
         lines += ["### Collectives per step on a 2-D mesh", "", *sharding_table(results["sharding"]), ""]
     if chart:

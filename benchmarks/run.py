@@ -2,10 +2,13 @@
 
     python -m benchmarks.run                 # `make bench`: results/<platform>.json, then the report
     python -m benchmarks.run --only sparse   # one workload (the others keep their last results)
+    python -m benchmarks.run --only catalogue tracing   # the per-optimizer table, the trace-time table
     python -m benchmarks.run --sizes smoke --json /tmp/r.json --no-report   # seconds: this package's test
 
-It also counts the collectives of a few optimizers' steps on a 2-D mesh of 8 devices
-(`benchmarks.sharding`, in a process of its own).
+It also runs every optimizer optax also has beside optax's on a transformer-like tree
+(`benchmarks.catalogue`: step and compile time), times tracing and lowering an Adam step over
+thousands of leaves (`benchmarks.tracing`), and counts the collectives of a few optimizers'
+steps on a 2-D mesh of 8 devices (`benchmarks.sharding`, in a process of its own).
 
 For each workload every contender is compiled (its first call is the compile time), then
 all contenders run in interleaved rounds; a round runs enough back-to-back steps of one
@@ -33,7 +36,10 @@ import numpy as np
 import optax
 
 import gradtx
-from benchmarks import _timing, reasons, workloads
+from benchmarks import _timing, catalogue, reasons, tracing, workloads
+
+SUITES = ("catalogue", "tracing")
+"""What runs besides the workloads (`--only` names them too)."""
 
 RESULTS_DIR = pathlib.Path(__file__).parent / "results"
 MEMORY_GOAL = 1.10
@@ -115,7 +121,7 @@ def measure(
 def paired_ratio(a: dict, b: dict) -> float:
     """The median over rounds of `a`'s step time over `b`'s in the same round (drifts of the machine
     cancel)."""
-    return float(np.median(np.asarray(a["rounds_ms"]) / np.asarray(b["rounds_ms"])))
+    return _timing.median_ratio(a["rounds_ms"], b["rounds_ms"])
 
 
 def evaluate(target: dict, workload: dict, bandwidth: float) -> dict:
@@ -192,7 +198,9 @@ def sharding(sizes: str) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", choices=["full", "smoke"], default="full")
-    parser.add_argument("--only", nargs="+", choices=sorted(workloads.ALL), help="run these workloads only")
+    parser.add_argument(
+        "--only", nargs="+", choices=sorted([*workloads.ALL, *SUITES]), help="run these workloads only"
+    )
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--min-round-ms", type=float, default=100.0)
     parser.add_argument("--json", type=pathlib.Path, help="where to write (default: results/<platform>.json)")
@@ -228,7 +236,28 @@ def main(argv: list[str] | None = None) -> dict:
                 flush=True,
             )
     results.sort(key=lambda w: list(workloads.ALL).index(w["name"]))
+    smoke = args.sizes == "smoke"
+    suites = {name: previous.get(name) for name in SUITES}
+    if not args.only or "catalogue" in args.only:
+        suites["catalogue"] = catalogue.measure(
+            sizes.d_model,
+            sizes.layers,
+            sizes.vocab,
+            args.rounds,
+            args.min_round_ms / 1e3,
+            compiles=1 if smoke else 3,
+            only=list(catalogue.PAIRS)[:3] if smoke else None,
+        )
+    if not args.only or "tracing" in args.only:
+        rows = tracing.measure(tracing.SMOKE_CASES if smoke else tracing.CASES, repeats=2 if smoke else 9)
+        suites["tracing"] = {"rows": rows}
+        for r in rows:
+            print(f"  tracing {r['leaves']} leaves of {tuple(r['shape'])}: {r['ratio']:.2f}x", flush=True)
     targets = [t for w in results for t in w["targets"]] + [memory_target(results)]
+    if suites["catalogue"]:
+        targets += catalogue.targets(suites["catalogue"])
+    if suites["tracing"]:
+        targets += tracing.targets(suites["tracing"]["rows"])
     command = "python -m benchmarks.run " + " ".join(argv if argv is not None else sys.argv[1:])
     out = {
         "machine": info,
@@ -239,6 +268,7 @@ def main(argv: list[str] | None = None) -> dict:
         "workloads": results,
         "targets": targets,
         "sharding": previous.get("sharding") if args.no_sharding else sharding(args.sizes),
+        **suites,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1) + "\n")

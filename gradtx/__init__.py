@@ -37,6 +37,7 @@ from gradtx._protocol import (
     UnknownNameError,
     Updates,
 )
+from gradtx._update_rule import Slot, update_rule
 from gradtx.combinators import *  # noqa: F401,F403  (names listed in combinators.__all__)
 from gradtx.optimizers import *  # noqa: F401,F403
 from gradtx.registry import from_config, get
@@ -79,6 +80,7 @@ __all__ = sorted(
         "OptState",
         "Params",
         "ScalarOrSchedule",
+        "Slot",
         "Schedule",
         "TreeMismatchError",
         "UnknownNameError",
@@ -94,6 +96,7 @@ __all__ = sorted(
         "schedules",
         "sparse",
         "transforms",
+        "update_rule",
         "with_extra_args_support",
     ]
     + combinators.__all__

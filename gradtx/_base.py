@@ -50,18 +50,22 @@ def api(factory: Callable[..., Any]) -> Callable[..., Any]:
             if per_example and not takes_per_example_grads(result.update):
                 result = type(result)(result.init, per_example_grads(_passing(result.update)))
             return result
-        return _wrapped(name, result, per_example)
+        return wrapped_once(name, result, per_example)
 
     return wrapper
 
 
-def _wrapped(name: str, raw: GradientTransformation, per_example: bool) -> GradientTransformation:
-    """`raw` as the outermost factory returns it (see `api`); `unwrapped` gives `raw` back."""
+def wrapped_once(name: str, raw: GradientTransformation, per_example: bool = False) -> GradientTransformation:
+    """`raw` as the outermost factory returns it (see `api`); `unwrapped` gives `raw` back.
+
+    For a function that returns transforms without being an `api` factory itself (the one
+    `inject_hyperparams` returns), so that its transform is checked like any other.
+    """
     result = packing.leaf_wise(raw)
     if not per_example:
         result = _shape_checked(name, result)
     if not _vma.is_typed(result.init):
-        result = result._replace(init=_vma.typed_like_params(result.init))
+        result = type(result)(_vma.typed_like_params(result.init), result.update)  # type: ignore[arg-type]
     if per_example:
         result = type(result)(result.init, per_example_grads(_passing(result.update)))
     result.update._gradtx_raw = raw  # type: ignore[attr-defined]
@@ -114,11 +118,13 @@ def _shape_checked(name: str, tx: GradientTransformation) -> GradientTransformat
     return type(tx)(tx.init, update_fn)
 
 
-def _refuse_complex(fn: str, updates: Any, params: Any, *, why: str) -> None:
-    """Raise `TypeError` (at trace time) if a gradient or parameter of `fn`'s update is complex."""
+def refuse_complex(fn: str, updates: Any, params: Any, *, why: str) -> None:
+    """Raise `TypeError` (at trace time) if a gradient or parameter of `fn`'s update is complex, naming its
+    key path (computed for the error only)."""
     for what, tree in (("gradient", updates), ("parameter", params)):
-        for path, x in jax.tree_util.tree_leaves_with_path(tree, is_leaf=_tree.is_row_sparse):
+        for i, x in enumerate(jax.tree.leaves(tree, is_leaf=_tree.is_row_sparse)):
             if x is not None and jnp.iscomplexobj(_tree.values_of(x)):
+                path = jax.tree_util.tree_leaves_with_path(tree, is_leaf=_tree.is_row_sparse)[i][0]
                 raise TypeError(
                     f"`{fn}`: the {what} at {jax.tree_util.keystr(path) or '(root)'} is complex "
                     f"({jnp.result_type(_tree.values_of(x))}), which this rule does not support: {why}. The "
@@ -161,7 +167,7 @@ def real_only(why: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             update = tx.update
 
             def update_fn(updates, state, params=None, **extra_args):
-                _refuse_complex(name, updates, params, why=why)
+                refuse_complex(name, updates, params, why=why)
                 return update(updates, state, params, **extra_args)
 
             return type(tx)(tx.init, update_fn)
@@ -215,11 +221,19 @@ def with_extra_args_support(tx: Any) -> GradientTransformation:
         Array([-0.1, -0.1], dtype=float32)
     """
     _checks.check_transform("with_extra_args_support", "tx", tx)
-    tx = unwrapped(tx)
     update = tx.update if _accepts_extra_args(tx.update) else _dropping_extra_args(tx.update)
     if isinstance(tx, (ElementWise, LeafWise)):
         return tx if update is tx.update else type(tx)(tx.init, update)
     return packing.leaf_wise(GradientTransformation(tx.init, update))
+
+
+def member(tx: Any) -> GradientTransformation:
+    """A combinator's member: `with_extra_args_support` of the transform inside a wrapped one (`unwrapped`).
+
+    The combinator is itself made by an `api` factory, whose outermost call checks shapes and
+    keeps dtypes once for the whole tree of transforms; its members need not do it again.
+    """
+    return with_extra_args_support(unwrapped(tx))
 
 
 def composite(
@@ -241,8 +255,9 @@ def composite(
 def apply_updates(params: Params, updates: Updates) -> Params:
     """`params + updates`, leaf by leaf, each result cast back to its param's dtype.
 
-    A row-sparse update (`gradtx.sparse.RowSparse`) is scattered into its rows only. A
-    `None` update leaves its param unchanged (a variable without a gradient); `None`
+    A row-sparse update (`gradtx.sparse.RowSparse`) is scattered into its rows only; an
+    `agn` update sets its parameter to the center on a communicating step (TF assigns it).
+    A `None` update leaves its param unchanged (a variable without a gradient); `None`
     params stay `None`.
 
     Args:
@@ -265,8 +280,8 @@ def apply_updates(params: Params, updates: Updates) -> Params:
         if p is None or u is None:
             return p
         p = jnp.asarray(p)
-        if _tree.is_row_sparse(u):
-            return u.scatter_add_into(p)
+        if _tree.is_update_object(u):  # a row-sparse update scatters its rows; AGN's pull assigns
+            return u.applied_to(p)
         return jnp.asarray(p + u).astype(p.dtype)
 
     return _tree.map_updates("apply_updates", add, params, updates, names=("params", "updates"))

@@ -30,24 +30,16 @@ def any_schedule(*values: Any) -> bool:
     return any(_checks.is_schedule(v) for v in values)
 
 
-def scalar_dtype(tree: Any) -> Any:
-    """float32, or float64 when `tree` holds a float64 leaf: the dtype of per-step scalars for `tree`.
+def scalar(value: Any, tree: Any = None) -> jax.Array:
+    """A hyperparameter as a float scalar of the variables' dtype: float64 when `tree` holds a float64 leaf,
+    else float32 (TF keeps its scalars in the variables' dtype, with or without x64).
 
-    TF keeps its scalars (`beta1_power`, a resolved learning rate) in the variables' dtype,
-    so float32 params get float32 scalars whether or not x64 is enabled.
+    For the scalar arithmetic a combinator does once per step, before `like` casts it to each
+    leaf's dtype (building blocks leave this to `gradtx.update_rule`).
     """
     leaves = jax.tree.leaves(tree, is_leaf=is_row_sparse)
     wide = any(getattr(values_of(x), "dtype", None) == jnp.float64 for x in leaves)
-    return jax.dtypes.canonicalize_dtype(jnp.float64) if wide else jnp.dtype(jnp.float32)
-
-
-def scalar(value: Any, tree: Any = None) -> jax.Array:
-    """A hyperparameter as a float scalar in `scalar_dtype(tree)` (float32 when no tree is given).
-
-    For scalar state and scalar arithmetic done once per step (TF's `beta1_power`,
-    FTRL's adjusted l2), before `like` casts it to each leaf's dtype.
-    """
-    return jnp.asarray(value, scalar_dtype(tree))
+    return jnp.asarray(value, jax.dtypes.canonicalize_dtype(jnp.float64) if wide else jnp.float32)
 
 
 def like(value: Any, x: jax.Array) -> jax.Array:
@@ -173,8 +165,14 @@ def is_row_sparse(x: Any) -> bool:
     return getattr(type(x), "_gradtx_row_sparse", False)
 
 
+def is_update_object(x: Any) -> bool:
+    """True for an update leaf that is not an array (a `RowSparse`, AGN's pull): `apply_updates` calls its
+    `applied_to(param)`."""
+    return getattr(type(x), "_gradtx_update_leaf", False)
+
+
 def _is_update_leaf(x: Any) -> bool:
-    return x is None or is_row_sparse(x)
+    return x is None or is_update_object(x)
 
 
 def flatten_updates(
@@ -341,37 +339,6 @@ def all_finite(tree: Any) -> jax.Array:
         if jnp.issubdtype(leaf.dtype, jnp.inexact):
             ok = ok & jnp.all(jnp.isfinite(leaf))
     return ok
-
-
-def full_like(tree: Any, value: float, dtype: Any = None) -> Any:
-    """A tree of arrays filled with `value`, shaped like `tree`'s leaves.
-
-    Works from shapes alone, so `init` accepts `jax.ShapeDtypeStruct` leaves. Each array
-    is placed like its leaf (a sharded parameter gets a slot sharded the same way). `dtype`
-    overrides each leaf's dtype (e.g. `mu_dtype`).
-    """
-
-    def leaf(p):
-        if isinstance(p, jax.Array) and not isinstance(p, jax.core.Tracer):
-            return jnp.full_like(p, value, dtype or p.dtype)  # keeps p's sharding
-        return jnp.full(jnp.shape(p), value, dtype or p.dtype, device=getattr(p, "sharding", None))
-
-    return jax.tree.map(leaf, tree)
-
-
-def stacked_zeros(p: Any, n: int, dtype: Any) -> jax.Array:
-    """Zeros of shape `(n, *p.shape)` (e.g. a window of slots), placed like `p` along its own dims."""
-    sharding = None if isinstance(p, jax.core.Tracer) else getattr(p, "sharding", None)
-    if isinstance(sharding, jax.sharding.NamedSharding):
-        sharding = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec(None, *sharding.spec))
-    elif sharding is not None and not sharding.is_fully_replicated:
-        sharding = None
-    return jnp.zeros((n, *jnp.shape(p)), dtype, device=sharding)
-
-
-def zeros_like(tree: Any, dtype: Any = None) -> Any:
-    """A tree of zeros shaped like `tree` (see `full_like`)."""
-    return full_like(tree, 0, dtype)
 
 
 # --------------------------------------------------------------------------- key paths

@@ -75,10 +75,15 @@ def test_smoke_run_writes_results_and_report(tmp_path):
             assert row["min_ms"] > 0 and row["median_ms"] >= row["min_ms"] and row["compile_s"] > 0
             assert row["peak_bytes"] >= row["live_bytes"]  # the step holds at least its arguments
     labels = [t["label"] for t in out["targets"]]
-    assert any("peak memory" in label for label in labels) and len(labels) == 14
+    assert any("peak memory" in label for label in labels) and len(labels) == 14 + 3 * 2 + 1
+    assert len(out["catalogue"]["rows"]) == 3 and len(out["tracing"]["rows"]) == 1
+    for row in out["catalogue"]["rows"].values():
+        assert row["step_ratio"] > 0 and row["gradtx_compile_s"] > 0 and row["optax_compile_s"] > 0
+    assert all(r["gradtx_min_s"] > 0 and r["ratio"] > 0 for r in out["tracing"]["rows"])
     assert out["sharding"]["transforms"]["adam"]["gradtx"] == out["sharding"]["transforms"]["adam"]["optax"]
     text = report.main(["--results", str(tmp_path), "--out", str(tmp_path / "RESULTS.md")])
     assert "### Collectives per step on a 2-D mesh" in text
+    assert "### Every optimizer optax also has" in text and "### Tracing and lowering" in text
     assert (tmp_path / "cpu.png").stat().st_size > 10_000
     for name in workloads.ALL:
         assert f"### {name}" in text
@@ -98,9 +103,10 @@ def test_only_keeps_the_other_workloads(tmp_path):
         "--no-report",
         "--no-sharding",
     ]
-    run.main(args + ["--only", "big_adam", "sparse"])
+    run.main(args + ["--only", "big_adam", "sparse", "tracing"])
     out = run.main(args + ["--only", "sparse"])
     assert [w["name"] for w in out["workloads"]] == ["big_adam", "sparse"]
+    assert out["tracing"]["rows"] and out["catalogue"] is None  # kept from the first run; never run
 
 
 def test_committed_results_match_the_committed_report(tmp_path):

@@ -82,6 +82,7 @@ def test_every_public_factory_is_registered():
         "stateless",
         "get",
         "with_extra_args_support",
+        "update_rule",  # the constructor of building blocks: every rule it builds is registered
         "from_config",
         "inject_hyperparams",  # a factory of factories: the contract suite runs it over every entry
         "optimize_loss",

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _placement, _protocol, _tree, sparse
 
 
 class AccumulateGradientsState(NamedTuple):
@@ -164,13 +164,15 @@ def accumulate_gradients(
     if should_skip_update_fn is not None:
         _checks.check_callable(fn, "should_skip_update_fn", should_skip_update_fn)
     _checks.check_float_dtype(fn, "accumulator_dtype", accumulator_dtype)
-    inner = _base.with_extra_args_support(tx)
+    inner = _base.member(tx)
 
     def init_fn(params):
-        acc = jax.tree.map(lambda p: _tree.zeros_like(p, _accumulator_dtype(p, accumulator_dtype)), params)
+        acc = jax.tree.map(
+            lambda p: _placement.filled(p, 0, _accumulator_dtype(p, accumulator_dtype)), params
+        )
         skip_state = ()
         if should_skip_update_fn is not None:
-            _, skip_state = should_skip_update_fn(_tree.zeros_like(params), _tree.zero_count(), params)
+            _, skip_state = should_skip_update_fn(_placement.zeros_like(params), _tree.zero_count(), params)
         # two buffers: a donated step must not be handed one buffer twice
         return AccumulateGradientsState(
             _tree.zero_count(), _tree.zero_count(), acc, inner.init(params), skip_state
@@ -194,7 +196,7 @@ def accumulate_gradients(
                 lambda g, a: None if g is None else (a / scale).astype(g.dtype), dense, acc
             )
             out, new_inner = inner.update(grads, inner_state, params, **extra_args)
-            return sparse.densify(out), _tree.zeros_like(acc), _like(new_inner, inner_state)
+            return sparse.densify(out), jax.tree.map(jnp.zeros_like, acc), _like(new_inner, inner_state)
 
         out_types = jax.eval_shape(lambda a, s: applied(a, s)[0], acc, state.inner_state)
 
@@ -255,7 +257,7 @@ def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientT
     fn = "apply_if_finite"
     _checks.check_transform(fn, "tx", tx)
     _checks.check_int(fn, "max_consecutive_errors", max_consecutive_errors, minimum=0)
-    inner = _base.with_extra_args_support(tx)
+    inner = _base.member(tx)
 
     def init_fn(params):
         return ApplyIfFiniteState(_tree.zero_count(), jnp.array(True), _tree.zero_count(), inner.init(params))

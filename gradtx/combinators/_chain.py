@@ -11,7 +11,7 @@ def _prepare(fn: str, transforms: tuple[Any, ...], label: str) -> list[_protocol
     out = []
     for i, tx in enumerate(transforms):
         _checks.check_transform(fn, f"{label}[{i}]", tx)
-        out.append(_base.with_extra_args_support(tx))
+        out.append(_base.member(tx))
     return out
 
 

@@ -71,7 +71,7 @@ def _conditional(
     _checks.check_transform(fn, "inner", inner)
     _checks.check_callable(fn, "should_transform_fn", should_transform_fn)
     _checks.check_bool(fn, "forward_extra_args", forward_extra_args)
-    inner = _base.with_extra_args_support(inner)
+    inner = _base.member(inner)
 
     def init_fn(params):
         return state_cls(_tree.zero_count(), inner.init(params))

@@ -252,7 +252,7 @@ def inject_hyperparams(
             positional = [
                 call.pop(p.name) for p in params.values() if p.kind is inspect.Parameter.POSITIONAL_ONLY
             ]
-            return _base.with_extra_args_support(factory(*positional, *var_args, **call))
+            return _base.member(factory(*positional, *var_args, **call))
 
         def values_at(count):
             return Hyperparams({k: jnp.asarray(_tree.resolve(v, count), dtype) for k, v in numeric.items()})
@@ -273,8 +273,9 @@ def inject_hyperparams(
                 _tree.increment(state.count), Hyperparams(values), inner
             )
 
-        return _base.composite(
-            init_fn, update_fn, build(values_at(_tree.zero_count()))
-        )  # the inner one's kind
+        kind_of = build(values_at(_tree.zero_count()))  # the inner one's kind
+        if _checks._API_NAME.get() is not None:  # inside another factory: it wraps once
+            return _base.composite(init_fn, update_fn, kind_of)
+        return _base.wrapped_once(f"inject_hyperparams({name})", _base.composite(init_fn, update_fn, kind_of))
 
     return wrapped

@@ -75,7 +75,7 @@ def lookahead(
     _checks.check_finite(fn, "slow_step_size", slow_step_size)
     _checks.check_in_range(fn, "slow_step_size", slow_step_size, 0.0, 1.0)
     _checks.check_bool(fn, "reset_state", reset_state)
-    inner = _base.with_extra_args_support(tx)
+    inner = _base.member(tx)
 
     def init_fn(params):
         slow = jax.tree.map(lambda p: jnp.array(p, copy=True), params)  # its own buffers (donation)

@@ -52,7 +52,7 @@ def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
     """
     _checks.check_transform("masked", "inner", inner)
     _masks.check_mask("masked", mask)
-    inner = _base.with_extra_args_support(inner)
+    inner = _base.member(inner)
 
     def init_fn(params):
         m = _masks.resolve_mask("masked", mask, params)
@@ -149,7 +149,7 @@ def partition(
         )
     for label, tx in transforms.items():
         _checks.check_transform("partition", f"transforms[{label!r}]", tx)
-    txs = {k: _base.with_extra_args_support(v) for k, v in transforms.items()}
+    txs = {k: _base.member(v) for k, v in transforms.items()}
 
     def labels_of(params):
         labels = _masks.resolve_prefix("partition", "param_labels", param_labels, params, lambda x: x)

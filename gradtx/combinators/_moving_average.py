@@ -64,7 +64,7 @@ def moving_average(
     _checks.check_transform(fn, "tx", tx)
     _checks.check_in_range(fn, "average_decay", average_decay, 0.0, 1.0)
     _checks.check_bool(fn, "num_updates", num_updates)
-    inner = _base.with_extra_args_support(tx)
+    inner = _base.member(tx)
 
     def init_fn(params):
         averages = jax.tree.map(lambda p: jnp.array(p, copy=True), params)  # its own buffers (donation)

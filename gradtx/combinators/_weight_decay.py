@@ -144,7 +144,7 @@ def decoupled_weight_decay(
         _checks.check_learning_rate(fn, learning_rate)
     if mask is not None:
         _masks.check_mask(fn, mask)
-    inner = _base.with_extra_args_support(tx)
+    inner = _base.member(tx)
 
     def init_fn(params):
         if mask is not None:

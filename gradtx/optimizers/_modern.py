@@ -63,8 +63,9 @@ def radam(
         >>> import jax.numpy as jnp, gradtx
         >>> tx = gradtx.radam(0.1)
         >>> params = jnp.zeros(2)
-        >>> tx.update(jnp.array([2.0, -0.5]), tx.init(params), params)[0]  # step 1: -lr g (momentum)
-        Array([-0.2 ,  0.05], dtype=float32)
+        >>> u, _ = tx.update(jnp.array([2.0, -0.5]), tx.init(params), params)
+        >>> [round(float(x), 4) for x in u]  # step 1: -lr g (momentum)
+        [-0.2, 0.05]
 
     References:
       Liu et al., *On the variance of the adaptive learning rate and beyond*, ICLR 2020.
@@ -109,8 +110,9 @@ def adabelief(
         >>> import jax.numpy as jnp, gradtx
         >>> tx = gradtx.adabelief(0.09)
         >>> params = jnp.zeros(2)
-        >>> tx.update(jnp.array([2.0, -0.5]), tx.init(params), params)[0].round(6)  # -lr sign(g) / 0.9
-        Array([-0.1,  0.1], dtype=float32)
+        >>> u, _ = tx.update(jnp.array([2.0, -0.5]), tx.init(params), params)
+        >>> [round(float(x), 4) for x in u]  # -lr sign(g) / 0.9
+        [-0.1, 0.1]
 
     References:
       Zhuang et al., *AdaBelief optimizer: adapting stepsizes by the belief in observed
@@ -154,8 +156,9 @@ def yogi(
         >>> import jax.numpy as jnp, gradtx
         >>> tx = gradtx.yogi(0.1, eps=0.0, initial_accumulator_value=0.0)
         >>> params = jnp.zeros(2)
-        >>> tx.update(jnp.array([2.0, -0.5]), tx.init(params), params)[0]  # -lr sign(g)
-        Array([-0.1,  0.1], dtype=float32)
+        >>> u, _ = tx.update(jnp.array([2.0, -0.5]), tx.init(params), params)
+        >>> [round(float(x), 4) for x in u]  # -lr sign(g)
+        [-0.1, 0.1]
 
     References:
       Zaheer, Reddi, Sachan, Kale, Kumar, *Adaptive methods for nonconvex optimization*,
@@ -205,8 +208,9 @@ def adan(
         >>> import jax.numpy as jnp, gradtx
         >>> tx = gradtx.adan(0.1, eps_root=0.0, eps=0.0)
         >>> params = jnp.zeros(2)
-        >>> tx.update(jnp.array([2.0, -0.5]), tx.init(params), params)[0]  # step 1: -lr sign(g)
-        Array([-0.1,  0.1], dtype=float32)
+        >>> u, _ = tx.update(jnp.array([2.0, -0.5]), tx.init(params), params)
+        >>> [round(float(x), 4) for x in u]  # step 1: -lr sign(g)
+        [-0.1, 0.1]
 
     References:
       Xie, Zhou, Li, Lin, Yan, *Adan: adaptive Nesterov momentum algorithm for faster

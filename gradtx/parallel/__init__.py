@@ -54,7 +54,7 @@ loss, and `cross_shard` averages the gradients:
     (True, [1.0, -2.0, 0.5])
 """
 
-from gradtx.parallel._agn import AGNState, agn
+from gradtx.parallel._agn import AGNState, Pull, agn
 from gradtx.parallel._averaging import ElasticAverageState, ModelAverageState, elastic_average, model_average
 from gradtx.parallel._cross_shard import (
     axis_size,
@@ -78,6 +78,7 @@ __all__ = [
     "DropStaleGradientsState",
     "ElasticAverageState",
     "ModelAverageState",
+    "Pull",
     "ShardedState",
     "SyncReplicasState",
     "agn",

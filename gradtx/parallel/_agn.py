@@ -8,9 +8,59 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _placement, _protocol, _tree, sparse
 from gradtx.parallel import _axes
 from gradtx.parallel._averaging import _plus, _start, _to_varying
+
+
+@jax.tree_util.register_pytree_with_keys_class
+class Pull:
+    """`agn`'s update of one parameter: add the local step `delta`, or, where `pull` holds, become `value`.
+
+    TF assigns the center to each worker's variables after a communication; an additive
+    update `center - param` cannot always give the center back exactly (`param + (center -
+    param)` rounds), so the pull is an assignment that `apply_updates` (or optax's, through
+    `param + update`) carries out. It is an update leaf for `apply_updates` only: put
+    nothing after `agn` in a chain.
+    """
+
+    _gradtx_update_leaf = True
+    __slots__ = ("delta", "value", "pull")
+    delta: jax.Array
+    value: jax.Array
+    pull: jax.Array
+
+    def __init__(self, delta: Any, value: Any, pull: Any):
+        for name, x in (("delta", delta), ("value", value), ("pull", pull)):
+            object.__setattr__(self, name, x)
+
+    def tree_flatten_with_keys(self):
+        """The children `delta`, `value`, `pull` with their key paths."""
+        names = ("delta", "value", "pull")
+        return tuple((jax.tree_util.GetAttrKey(n), getattr(self, n)) for n in names), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        del aux
+        return cls(*children)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The parameter's shape."""
+        return tuple(jnp.shape(self.delta))
+
+    @property
+    def dtype(self) -> Any:
+        """The dtype of the local step."""
+        return self.delta.dtype
+
+    def applied_to(self, param: Any) -> jax.Array:
+        """The new parameter: `value` where `pull` holds, else `param + delta` (in the parameter's dtype)."""
+        param = jnp.asarray(param)
+        return jnp.where(self.pull, self.value.astype(param.dtype), (param + self.delta).astype(param.dtype))
+
+    def __radd__(self, param: Any) -> jax.Array:  # `param + update`, as optax.apply_updates writes it
+        return self.applied_to(param)
 
 
 class AGNState(NamedTuple):
@@ -44,10 +94,11 @@ def agn(
     move N times as long); here all replicas communicate at once and their normalized sums
     are averaged (one center step per period, the synchronous large-batch step: with
     `communication_period=1` it is `tx` on the mean gradient). With one replica this is
-    TF's AGNOptimizer exactly. The reset to the center is returned as the update
-    :math:`c - \theta_r`, so after `apply_updates` a replica holds :math:`c` up to the
-    rounding of :math:`\theta_r + (c - \theta_r)` (exactly when the two are within a
-    factor of two of each other); TF assigns :math:`c`.
+    TF's AGNOptimizer exactly, bit for bit: each update leaf is a `Pull`, which
+    `apply_updates` (or `optax.apply_updates`) turns into the local step, or on a
+    communicating step into the center itself (TF assigns :math:`c`; an additive
+    :math:`c - \theta_r` would round). Apply the updates directly: nothing may follow `agn`
+    in a chain.
 
     Args:
       tx: the optimizer for the local steps and the center (gradtx or optax).
@@ -55,7 +106,8 @@ def agn(
       communication_period: local steps between communications, an int >= 1.
 
     Returns:
-      A `GradientTransformation` with state `AGNState`; `update` needs `params`.
+      A `GradientTransformation` with state `AGNState` whose updates are `Pull` leaves;
+      `update` needs `params`.
 
     Raises:
       ValueError: if `communication_period` < 1; at trace time, when `axis_name` is not
@@ -86,7 +138,7 @@ def agn(
     _checks.check_transform(fn, "tx", tx)
     axes = _axes.check_axis_name(fn, axis_name)
     _checks.check_int(fn, "communication_period", communication_period, minimum=1)
-    inner = _base.with_extra_args_support(tx)
+    inner = _base.member(tx)
     period = communication_period
 
     def init_fn(params):
@@ -95,7 +147,7 @@ def agn(
             inner=inner.init(params),
             center_inner=inner.init(params),
             global_center=jax.tree.map(jnp.asarray, params),
-            grad_accum=_tree.zeros_like(params),
+            grad_accum=_placement.zeros_like(params),
         )
 
     def update_fn(updates, state, params=None, **extra_args):
@@ -107,7 +159,8 @@ def agn(
             lambda a, g: a if g is None else (a + g).astype(a.dtype), state.grad_accum, grads
         )
         count = _tree.increment(state.count)
-        keep = (_to_varying(u, axes, checked), state.center_inner, state.global_center, accum)
+        pull = count % period == 0
+        keep = (state.center_inner, state.global_center, accum)
 
         def communicate(_):
             def normalized_mean(g, a):
@@ -117,11 +170,13 @@ def agn(
             cu, center_inner = inner.update(mean, state.center_inner, state.global_center, **extra_args)
             cu = sparse.densify(cu)
             center = _tree.map_leaves(lambda c, x: c if x is None else _plus(c, x), state.global_center, cu)
-            step = _tree.map_leaves(lambda uu, c, p: None if uu is None else c - p, u, center, params)
             reset = _tree.map_leaves(lambda g, a: a if g is None else jnp.zeros_like(a), grads, accum)
-            return _axes.match_type((_to_varying(step, axes, checked), center_inner, center, reset), keep)
+            return _axes.match_type((center_inner, center, reset), keep)
 
-        u, center_inner, center, accum = jax.lax.cond(count % period == 0, communicate, lambda _: keep, None)
+        center_inner, center, accum = jax.lax.cond(pull, communicate, lambda _: keep, None)
+        u = _tree.map_leaves(
+            lambda uu, c: None if uu is None else Pull(uu, c, pull), _to_varying(u, axes, checked), center
+        )
         return u, AGNState(
             count=count, inner=new_inner, center_inner=center_inner, global_center=center, grad_accum=accum
         )

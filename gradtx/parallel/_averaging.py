@@ -118,7 +118,7 @@ def model_average(
     _checks.check_transform(fn, "tx", tx)
     axes = _axes.check_axis_name(fn, axis_name)
     _checks.check_int(fn, "interval_steps", interval_steps, minimum=1)
-    inner = _base.with_extra_args_support(tx)
+    inner = _base.member(tx)
 
     def init_fn(params):
         return ModelAverageState(count=_tree.zero_count(), inner=inner.init(params))
@@ -243,7 +243,7 @@ def elastic_average(
             f"optimizer, which a transform does not expose: pass `learning_rate=` (the inner optimizer's "
             f"rate) for TF's default, or `rho=` itself (`rho=0.0` for no elastic term)."
         )
-    inner = _base.with_extra_args_support(tx)
+    inner = _base.member(tx)
     period = communication_period
     no_rho = isinstance(rho, (int, float)) and rho == 0
 

@@ -16,7 +16,7 @@ REDUCTIONS = ("mean", "sum")
 def _reducing(
     fn: str, tx: Any, axes: tuple, reduction: str, groups: Any, hierarchical: bool, replicated_grads: Any
 ):
-    inner = _base.with_extra_args_support(tx)
+    inner = _base.member(tx)
 
     def update_fn(updates, state, params=None, **extra_args):
         size = _axes.bound_size(fn, axes)

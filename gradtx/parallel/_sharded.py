@@ -121,7 +121,7 @@ def sharded_state(
         missing = [a for a in axes if a not in mesh.axis_names]
         if missing:
             raise ValueError(f"`{fn}`: `mesh` has the axes {mesh.axis_names}, not {missing[0]!r}.")
-    inner = _base.with_extra_args_support(tx)
+    inner = _base.member(tx)
     element_wise = isinstance(inner, _protocol.ElementWise)
     if mesh is None and not element_wise:
         raise _refuse_leaf_wise(fn, axes)

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _placement, _protocol, _tree, sparse
 from gradtx.parallel import _axes
 
 
@@ -113,7 +113,7 @@ def sync_replicas(
     _checks.check_int(fn, "replicas_to_aggregate", replicas_to_aggregate, minimum=1)
     if total_num_replicas is not None:
         _checks.check_int(fn, "total_num_replicas", total_num_replicas, minimum=1)
-    inner = _base.with_extra_args_support(tx)
+    inner = _base.member(tx)
     r = replicas_to_aggregate
 
     def init_fn(params):
@@ -121,7 +121,7 @@ def sync_replicas(
         return SyncReplicasState(
             count=zero(),
             inner=inner.init(params),
-            grad_accum=_tree.zeros_like(params),
+            grad_accum=_placement.zeros_like(params),
             num_accumulated=zero(),
             dropped=zero(),
             stale=zero(),
@@ -232,7 +232,7 @@ def drop_stale_gradients(tx: Any, staleness: int) -> _protocol.GradientTransform
     fn = "drop_stale_gradients"
     _checks.check_transform(fn, "tx", tx)
     _checks.check_int(fn, "staleness", staleness, minimum=0)
-    inner = _base.with_extra_args_support(tx)
+    inner = _base.member(tx)
 
     def init_fn(params):
         return DropStaleGradientsState(

@@ -39,6 +39,7 @@ class RowSparse:
     """
 
     _gradtx_row_sparse = True
+    _gradtx_update_leaf = True
     __slots__ = ("indices", "values", "dense_shape", "unique")
     indices: jax.Array
     values: jax.Array
@@ -171,6 +172,8 @@ class RowSparse:
     def scatter_add_into(self, param: jax.Array) -> jax.Array:
         """`param` plus this update in its rows: what `apply_updates` does with a row-sparse update."""
         return self.add_to_rows(param, self.values)
+
+    applied_to = scatter_add_into
 
     def zero_padding(self, rows: jax.Array) -> jax.Array:
         """`rows` (`[k, ...]`) with the entries of padding indices set to 0."""

@@ -7,7 +7,8 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree
+from gradtx._update_rule import update_rule
 
 
 class ScaleByAdadeltaState(NamedTuple):
@@ -16,6 +17,13 @@ class ScaleByAdadeltaState(NamedTuple):
     count: _protocol.Count  # int32: completed updates
     accum: _protocol.Updates  # TF slot "accum": average of squared gradients (starts at 0)
     accum_update: _protocol.Updates  # TF slot "accum_update": average of squared updates (starts at 0)
+
+
+def _adadelta_leaf(g, accum, accum_update, h):
+    """ApplyAdadelta: the step `sqrt(U + eps) / sqrt(A + eps) * g` between the two moving averages."""
+    accum = _tree.moment_blend(accum, _tree.abs_sq(g), h.rho)
+    update = jnp.sqrt(accum_update + h.eps) * lax.rsqrt(accum + h.eps) * g
+    return update, accum, _tree.moment_blend(accum_update, _tree.abs_sq(update), h.rho)
 
 
 @_base.api
@@ -57,28 +65,12 @@ def scale_by_adadelta(
     _checks.check_in_range(fn, "rho", rho, 0.0, 1.0)
     _checks.check_nonnegative(fn, "eps", eps)
 
-    def init_fn(params):
-        return ScaleByAdadeltaState(_tree.zero_count(), _tree.zeros_like(params), _tree.zeros_like(params))
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        rho_, eps_ = _tree.resolve(rho, state.count), _tree.resolve(eps, state.count)
-
-        def rule(g, accum, accum_update):
-            r, e = _tree.like(rho_, g), _tree.like(eps_, g)
-            accum = _tree.moment_blend(accum, _tree.abs_sq(g), r)
-            update = jnp.sqrt(accum_update + e) * lax.rsqrt(accum + e) * g
-            return update, accum, _tree.moment_blend(accum_update, _tree.abs_sq(update), r)
-
-        out = _tree.split_map(
-            fn,
-            sparse.lift(rule),
-            3,
-            updates,
-            state.accum,
-            state.accum_update,
-            names=("updates", "state.accum", "state.accum_update"),
-        )
-        return out[0], ScaleByAdadeltaState(_tree.increment(state.count), out[1], out[2])
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByAdadeltaState,
+        _adadelta_leaf,
+        hyper={"rho": rho, "eps": eps},
+        slots={"accum": 0.0, "accum_update": 0.0},
+        sparse="rows",  # SparseApplyAdadelta: the touched rows only
+        tf_scalars=True,
+    )

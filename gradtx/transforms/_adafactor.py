@@ -8,16 +8,16 @@ on packed parameters they get per-leaf views (`gradtx.packing.leaf_wise`).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding
-from jax.sharding import PartitionSpec as P
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _placement, _protocol, _tree
+from gradtx._update_rule import update_rule
 
 
 class ScaleByFactoredRmsState(NamedTuple):
@@ -31,23 +31,6 @@ class ScaleByFactoredRmsState(NamedTuple):
     v_row: _protocol.Updates  # factored leaves: mean of g^2 over the largest axis (starts at 0)
     v_col: _protocol.Updates  # factored leaves: mean of g^2 over the second largest axis (starts at 0)
     v: _protocol.Updates  # other leaves: the element-wise second moment (starts at 0)
-
-
-def reduced_zeros(p: Any, keep: tuple[int, ...], dtype: Any) -> jax.Array:
-    """Zeros shaped like `p` along the axes `keep` only, placed like `p` along them.
-
-    A statistic with one entry per row (or per column, or per index of one axis) of a
-    sharded parameter is sharded like that axis; `keep=()` gives a scalar on `p`'s devices.
-    Works from shapes alone (`jax.ShapeDtypeStruct`, tracers).
-    """
-    shape = tuple(jnp.shape(p)[i] for i in keep)
-    sharding = None if isinstance(p, jax.core.Tracer) else getattr(p, "sharding", None)
-    if isinstance(sharding, NamedSharding):
-        spec = tuple(sharding.spec) + (None,) * (len(jnp.shape(p)) - len(sharding.spec))
-        sharding = NamedSharding(sharding.mesh, P(*(spec[i] for i in keep)))
-    elif sharding is not None and not sharding.is_fully_replicated:
-        sharding = None
-    return jnp.zeros(shape, dtype, device=sharding)
 
 
 def factored_dims(
@@ -72,24 +55,43 @@ def _decay_rate_pow(count: jax.Array, exponent: Any) -> jax.Array:
     return 1.0 - t ** (-exponent)
 
 
-def _factored_leaf(g, v_row, v_col, v, b2, eps, dims):
-    """One leaf of `scale_by_factored_rms`: `(update, v_row, v_col, v)`."""
-    g2 = g * g + _tree.like(eps, g)
+def _factored_stat(p, which: int, *, factored: bool, min_dim_size_to_factor: int) -> jax.Array:
+    """Slot `which` of `(v_row, v_col, v)` for the parameter `p`: a factored leaf has its row and column
+    statistics and a scalar `v`, any other leaf its full `v` and scalar `v_row`, `v_col`."""
+    shape = tuple(jnp.shape(p))
+    dims = factored_dims(shape, factored, min_dim_size_to_factor)
     if dims is None:
-        new_v = (b2 * v + (1.0 - b2) * g2).astype(v.dtype)
-        return g * new_v**-0.5, v_row, v_col, new_v
+        return _placement.filled(p, 0.0) if which == 2 else _placement.reduced(p, ())
+    if which == 2:
+        return _placement.reduced(p, ())
+    axis = dims[1] if which == 0 else dims[0]  # v_row averages over the largest axis, v_col the second
+    return _placement.reduced(p, tuple(i for i in range(len(shape)) if i != axis))
+
+
+def _decay(h, state, extra_args, *, schedule: Callable[..., Any], step_offset: int) -> dict[str, Any]:
+    """`beta2` of this step (a `prepare`): `schedule(count - step_offset, decay_rate)`."""
+    del state, extra_args
+    return {"b2": schedule(h.count - step_offset, h.decay_rate)}
+
+
+def _factored_leaf(g, v_row, v_col, v, h, *, factored: bool, min_dim_size_to_factor: int):
+    """One leaf of `scale_by_factored_rms`: `(update, v_row, v_col, v)`."""
+    g2 = g * g + h.eps
+    dims = factored_dims(g.shape, factored, min_dim_size_to_factor)
+    if dims is None:
+        v = _tree.moment_blend(v, g2, h.b2).astype(v.dtype)
+        return g * v**-0.5, v_row, v_col, v
     d1, d0 = dims
-    new_row = (b2 * v_row + (1.0 - b2) * jnp.mean(g2, axis=d0)).astype(v_row.dtype)
-    new_col = (b2 * v_col + (1.0 - b2) * jnp.mean(g2, axis=d1)).astype(v_col.dtype)
-    row_mean = jnp.mean(new_row, axis=d1 - 1 if d1 > d0 else d1, keepdims=True)
-    row_factor = (new_row / row_mean) ** -0.5
-    col_factor = new_col**-0.5
+    v_row = _tree.moment_blend(v_row, jnp.mean(g2, axis=d0), h.b2).astype(v_row.dtype)
+    v_col = _tree.moment_blend(v_col, jnp.mean(g2, axis=d1), h.b2).astype(v_col.dtype)
+    row_mean = jnp.mean(v_row, axis=d1 - 1 if d1 > d0 else d1, keepdims=True)
+    row_factor = (v_row / row_mean) ** -0.5
+    col_factor = v_col**-0.5
     update = g * jnp.expand_dims(row_factor, axis=d0) * jnp.expand_dims(col_factor, axis=d1)
-    return update, new_row, new_col, v
+    return update, v_row, v_col, v
 
 
 @_base.api
-@_base.real_only("its factored second moments are row and column means of real squares")
 def scale_by_factored_rms(
     factored: bool = True,
     decay_rate: _protocol.ScalarOrSchedule = 0.8,
@@ -162,44 +164,21 @@ def scale_by_factored_rms(
     _checks.check_positive(fn, "eps", eps)
     if decay_rate_fn is not None:
         _checks.check_callable(fn, "decay_rate_fn", decay_rate_fn)
-    schedule = decay_rate_fn or _decay_rate_pow
-
-    def stats(p):
-        """`(v_row, v_col, v)` of one leaf: the factored statistics or the full one, scalars elsewhere."""
-        dims = factored_dims(tuple(jnp.shape(p)), factored, min_dim_size_to_factor)
-        if dims is None:
-            return reduced_zeros(p, (), p.dtype), reduced_zeros(p, (), p.dtype), _tree.zeros_like(p)
-        d1, d0 = dims
-        others = [tuple(i for i in range(len(jnp.shape(p))) if i != axis) for axis in (d0, d1)]
-        return *(reduced_zeros(p, keep, p.dtype) for keep in others), reduced_zeros(p, (), p.dtype)
-
-    def init_fn(params):
-        leaves, treedef = jax.tree.flatten(params)
-        columns = list(zip(*map(stats, leaves), strict=True)) if leaves else [[], [], []]
-        return ScaleByFactoredRmsState(_tree.zero_count(), *(treedef.unflatten(c) for c in columns))
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        b2 = schedule(state.count - step_offset, _tree.resolve(decay_rate, state.count))
-        e = _tree.resolve(eps, state.count)
-
-        def leaf(g, v_row, v_col, v):
-            dims = factored_dims(g.shape, factored, min_dim_size_to_factor)
-            return _factored_leaf(g, v_row, v_col, v, b2, e, dims)
-
-        out, v_row, v_col, v = _tree.split_map(
-            fn,
-            leaf,
-            4,
-            sparse.densify(updates),
-            state.v_row,
-            state.v_col,
-            state.v,
-            names=("updates", "state.v_row", "state.v_col", "state.v"),
-        )
-        return out, ScaleByFactoredRmsState(_tree.increment(state.count), v_row, v_col, v)
-
-    return _protocol.GradientTransformation(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByFactoredRmsState,
+        functools.partial(_factored_leaf, factored=factored, min_dim_size_to_factor=min_dim_size_to_factor),
+        hyper={"decay_rate": decay_rate, "eps": eps},
+        slots={
+            field: functools.partial(
+                _factored_stat, which=i, factored=factored, min_dim_size_to_factor=min_dim_size_to_factor
+            )
+            for i, field in enumerate(("v_row", "v_col", "v"))
+        },
+        prepare=functools.partial(_decay, schedule=decay_rate_fn or _decay_rate_pow, step_offset=step_offset),
+        kind=_protocol.LeafWise,  # the statistics are means over whole axes
+        real_only="its factored second moments are row and column means of real squares",
+    )
 
 
 class BlockRmsState(NamedTuple):
@@ -213,30 +192,15 @@ def _rms(x: jax.Array) -> jax.Array:
     return jnp.sqrt(_tree.squared_norm(x) / x.size)
 
 
-def _per_tensor(fn: str, value: Any, rule: Callable[..., Any], *, needs_params: bool):
-    """A stateless per-leaf rule `rule(update, hyperparameter[, param])`, with a count when `value` is a
-    schedule."""
-    scheduled = _tree.any_schedule(value)
+def _clip_leaf(u, h):
+    """`u / max(1, RMS(u) / d)`: `||u|| <= d sqrt(n)`, `tf.clip_by_norm`'s formula."""
+    return (_tree.clip_to_norm(u, h.threshold * math.sqrt(u.size)),)
 
-    def init_fn(params):
-        del params
-        return BlockRmsState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
 
-    def update_fn(updates, state, params=None, **extra_args):
-        del extra_args
-        if needs_params and params is None:
-            raise _protocol.missing_params(fn)
-        h = _tree.resolve(value, state.count if scheduled else None)
-        updates = sparse.densify(updates)
-        if needs_params:
-            out = _tree.map_updates(
-                fn, lambda u, p: rule(u, h, p), updates, params, names=("updates", "params")
-            )
-        else:
-            out = _tree.map_updates(fn, lambda u: rule(u, h), updates)
-        return out, (BlockRmsState(_tree.increment(state.count)) if scheduled else state)
-
-    return _protocol.GradientTransformation(init_fn, update_fn)
+def _param_scale_leaf(u, w, h):
+    """`u * max(min_scale, RMS(w))`."""
+    rms = _rms(w)
+    return (u * jnp.where(rms <= h.min_scale, h.min_scale, rms).astype(u.dtype),)
 
 
 @_base.api
@@ -273,10 +237,14 @@ def clip_by_block_rms(threshold: _protocol.ScalarOrSchedule) -> _protocol.Gradie
     _checks.check_finite(fn, "threshold", threshold)
     _checks.check_positive(fn, "threshold", threshold)
 
-    def rule(u, d):  # RMS(u) <= d  <=>  ||u|| <= d sqrt(n): tf.clip_by_norm's formula
-        return _tree.clip_to_norm(u, _tree.like(d, u) * math.sqrt(u.size))
-
-    return _per_tensor(fn, threshold, rule, needs_params=False)
+    return update_rule(
+        fn,
+        BlockRmsState,
+        _clip_leaf,
+        hyper={"threshold": threshold},
+        kind=_protocol.LeafWise,
+        count="if_scheduled",
+    )
 
 
 @_base.api
@@ -315,9 +283,12 @@ def scale_by_param_block_rms(
     _checks.check_finite(fn, "min_scale", min_scale)
     _checks.check_positive(fn, "min_scale", min_scale)
 
-    def rule(u, floor, p):
-        rms = _rms(p)
-        floor = _tree.like(floor, rms)
-        return u * jnp.where(rms <= floor, floor, rms).astype(u.dtype)
-
-    return _per_tensor(fn, min_scale, rule, needs_params=True)
+    return update_rule(
+        fn,
+        BlockRmsState,
+        _param_scale_leaf,
+        hyper={"min_scale": min_scale},
+        reads_params=True,
+        kind=_protocol.LeafWise,
+        count="if_scheduled",
+    )

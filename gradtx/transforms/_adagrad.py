@@ -7,7 +7,8 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree
+from gradtx._update_rule import Slot, update_rule
 
 
 class ScaleByAdagradState(NamedTuple):
@@ -15,6 +16,15 @@ class ScaleByAdagradState(NamedTuple):
 
     count: _protocol.Count  # int32: completed updates
     accumulator: _protocol.Updates  # TF slot "accumulator" (starts at initial_accumulator_value)
+
+
+def _adagrad_leaf(g, accum, h):
+    """ApplyAdagrad: `accum += g^2` (kept when `update_slots` is False), the step `g / sqrt(accum)`."""
+    if isinstance(h.update_slots, bool):
+        accum = accum + _tree.abs_sq(g) if h.update_slots else accum
+    else:  # a traced flag
+        accum = jnp.where(h.update_slots, accum + _tree.abs_sq(g), accum)
+    return g * lax.rsqrt(accum), accum
 
 
 @_base.api
@@ -52,34 +62,15 @@ def scale_by_adagrad(initial_accumulator_value: float = 0.1) -> _protocol.Gradie
     _checks.check_number("scale_by_adagrad", "initial_accumulator_value", initial_accumulator_value)
     _checks.check_positive("scale_by_adagrad", "initial_accumulator_value", initial_accumulator_value)
 
-    def make_leaf(update_slots):
-        def rule(g, accum):
-            if isinstance(update_slots, bool):
-                accum = accum + _tree.abs_sq(g) if update_slots else accum
-            else:
-                accum = jnp.where(update_slots, accum + _tree.abs_sq(g), accum)
-            return g * lax.rsqrt(accum), accum
-
-        return sparse.lift(rule)
-
-    def init_fn(params):
-        return ScaleByAdagradState(
-            count=_tree.zero_count(), accumulator=_tree.full_like(params, initial_accumulator_value)
-        )
-
-    def update_fn(updates, state, params=None, *, update_slots=True, **extra_args):
-        del params, extra_args
-        new_updates, accum = _tree.split_map(
-            "scale_by_adagrad",
-            make_leaf(update_slots),
-            2,
-            updates,
-            state.accumulator,
-            names=("updates", "state.accumulator"),
-        )
-        return new_updates, ScaleByAdagradState(count=_tree.increment(state.count), accumulator=accum)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        "scale_by_adagrad",
+        ScaleByAdagradState,
+        _adagrad_leaf,
+        slots={"accumulator": Slot(initial_accumulator_value)},
+        sparse="rows",  # SparseApplyAdagrad: the touched rows only
+        tf_scalars=True,
+        extra={"update_slots": True},  # the kernel's attribute (contrib's RegAdagrad)
+    )
 
 
 class ScaleByAdagradDAState(NamedTuple):
@@ -88,6 +79,23 @@ class ScaleByAdagradDAState(NamedTuple):
     count: _protocol.Count  # int32: completed updates (the closed form uses t = count + 1)
     gradient_accumulator: _protocol.Updates  # TF slot "gradient_accumulator" (starts at 0)
     gradient_squared_accumulator: _protocol.Updates  # TF slot (starts at the initial value)
+
+
+def _adagrad_da_step(h, state, extra_args):
+    """TF's `static_cast<float>(global_step + 1)`: the step t as a scalar of the variables' dtype."""
+    del state, extra_args
+    return {"step": jnp.asarray(h.t).astype(h.learning_rate.dtype)}
+
+
+def _adagrad_da_leaf(g, g_acc, gg_acc, var, h):
+    """ApplyAdagradDA's closed form at step t: the new weights, returned as the step `var - var_new`."""
+    g_acc = g_acc + g
+    gg_acc = gg_acc + _tree.abs_sq(g)
+    denom = h.l2 * (h.step * h.learning_rate) + jnp.sqrt(gg_acc)
+    shrunk = h.learning_rate * -1.0 * _tree.soft_threshold(g_acc, h.step * h.l1) / denom
+    plain = h.learning_rate * g_acc * -1.0 / denom
+    new_var = jnp.where(h.l1 > 0, shrunk, plain)
+    return var - new_var, g_acc, gg_acc
 
 
 @_base.api
@@ -145,40 +153,17 @@ def scale_by_adagrad_da(
     _checks.check_nonnegative(fn, "l1", l1)
     _checks.check_nonnegative(fn, "l2", l2)
 
-    def init_fn(params):
-        return ScaleByAdagradDAState(
-            count=_tree.zero_count(),
-            gradient_accumulator=_tree.zeros_like(params),
-            gradient_squared_accumulator=_tree.full_like(params, initial_gradient_squared_accumulator_value),
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del extra_args
-        if params is None:
-            raise _protocol.missing_params(fn)
-        lr_, l1_, l2_ = (_tree.resolve(h, state.count) for h in (learning_rate, l1, l2))
-        t_ = _tree.scalar(state.count + 1, params)  # the step t; TF: static_cast<float>(global_step + 1)
-
-        def rule(g, g_acc, gg_acc, var):
-            lr, l1v, l2v, t = (_tree.like(x, var) for x in (lr_, l1_, l2_, t_))
-            g_acc = g_acc + g
-            gg_acc = gg_acc + _tree.abs_sq(g)
-            denom = l2v * (t * lr) + jnp.sqrt(gg_acc)
-            shrunk = lr * -1.0 * _tree.soft_threshold(g_acc, t * l1v) / denom
-            plain = lr * g_acc * -1.0 / denom
-            new_var = jnp.where(l1v > 0, shrunk, plain)
-            return var - new_var, g_acc, gg_acc
-
-        out = _tree.split_map(
-            fn,
-            sparse.lift(rule, with_param=True),
-            3,
-            updates,
-            state.gradient_accumulator,
-            state.gradient_squared_accumulator,
-            params,
-            names=("updates", "state.gradient_accumulator", "state.gradient_squared_accumulator", "params"),
-        )
-        return out[0], ScaleByAdagradDAState(_tree.increment(state.count), out[1], out[2])
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByAdagradDAState,
+        _adagrad_da_leaf,
+        hyper={"learning_rate": learning_rate, "l1": l1, "l2": l2},
+        slots={
+            "gradient_accumulator": 0.0,
+            "gradient_squared_accumulator": Slot(initial_gradient_squared_accumulator_value),
+        },
+        prepare=_adagrad_da_step,
+        sparse="rows",  # SparseApplyAdagradDA: the touched rows only, with the same t
+        reads_params=True,
+        tf_scalars=True,
+    )

@@ -46,13 +46,6 @@ def _stored(m: jax.Array, dtype: Any) -> jax.Array:
     return m if m.dtype == dtype else m.astype(dtype).astype(m.dtype)
 
 
-def _dense_moments(g, m, v, h):
-    """ApplyAdam's moments: `m += (g - m)(1 - b1)`, `v += (g^2 - v)(1 - b2)`."""
-    return _stored(_tree.moment_increment(m, g, h.b1), m.dtype), _tree.moment_increment(
-        v, _tree.abs_sq(g), h.b2
-    )
-
-
 def _decayed_moments(g, m, v, h):
     """TF1's sparse moments: every row decays, the deduplicated gradient is added to its rows."""
     g = g.deduplicated()
@@ -64,8 +57,9 @@ def _decayed_moments(g, m, v, h):
 
 
 def _tf1_leaf(g, m, v, h):
-    """TF1's ApplyAdam."""
-    m, v = _dense_moments(g, m, v, h)
+    """TF1's ApplyAdam: `m += (g - m)(1 - b1)`, `v += (g^2 - v)(1 - b2)`, then the epsilon-hat step."""
+    m = _stored(_tree.moment_increment(m, g, h.b1), m.dtype)
+    v = _tree.moment_increment(v, _tree.abs_sq(g), h.b2)
     return _adam_step(m, v, h), m, v
 
 
@@ -76,8 +70,9 @@ def _tf1_rows(g, m, v, h):
 
 
 def _nesterov_leaf(g, m, v, h):
-    """contrib's Nadam: the Nesterov numerator."""
-    m, v = _dense_moments(g, m, v, h)
+    """contrib's Nadam: ApplyAdam's moments, the Nesterov numerator."""
+    m = _stored(_tree.moment_increment(m, g, h.b1), m.dtype)
+    v = _tree.moment_increment(v, _tree.abs_sq(g), h.b2)
     return _adam_step(_nesterov(m, g, h), v, h), m, v
 
 

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx._update_rule import update_rule
 
 
 class ScaleByAdamaxState(NamedTuple):
@@ -19,6 +20,31 @@ class ScaleByAdamaxState(NamedTuple):
     m: _protocol.Updates  # TF slot "m": first moment (starts at 0)
     v: _protocol.Updates  # TF slot "v": exponentially weighted infinity norm (starts at 0)
     beta1_power: jax.Array  # TF's non-slot "beta1_power": b1**(count+1), a running product
+
+
+def _adamax_power(h, state, extra_args):
+    """TF's running `beta1_power`: the bias correction `1 / (1 - b1^t)`, and the next product."""
+    del extra_args
+    return {"c": 1 / (1 - state.beta1_power), "beta1_power": state.beta1_power * h.b1}
+
+
+def _adamax_leaf(g, m, v, h):
+    """ApplyAdaMax: `m += (g - m)(1 - b1)`, `v = max(b2 v, |g|)`, the step `m / (v + eps) * c`."""
+    m = _tree.moment_increment(m, g, h.b1)
+    v = jnp.maximum(h.b2 * v, jnp.abs(g))
+    return (m / (v + h.eps)) * h.c, m, v
+
+
+def _adamax_row_rule(g, m, v, h):
+    """contrib's sparse rule on the touched rows: `m = m b1 + g (1 - b1)`, `v = max(v b2, |g|)`."""
+    m = _tree.moment_blend(m, g, h.b1)
+    v = jnp.maximum(v * h.b2, jnp.abs(g))
+    return (m / (v + h.eps)) * h.c, m, v
+
+
+def _adamax_rows(g, m, v, h):
+    """contrib's AdaMax on a row-sparse gradient: the touched rows of `m`, `v` and the variable only."""
+    return sparse.apply_rows(functools.partial(_adamax_row_rule, h=h), g, m, v)
 
 
 @_base.api
@@ -65,51 +91,17 @@ def scale_by_adamax(
     _checks.check_in_range(fn, "b2", b2, 0.0, 1.0, high_open=True)
     _checks.check_nonnegative(fn, "eps", eps)
 
-    def init_fn(params):
-        zero = _tree.zero_count()
-        return ScaleByAdamaxState(
-            zero,
-            _tree.zeros_like(params),
-            _tree.zeros_like(params),
-            _tree.scalar(_tree.resolve(b1, zero), params),
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        dt = state.beta1_power.dtype  # TF's scalars follow the variables' dtype
-        b1_, b2_, eps_ = (jnp.asarray(_tree.resolve(h, state.count), dt) for h in (b1, b2, eps))
-        correction = 1 / (1 - state.beta1_power)
-
-        def step(m, v, e, cv):
-            return (m / (v + e)) * cv
-
-        def dense_rule(g, m, v):
-            b1v, b2v, e, cv = (_tree.like(x, g) for x in (b1_, b2_, eps_, correction))
-            m = _tree.moment_increment(m, g, b1v)
-            v = jnp.maximum(b2v * v, jnp.abs(g))
-            return step(m, v, e, cv), m, v
-
-        def rows_rule(g, m, v):
-            b1v, b2v, e, cv = (_tree.like(x, g) for x in (b1_, b2_, eps_, correction))
-            m = _tree.moment_blend(m, g, b1v)
-            v = jnp.maximum(v * b2v, jnp.abs(g))
-            return step(m, v, e, cv), m, v
-
-        def leaf(g, m, v):
-            rule = (
-                dense_rule if not _tree.is_row_sparse(g) else functools.partial(sparse.apply_rows, rows_rule)
-            )
-            out, new_m, new_v = rule(g, m, v)
-            return out, new_m.astype(m.dtype), new_v.astype(v.dtype)  # slots keep their dtypes
-
-        out, m, v = _tree.split_map(
-            fn, leaf, 3, updates, state.m, state.v, names=("updates", "state.m", "state.v")
-        )
-        return out, ScaleByAdamaxState(
-            _tree.increment(state.count), m, v, (state.beta1_power * b1_).astype(state.beta1_power.dtype)
-        )
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByAdamaxState,
+        _adamax_leaf,
+        hyper={"b1": b1, "b2": b2, "eps": eps},
+        slots={"m": 0.0, "v": 0.0},
+        scalars={"beta1_power": lambda h: h.b1},
+        prepare=_adamax_power,
+        sparse=_adamax_rows,
+        tf_scalars=True,  # TF's scalars: a float32 beta1_power for float32 params, with or without x64
+    )
 
 
 class ScaleByAmsgradState(NamedTuple):
@@ -119,6 +111,21 @@ class ScaleByAmsgradState(NamedTuple):
     m: _protocol.Updates  # RETURNN's "m" (starts at 0)
     v: _protocol.Updates  # RETURNN's "v" (starts at 0)
     v_hat: _protocol.Updates  # RETURNN's "v_hat": the running maximum of v (starts at 0)
+
+
+def _sqrt_step(h, state, extra_args):
+    """RETURNN's `decay`: `sqrt(t)` of the step t, in the variables' dtype."""
+    del state, extra_args
+    return {"sqrt_t": jnp.sqrt(jnp.asarray(h.t).astype(h.b1.dtype))}
+
+
+def _amsgrad_leaf(g, m, v, v_hat, h, *, decay: bool):
+    """RETURNN's AMSGrad: the moments' blends, `v_hat = max(v_hat, v)`, the step `m / (eps + sqrt(v_hat))`."""
+    m = _tree.moment_blend(m, g, h.b1)
+    v = _tree.moment_blend(v, _tree.abs_sq(g), h.b2)
+    v_hat = jnp.maximum(v_hat, v)
+    u = m / (h.eps + jnp.sqrt(v_hat))
+    return (u / h.sqrt_t if decay else u), m, v, v_hat
 
 
 @_base.api
@@ -170,33 +177,13 @@ def scale_by_amsgrad(
     _checks.check_nonnegative(fn, "eps", eps)
     _checks.check_bool(fn, "decay", decay)
 
-    def init_fn(params):
-        return ScaleByAmsgradState(_tree.zero_count(), *(_tree.zeros_like(params) for _ in range(3)))
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        b1_, b2_, eps_ = (_tree.resolve(h, state.count) for h in (b1, b2, eps))
-        t = _tree.scalar(state.count + 1, updates)  # the step
-
-        def rule(g, m, v, v_hat):
-            b1v, b2v, e = (_tree.like(x, g) for x in (b1_, b2_, eps_))
-            new_m = _tree.moment_blend(m, g, b1v)
-            new_v = _tree.moment_blend(v, _tree.abs_sq(g), b2v)
-            new_v_hat = jnp.maximum(v_hat, new_v)
-            u = new_m / (e + jnp.sqrt(new_v_hat))
-            u = u / _tree.like(jnp.sqrt(t), u) if decay else u
-            return u, new_m.astype(m.dtype), new_v.astype(v.dtype), new_v_hat.astype(v_hat.dtype)
-
-        out = _tree.split_map(
-            fn,
-            rule,
-            4,
-            sparse.densify(updates),
-            state.m,
-            state.v,
-            state.v_hat,
-            names=("updates", "state.m", "state.v", "state.v_hat"),
-        )
-        return out[0], ScaleByAmsgradState(_tree.increment(state.count), *out[1:])
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByAmsgradState,
+        functools.partial(_amsgrad_leaf, decay=decay),
+        hyper={"b1": b1, "b2": b2, "eps": eps},
+        slots={"m": 0.0, "v": 0.0, "v_hat": 0.0},
+        prepare=_sqrt_step if decay else None,
+        sparse="densify",  # RETURNN has no sparse rule: TF densifies the gradient
+        tf_scalars=True,
+    )

@@ -79,7 +79,7 @@ def scale_by_adan(
     Example:
         >>> import jax.numpy as jnp, gradtx
         >>> tx = gradtx.scale_by_adan(eps=0.0)
-        >>> tx.update(jnp.array([2.0, -0.5]), tx.init(jnp.zeros(2)))[0]  # step 1: no difference yet, sign(g)
+        >>> tx.update(jnp.array([2.0, -0.5]), tx.init(jnp.zeros(2)))[0].round(4)  # step 1: sign(g)
         Array([ 1., -1.], dtype=float32)
 
     References:

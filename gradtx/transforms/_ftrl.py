@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree
+from gradtx._update_rule import Slot, update_rule
 
 
 class ScaleByFtrlState(NamedTuple):
@@ -25,6 +27,25 @@ def _power(x: jax.Array, p: jax.Array, p_is_half: bool | None) -> jax.Array:
     if p_is_half is None:
         return jnp.where(p == -0.5, jnp.sqrt(x), jnp.power(x, -p))
     return jnp.sqrt(x) if p_is_half else jnp.power(x, -p)
+
+
+def _adjusted_l2(h, state, extra_args):
+    """TF's `_prepare`: `l2 + beta / (2 max(lr, 1e-36))`, once per step in the variables' dtype."""
+    del state, extra_args
+    return {"l2_adjusted": h.l2 + h.beta / (2.0 * jnp.maximum(h.learning_rate, 1e-36))}
+
+
+def _ftrl_leaf(g, accum, linear, var, h, *, p_is_half: bool | None):
+    """ApplyFtrlV2: the new `linear` and `accum`, and the closed-form weights as the step `var - var_new`."""
+    lr, p = h.learning_rate, h.learning_rate_power
+    g_shrunk = g + 2 * h.l2_shrinkage * var
+    new_accum = accum + _tree.abs_sq(g)
+    sigma = (_power(new_accum, p, p_is_half) - _power(accum, p, p_is_half)) / lr
+    linear = linear + (g_shrunk - sigma * var)
+    x = h.l1 * jnp.sign(linear) - linear
+    y = _power(new_accum, p, p_is_half) / lr + 2 * h.l2_adjusted
+    new_var = jnp.where(jnp.abs(linear) > h.l1, x / y, jnp.zeros_like(var))
+    return var - new_var, new_accum, linear
 
 
 @_base.api
@@ -104,45 +125,21 @@ def scale_by_ftrl(
         else float(learning_rate_power) == -0.5  # type: ignore[arg-type]
     )
 
-    def init_fn(params):
-        return ScaleByFtrlState(
-            count=_tree.zero_count(),
-            accum=_tree.full_like(params, initial_accumulator_value),
-            linear=_tree.zeros_like(params),
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del extra_args
-        if params is None:
-            raise _protocol.missing_params(fn)
-        hp = [
-            _tree.scalar(_tree.resolve(h, state.count), params)
-            for h in (learning_rate, learning_rate_power, l1, l2, l2_shrinkage, beta)
-        ]
-        lr_, p_, l1_, l2_, shrink_, beta_ = hp
-        l2_adjusted = l2_ + beta_ / (2.0 * jnp.maximum(lr_, 1e-36))  # TF's _prepare
-
-        def rule(g, accum, linear, var):
-            lr, p, l1v, l2v, shrink = (_tree.like(x, var) for x in (lr_, p_, l1_, l2_adjusted, shrink_))
-            g_shrunk = g + 2 * shrink * var
-            new_accum = accum + _tree.abs_sq(g)
-            sigma = (_power(new_accum, p, p_static) - _power(accum, p, p_static)) / lr
-            linear = linear + (g_shrunk - sigma * var)
-            x = l1v * jnp.sign(linear) - linear
-            y = _power(new_accum, p, p_static) / lr + 2 * l2v
-            new_var = jnp.where(jnp.abs(linear) > l1v, x / y, jnp.zeros_like(var))
-            return var - new_var, new_accum, linear
-
-        out, accum, linear = _tree.split_map(
-            fn,
-            sparse.lift(rule, with_param=True),
-            3,
-            updates,
-            state.accum,
-            state.linear,
-            params,
-            names=("updates", "state.accum", "state.linear", "params"),
-        )
-        return out, ScaleByFtrlState(count=_tree.increment(state.count), accum=accum, linear=linear)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByFtrlState,
+        functools.partial(_ftrl_leaf, p_is_half=p_static),
+        hyper={
+            "learning_rate": learning_rate,
+            "learning_rate_power": learning_rate_power,
+            "l1": l1,
+            "l2": l2,
+            "l2_shrinkage": l2_shrinkage,
+            "beta": beta,
+        },
+        slots={"accum": Slot(initial_accumulator_value), "linear": 0.0},
+        prepare=_adjusted_l2,
+        sparse="rows",  # SparseApplyFtrl[V2]: the touched rows only
+        reads_params=True,
+        tf_scalars=True,
+    )

@@ -8,7 +8,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _placement, _protocol, _tree
+from gradtx._scalars import at_least_float32
+from gradtx._update_rule import update_rule
 
 
 class ScaleByGGTState(NamedTuple):
@@ -16,8 +18,8 @@ class ScaleByGGTState(NamedTuple):
 
     TF keeps these as non-slot variables holding the flattened concatenation of all
     variables; gradtx keeps them leaf by leaf (a leaf's part of TF's vector, shaped like
-    the leaf), so they are sharded like the params. In float32 (float64 when a leaf is
-    float64), whatever the leaves' dtypes.
+    the leaf), so they are sharded like the params. In float32 (float64 for a float64
+    leaf), whatever the leaf's dtype.
     """
 
     count: _protocol.Count  # int32: completed updates (TF's own float "global_step" = count)
@@ -37,14 +39,10 @@ def _dot(a, b, axes):
     return jnp.tensordot(a, b, axes=axes, precision=jax.lax.Precision.HIGHEST)
 
 
-def _dtype_of(x: Any) -> Any:
-    return x.dtype if hasattr(x, "dtype") else jnp.result_type(x)
-
-
-def _compute_dtype(leaves: list[Any]) -> Any:
-    """float32, or wider when a leaf is wider (float64 under x64): bf16 leaves compute in float32."""
-    dt = functools.reduce(jnp.promote_types, [_dtype_of(x) for x in leaves], jnp.dtype(jnp.float32))
-    return jax.dtypes.canonicalize_dtype(dt)
+def _compute_dtype(p: Any) -> Any:
+    """float32, or float64 for a float64 parameter (under x64): bf16 leaves compute in float32."""
+    dt = p.dtype if hasattr(p, "dtype") else jnp.result_type(p)
+    return jax.dtypes.canonicalize_dtype(jnp.promote_types(dt, jnp.float32))
 
 
 def _inner(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -78,8 +76,24 @@ def _ggt_coefficients(mts, m1s, k, t, eps, svd_eps, sigma_eps, window):
     return head, jnp.where(s_min > eps, tail / s_min, jnp.zeros_like(tail))
 
 
+def _ggt_tree(gs, m1s, bufs, h, *, window):
+    """One step over the leaves with a gradient: `(updates, moments, buffers)`, lists in leaf order, in the
+    state's dtype (float32 for bf16 leaves)."""
+    dt = functools.reduce(jnp.promote_types, [m.dtype for m in m1s])
+    b1, eps, svd_eps, sigma_eps = (jnp.asarray(x, dt) for x in (h.b1, h.eps, h.svd_eps, h.sigma_eps))
+    k = jnp.mod(h.count, window)
+    t = h.t.astype(dt)
+    c = jnp.sqrt(jnp.minimum(t, jnp.asarray(window, dt)))
+    new_m1 = [_tree.moment_blend(m.astype(dt), g.astype(dt), b1) for g, m in zip(gs, m1s, strict=True)]
+    new_buf = [
+        jax.lax.dynamic_update_index_in_dim(b.astype(dt), m, k, 0) for b, m in zip(bufs, new_m1, strict=True)
+    ]
+    mts = [b / c for b in new_buf]  # the leaves' parts of M^T
+    head, tail = _ggt_coefficients(mts, new_m1, k, t, eps, svd_eps, sigma_eps, window)
+    return [_dot(head, mt, 1) + _dot(tail, mt, 1) for mt in mts], new_m1, new_buf
+
+
 @_base.api
-@_base.real_only("its Gram matrix and SVD are of real vectors")
 def scale_by_ggt(
     b1: _protocol.ScalarOrSchedule = 0.9,
     window: int = 10,
@@ -160,51 +174,17 @@ def scale_by_ggt(
     _checks.check_nonnegative(fn, "svd_eps", svd_eps)
     _checks.check_nonnegative(fn, "sigma_eps", sigma_eps)
 
-    def init_fn(params):
-        dt = _compute_dtype(jax.tree.leaves(params))
-        return ScaleByGGTState(
-            count=_tree.zero_count(),
-            moment1=_tree.zeros_like(params, dt),
-            grad_buffer=_tree.map_leaves(
-                lambda p: None if p is None else _tree.stacked_zeros(p, window, dt), params
-            ),
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        grads = sparse.densify(updates)
-        leaves, (m1s, bufs), treedef = _tree.flatten_updates(
-            fn,
-            grads,
-            state.moment1,
-            state.grad_buffer,
-            names=("updates", "state.moment1", "state.grad_buffer"),
-        )
-        live = [i for i, g in enumerate(leaves) if g is not None]
-        if not live:
-            return updates, state._replace(count=_tree.increment(state.count))
-        dt = m1s[live[0]].dtype
-        hyper = [_tree.resolve(h, state.count) for h in (b1, eps, svd_eps, sigma_eps)]
-        b1_, eps_, svd_eps_, sigma_eps_ = (jnp.asarray(h, dt) for h in hyper)
-        k = jnp.mod(state.count, window)
-        t = (state.count + 1).astype(dt)
-        c = jnp.sqrt(jnp.minimum(t, jnp.asarray(window, dt)))
-        new_m1, new_buf = list(m1s), list(bufs)
-        for i in live:
-            new_m1[i] = _tree.moment_blend(m1s[i], leaves[i].astype(dt), b1_)
-            new_buf[i] = jax.lax.dynamic_update_index_in_dim(bufs[i], new_m1[i], k, 0)
-        mts = [new_buf[i] / c for i in live]  # the leaves' parts of M^T
-        head, tail = _ggt_coefficients(
-            mts, [new_m1[i] for i in live], k, t, eps_, svd_eps_, sigma_eps_, window
-        )
-        out = [None] * len(leaves)
-        for i, mt in zip(live, mts, strict=True):
-            out[i] = (_dot(head, mt, 1) + _dot(tail, mt, 1)).astype(leaves[i].dtype)
-        new_state = ScaleByGGTState(
-            count=_tree.increment(state.count),
-            moment1=treedef.unflatten(new_m1),
-            grad_buffer=treedef.unflatten(new_buf),
-        )
-        return treedef.unflatten(out), new_state
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByGGTState,
+        functools.partial(_ggt_tree, window=window),
+        hyper={"b1": b1, "eps": eps, "svd_eps": svd_eps, "sigma_eps": sigma_eps},
+        slots={
+            "moment1": lambda p: _placement.filled(p, 0.0, _compute_dtype(p)),
+            "grad_buffer": lambda p: _placement.stacked(p, window, _compute_dtype(p)),
+        },
+        over="tree",  # the Gram matrix sums over every leaf
+        real_only="its Gram matrix and SVD are of real vectors",
+        tf_scalars=True,
+        compute_dtype=at_least_float32,
+    )

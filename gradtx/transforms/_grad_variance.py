@@ -13,6 +13,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx._update_rule import update_rule
 
 
 class ScaleByGradVarianceState(NamedTuple):
@@ -21,6 +22,16 @@ class ScaleByGradVarianceState(NamedTuple):
     count: _protocol.Count  # int32: completed updates
     m: _protocol.Updates  # RETURNN slot "m": running mean of the gradient (starts at 0)
     v: _protocol.Updates  # RETURNN slot "v": running mean of (g - m)^2 (starts at 0)
+
+
+def _grad_variance_leaf(g, m, v, h):
+    """RETURNN's GradVarianceScaled, dense or entry by entry: the gradient times `min(v / (s + eps), 1)`."""
+    x = _tree.values_of(g)
+    m = sparse.decay_and_add(g, m, h.b1, x * (1 - h.b1))
+    variance = jnp.square(x - _tree.rows_of(g, m))
+    v = sparse.decay_and_add(g, v, h.b2, variance * (1 - h.b2))
+    factor = _tree.rows_of(g, v) / (variance + h.eps)
+    return _tree.with_values(g, x * jnp.minimum(factor, 1.0)), m, v
 
 
 @_base.api
@@ -65,27 +76,12 @@ def scale_by_grad_variance(
     _checks.check_in_range(fn, "b2", b2, 0.0, 1.0)
     _checks.check_nonnegative(fn, "eps", eps)
 
-    def init_fn(params):
-        return ScaleByGradVarianceState(
-            _tree.zero_count(), _tree.zeros_like(params), _tree.zeros_like(params)
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        b1_, b2_, eps_ = (_tree.resolve(h, state.count) for h in (b1, b2, eps))
-
-        def leaf(g, m, v):
-            x = _tree.values_of(g)
-            beta1, beta2, e = (_tree.like(h, x) for h in (b1_, b2_, eps_))
-            m = sparse.decay_and_add(g, m, _tree.like(beta1, m), x * (1 - beta1))
-            variance = jnp.square(x - _tree.rows_of(g, m))
-            v = sparse.decay_and_add(g, v, _tree.like(beta2, v), variance * (1 - beta2))
-            factor = _tree.rows_of(g, v) / (variance + e)
-            return _tree.with_values(g, x * jnp.minimum(factor, 1.0)), m, v
-
-        out, m, v = _tree.split_map(
-            fn, leaf, 3, updates, state.m, state.v, names=("updates", "state.m", "state.v")
-        )
-        return out, ScaleByGradVarianceState(_tree.increment(state.count), m, v)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByGradVarianceState,
+        _grad_variance_leaf,
+        hyper={"b1": b1, "b2": b2, "eps": eps},
+        slots={"m": 0.0, "v": 0.0},
+        sparse=_grad_variance_leaf,  # RETURNN's entry-by-entry rule (module docstring)
+        tf_scalars=True,
+    )

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree
 from gradtx._update_rule import Slot, update_rule
 from gradtx.transforms._bias_corrected_adam import corrections, first_moment_estimate
 
@@ -150,6 +150,19 @@ def scale_by_muon(
     )
 
 
+def _shape_leaf(u, h, *, consistent_rms: float | None):
+    """`u` times `sqrt(max(1, n_out / n_in))` (or `consistent_rms * sqrt(max(n_in, n_out))`) for a matrix."""
+    del h
+    if u.ndim != 2 or u.size == 0:
+        return (u,)
+    fan_in, fan_out = u.shape
+    if consistent_rms is None:
+        factor: Any = jnp.sqrt(jnp.maximum(1, fan_out / fan_in))
+    else:
+        factor = jnp.sqrt(jnp.maximum(fan_in, fan_out)) * consistent_rms
+    return (factor * u,)
+
+
 @_base.api
 def scale_by_shape(consistent_rms: float | None = None) -> _protocol.GradientTransformation:
     r"""Multiply each matrix leaf of the updates by a factor of its shape (Muon's width scaling).
@@ -192,22 +205,10 @@ def scale_by_shape(consistent_rms: float | None = None) -> _protocol.GradientTra
         _checks.check_finite(fn, "consistent_rms", consistent_rms)
         _checks.check_positive(fn, "consistent_rms", consistent_rms)
 
-    def leaf(u: jax.Array) -> jax.Array:
-        if u.ndim != 2 or u.size == 0:
-            return u
-        fan_in, fan_out = u.shape
-        if consistent_rms is None:
-            factor: Any = jnp.sqrt(jnp.maximum(1, fan_out / fan_in))
-        else:
-            factor = jnp.sqrt(jnp.maximum(fan_in, fan_out)) * consistent_rms
-        return (factor * u).astype(u.dtype)
-
-    def init_fn(params):
-        del params
-        return _protocol.EmptyState()
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        return _tree.map_updates(fn, leaf, sparse.densify(updates)), state
-
-    return _protocol.GradientTransformation(init_fn, update_fn)
+    return update_rule(
+        fn,
+        _protocol.EmptyState,
+        functools.partial(_shape_leaf, consistent_rms=consistent_rms),
+        kind=_protocol.LeafWise,  # a factor of each matrix's shape
+        count="if_scheduled",
+    )

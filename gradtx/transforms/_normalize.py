@@ -4,16 +4,33 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 
 from gradtx import _base, _checks, _protocol, _tree
+from gradtx._update_rule import update_rule
 
 
 class ScaleByL2NormalizationState(NamedTuple):
     """State of `scale_by_l2_normalization` when `eps` is a schedule."""
 
     count: _protocol.Count  # int32: completed updates
+
+
+def _normalized(x: jax.Array, eps: jax.Array) -> jax.Array:
+    """`x / sqrt(max(sum(|x|^2), eps))`, the sum taken in float32 at least (also for bf16 gradients)."""
+    squared = _tree.squared_norm(x)
+    return x * lax.rsqrt(jnp.maximum(squared, jnp.real(eps))).astype(x.dtype)
+
+
+def _l2_leaf(g, h):
+    return (_normalized(g, h.eps),)
+
+
+def _l2_values(g, h):
+    """A row-sparse gradient: its values as they are, duplicates included (TF's `IndexedSlices`)."""
+    return (g.with_values(_normalized(g.values, h.eps)),)
 
 
 @_base.api
@@ -45,23 +62,13 @@ def scale_by_l2_normalization(eps: _protocol.ScalarOrSchedule = 1e-12) -> _proto
     """
     fn = "scale_by_l2_normalization"
     _checks.check_nonnegative(fn, "eps", eps)
-    scheduled = _tree.any_schedule(eps)
-
-    def init_fn(params):
-        del params
-        return ScaleByL2NormalizationState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        e = _tree.resolve(eps, state.count if scheduled else None)
-
-        def leaf(g):
-            x = _tree.values_of(g)
-            squared = _tree.squared_norm(x)  # summed in float32 at least, also for bf16 gradients
-            scale = lax.rsqrt(jnp.maximum(squared, _tree.like(e, squared)))
-            return _tree.with_values(g, x * scale.astype(x.dtype))
-
-        out = _tree.map_updates(fn, leaf, updates)
-        return out, (ScaleByL2NormalizationState(_tree.increment(state.count)) if scheduled else state)
-
-    return _protocol.GradientTransformation(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByL2NormalizationState,
+        _l2_leaf,
+        hyper={"eps": eps},
+        sparse=_l2_values,
+        kind=_protocol.LeafWise,  # the norm is the whole tensor's
+        count="if_scheduled",
+        tf_scalars=True,
+    )

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
-from gradtx.transforms._adafactor import reduced_zeros
+from gradtx import _base, _checks, _placement, _protocol, _tree
+from gradtx._update_rule import Slot, update_rule
 
 
 class ScaleByNovogradState(NamedTuple):
@@ -19,14 +18,18 @@ class ScaleByNovogradState(NamedTuple):
     v: _protocol.Updates  # per leaf, a scalar: the moving average of ||g||^2 (starts at ||g_1||^2)
 
 
-def _novograd_leaf(g, m, v, p, first, b1, b2, eps, eps_root, weight_decay):
-    """One leaf: `(update, m, v)`; `first` is true in the first step."""
+def _novograd_leaf(g, m, v, w, h):
+    """One leaf: `(update, m, v)`; `v` starts at the first step's `||g||^2`."""
     norm2 = _tree.squared_norm(g).astype(v.dtype)
-    b2 = _tree.like(b2, v)
-    new_v = jnp.where(first, norm2, b2 * v + (1 - b2) * norm2)
-    scaled = g / (jnp.sqrt(new_v + _tree.like(eps_root, new_v)) + _tree.like(eps, new_v)).astype(g.dtype)
-    new_m = _tree.like(b1, m) * m + (scaled + _tree.like(weight_decay, g) * p.astype(g.dtype)).astype(m.dtype)
-    return new_m.astype(g.dtype), new_m, new_v
+    v = jnp.where(h.count == 0, norm2, _tree.moment_blend(v, norm2, h.b2))
+    scaled = g / (jnp.sqrt(v + h.eps_root) + h.eps).astype(g.dtype)
+    m = h.b1 * m + (scaled + h.weight_decay * w.astype(g.dtype)).astype(m.dtype)
+    return m, m, v
+
+
+def _scalar_slot(p):
+    """A per-leaf scalar on the parameter's devices."""
+    return _placement.reduced(p, ())
 
 
 @_base.api
@@ -89,29 +92,12 @@ def scale_by_novograd(
         _checks.check_nonnegative(fn, name, value)
     _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
 
-    def init_fn(params):
-        return ScaleByNovogradState(
-            _tree.zero_count(),
-            _tree.zeros_like(params, mu_dtype),
-            jax.tree.map(lambda p: reduced_zeros(p, (), p.dtype), params),
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del extra_args
-        if params is None:
-            raise _protocol.missing_params(fn)
-        h = [_tree.resolve(x, state.count) for x in (b1, b2, eps, eps_root, weight_decay)]
-        first = state.count == 0
-        out, m, v = _tree.split_map(
-            fn,
-            lambda g, m, v, p: _novograd_leaf(g, m, v, p, first, *h),
-            3,
-            sparse.densify(updates),
-            state.m,
-            state.v,
-            params,
-            names=("updates", "state.m", "state.v", "params"),
-        )
-        return out, ScaleByNovogradState(_tree.increment(state.count), m, v)
-
-    return _protocol.GradientTransformation(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByNovogradState,
+        _novograd_leaf,
+        hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root, "weight_decay": weight_decay},
+        slots={"m": Slot(0.0, mu_dtype), "v": _scalar_slot},
+        reads_params=True,
+        kind=_protocol.LeafWise,  # the second moment is the whole leaf's
+    )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple
 
 import jax
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _protocol
+from gradtx._update_rule import update_rule
 from gradtx.combinators import chain
 from gradtx.transforms._scale import scale_by_learning_rate
 
@@ -16,6 +18,18 @@ class PerLeafState(NamedTuple):
 
     count: _protocol.Count  # int32: completed updates (the rule gets it: step t sees count = t-1)
     slots: _protocol.SlotDict  # slot name -> tree of that slot, as `init_slots` made them
+
+
+_PREFIX = "hyper_"  # the rule's hyperparameters in `h` (so that one named `t` is not `h.t`)
+
+
+def _per_leaf_leaf(g, slots, w, h, *, apply, names):
+    """`apply` on one parameter: `(step, new slots)`, the slots it returns checked against the state's."""
+    values = {k: getattr(h, _PREFIX + k) for k in names}
+    step, new = apply(g, w, dict(slots), h.count, **values)
+    if sorted(new) != sorted(slots):
+        raise ValueError(f"`per_leaf`: `apply` must return the slots {sorted(slots)}, got {sorted(new)}.")
+    return step, dict(new)
 
 
 @_base.api
@@ -30,8 +44,10 @@ def per_leaf(
     `apply(grad, param, slots, count, **hyperparams) -> (step, new_slots)` computes the
     step to *subtract* from one parameter (RETURNN's `_assign_sub(var, step)`) and its new
     slots. `per_leaf` lifts them to pytrees, resolves the hyperparameters (numbers or
-    schedules of `count`) once per step, keeps `count`, and densifies row-sparse
-    gradients. The slots are visible by name (`gradtx.get_slot(state, "m")`).
+    schedules of `count`) once per step (a number is passed as it is, an array value in
+    the leaf's dtype), keeps `count`, and densifies row-sparse gradients; the step comes
+    back in the gradient's dtype and the slots in theirs. The slots are visible by name
+    (`gradtx.get_slot(state, "m")`).
 
     RETURNN's `CustomGradientDescentOptimizer` is::
 
@@ -86,37 +102,13 @@ def per_leaf(
     for name, value in hyperparams.items():
         _checks.check_hyperparam(fn, name, value)
 
-    def init_fn(params):
-        per_param = jax.tree.map(init_slots, params)
-        leaves, treedef = jax.tree.flatten(params)
-        dicts = treedef.flatten_up_to(per_param)
-        names = sorted({k for d in dicts for k in d})
-        slots = {k: treedef.unflatten([d[k] for d in dicts]) for k in names}
-        return PerLeafState(_tree.zero_count(), slots)
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del extra_args
-        if params is None:
-            raise _protocol.missing_params(fn)
-        values = {k: _tree.resolve(v, state.count) for k, v in hyperparams.items()}
-        names = sorted(state.slots)
-
-        def leaf(g, p, *slot_leaves):
-            step, new = apply(g, p, dict(zip(names, slot_leaves, strict=True)), state.count, **values)
-            if sorted(new) != names:
-                raise ValueError(f"`per_leaf`: `apply` must return the slots {names}, got {sorted(new)}.")
-            return (step, *(new[k] for k in names))
-
-        out = _tree.split_map(
-            fn,
-            lambda g, *rest: leaf(g, rest[-1], *rest[:-1]),
-            len(names) + 1,
-            sparse.densify(updates),
-            *(state.slots[k] for k in names),
-            params,
-            names=("updates", *(f"state.slots[{k!r}]" for k in names), "params"),
-        )
-        return out[0], PerLeafState(_tree.increment(state.count), dict(zip(names, out[1:], strict=True)))
-
-    rule = _protocol.GradientTransformation(init_fn, update_fn)
+    rule = update_rule(
+        fn,
+        PerLeafState,
+        functools.partial(_per_leaf_leaf, apply=apply, names=tuple(hyperparams)),
+        hyper={_PREFIX + k: v for k, v in hyperparams.items()},
+        slots={"slots": init_slots},  # a `SlotDict`: one dict per parameter
+        reads_params=True,
+        kind=_protocol.LeafWise,  # `apply` may read whole arrays
+    )
     return chain(rule, scale_by_learning_rate(1.0))  # `apply` returns the step to subtract

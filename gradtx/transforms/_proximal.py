@@ -13,7 +13,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree
+from gradtx._update_rule import Slot, update_rule
 
 
 def _prox(prox: jax.Array, rate: jax.Array, l1: jax.Array, l2: jax.Array) -> jax.Array:
@@ -29,6 +30,12 @@ class ScaleByProximalSGDState(NamedTuple):
     """State of `scale_by_proximal_sgd`."""
 
     count: _protocol.Count  # int32: completed updates
+
+
+def _proximal_sgd_leaf(g, var, h):
+    """ApplyProximalGradientDescent: the FOBOS step from `var - lr g`, as `var - var_new`."""
+    lr = h.learning_rate
+    return (var - _prox(var - g * lr, lr, h.l1, h.l2),)
 
 
 @_base.api
@@ -74,26 +81,15 @@ def scale_by_proximal_sgd(
     _checks.check_nonnegative(fn, "l1", l1)
     _checks.check_nonnegative(fn, "l2", l2)
 
-    def init_fn(params):
-        del params
-        return ScaleByProximalSGDState(count=_tree.zero_count())
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del extra_args
-        if params is None:
-            raise _protocol.missing_params(fn)
-        lr_, l1_, l2_ = (_tree.resolve(h, state.count) for h in (learning_rate, l1, l2))
-
-        def rule(g, var):
-            lr, l1v, l2v = (_tree.like(x, var) for x in (lr_, l1_, l2_))
-            return (var - _prox(var - g * lr, lr, l1v, l2v),)
-
-        (out,) = _tree.split_map(
-            fn, sparse.lift(rule, with_param=True), 1, updates, params, names=("updates", "params")
-        )
-        return out, ScaleByProximalSGDState(count=_tree.increment(state.count))
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByProximalSGDState,
+        _proximal_sgd_leaf,
+        hyper={"learning_rate": learning_rate, "l1": l1, "l2": l2},
+        sparse="rows",  # SparseApplyProximalGradientDescent: the touched rows only
+        reads_params=True,
+        tf_scalars=True,
+    )
 
 
 class ScaleByProximalAdagradState(NamedTuple):
@@ -101,6 +97,13 @@ class ScaleByProximalAdagradState(NamedTuple):
 
     count: _protocol.Count  # int32: completed updates
     accumulator: _protocol.Updates  # TF slot "accumulator" (starts at initial_accumulator_value)
+
+
+def _proximal_adagrad_leaf(g, accum, var, h):
+    """ApplyProximalAdagrad: the FOBOS step with Adagrad's per-element rate, as `var - var_new`."""
+    accum = accum + _tree.abs_sq(g)
+    rate = h.learning_rate * lax.rsqrt(accum)
+    return var - _prox(var - g * rate, rate, h.l1, h.l2), accum
 
 
 @_base.api
@@ -150,32 +153,13 @@ def scale_by_proximal_adagrad(
     _checks.check_nonnegative(fn, "l1", l1)
     _checks.check_nonnegative(fn, "l2", l2)
 
-    def init_fn(params):
-        return ScaleByProximalAdagradState(
-            count=_tree.zero_count(), accumulator=_tree.full_like(params, initial_accumulator_value)
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del extra_args
-        if params is None:
-            raise _protocol.missing_params(fn)
-        lr_, l1_, l2_ = (_tree.resolve(h, state.count) for h in (learning_rate, l1, l2))
-
-        def rule(g, accum, var):
-            lr, l1v, l2v = (_tree.like(x, var) for x in (lr_, l1_, l2_))
-            accum = accum + _tree.abs_sq(g)
-            rate = lr * lax.rsqrt(accum)
-            return var - _prox(var - g * rate, rate, l1v, l2v), accum
-
-        out, accum = _tree.split_map(
-            fn,
-            sparse.lift(rule, with_param=True),
-            2,
-            updates,
-            state.accumulator,
-            params,
-            names=("updates", "state.accumulator", "params"),
-        )
-        return out, ScaleByProximalAdagradState(count=_tree.increment(state.count), accumulator=accum)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByProximalAdagradState,
+        _proximal_adagrad_leaf,
+        hyper={"learning_rate": learning_rate, "l1": l1, "l2": l2},
+        slots={"accumulator": Slot(initial_accumulator_value)},
+        sparse="rows",  # SparseApplyProximalAdagrad: the touched rows only
+        reads_params=True,
+        tf_scalars=True,
+    )

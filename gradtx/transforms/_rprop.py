@@ -8,7 +8,8 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _protocol
+from gradtx._update_rule import Slot, update_rule
 
 
 class ScaleByRpropState(NamedTuple):
@@ -19,14 +20,14 @@ class ScaleByRpropState(NamedTuple):
     prev_updates: _protocol.Updates  # the last update, step * sign(g), 0 after a sign change (starts at 0)
 
 
-def _rprop_leaf(g, step, prev, eta_minus, eta_plus, min_step, max_step):
+def _rprop_leaf(g, step, prev, h):
     """One leaf: `(update, step_sizes, prev_updates)`, the update being `prev_updates`."""
     agreement = g * prev
-    grown = step * jnp.where(agreement > 0, _tree.like(eta_plus, step), _tree.like(eta_minus, step))
-    bounded = jnp.minimum(jnp.maximum(grown, _tree.like(min_step, step)), _tree.like(max_step, step))
+    grown = step * jnp.where(agreement > 0, h.eta_plus, h.eta_minus)
+    bounded = jnp.minimum(jnp.maximum(grown, h.min_step_size), h.max_step_size)
     new_step = jnp.where(agreement == 0, step, bounded)
     update = jnp.where(agreement < 0, jnp.zeros_like(g), new_step.astype(g.dtype) * jnp.sign(g))
-    return update, new_step, update.astype(prev.dtype)
+    return update, new_step, update
 
 
 def _check_rprop(fn, learning_rate, eta_minus, eta_plus, min_step_size, max_step_size):
@@ -45,7 +46,6 @@ def _check_rprop(fn, learning_rate, eta_minus, eta_plus, min_step_size, max_step
 
 
 @_base.api
-@_base.real_only("it compares the signs of successive gradients")
 def scale_by_rprop(
     learning_rate: _protocol.ScalarOrSchedule,
     eta_minus: _protocol.ScalarOrSchedule = 0.5,
@@ -108,27 +108,16 @@ def scale_by_rprop(
     fn = "scale_by_rprop"
     _check_rprop(fn, learning_rate, eta_minus, eta_plus, min_step_size, max_step_size)
 
-    def init_fn(params):
-        initial = _tree.resolve(learning_rate, _tree.zero_count())
-        return ScaleByRpropState(
-            _tree.zero_count(), _tree.full_like(params, initial), _tree.zeros_like(params)
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        hyper = [
-            _tree.scalar(_tree.resolve(h, state.count), updates)
-            for h in (eta_minus, eta_plus, min_step_size, max_step_size)
-        ]
-        out, steps, prev = _tree.split_map(
-            fn,
-            lambda g, s, p: _rprop_leaf(g, s, p, *hyper),
-            3,
-            sparse.densify(updates),
-            state.step_sizes,
-            state.prev_updates,
-            names=("updates", "state.step_sizes", "state.prev_updates"),
-        )
-        return out, ScaleByRpropState(_tree.increment(state.count), steps, prev)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByRpropState,
+        _rprop_leaf,
+        hyper={
+            "eta_minus": eta_minus,
+            "eta_plus": eta_plus,
+            "min_step_size": min_step_size,
+            "max_step_size": max_step_size,
+        },
+        slots={"step_sizes": Slot(fill=learning_rate), "prev_updates": 0.0},
+        real_only="it compares the signs of successive gradients",
+    )

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx import _base, _checks, _protocol
+from gradtx._update_rule import update_rule
 
 
 class ScaleByScheduleState(NamedTuple):
@@ -13,37 +15,26 @@ class ScaleByScheduleState(NamedTuple):
     count: _protocol.Count  # int32: completed updates
 
 
+def _scaled_leaf(g, h, *, sign: float):
+    """`sign * factor * g`: the factor is cast to the leaf's dtype (a Python number meets `g` weakly)."""
+    return ((sign * h.factor) * g,)
+
+
+def _scaled_rows(g, h, *, sign: float):
+    """A row-sparse update keeps its rows (duplicates too): only its values are scaled."""
+    return (g.with_values((sign * h.factor) * g.values),)
+
+
 def _scaled(fn: str, factor: Any, sign: float) -> _protocol.GradientTransformation:
     """Multiply every update by `sign * factor`, with `count` in the state when `factor` is a schedule."""
-
-    def apply(updates, value):
-        def leaf(g):
-            if _tree.is_row_sparse(g):
-                return g.with_values(_tree.like(sign * value, g.values) * g.values)
-            return _tree.like(sign * value, g) * g
-
-        return _tree.map_updates(fn, leaf, updates)
-
-    def init_scheduled(params):
-        del params
-        return ScaleByScheduleState(count=_tree.zero_count())
-
-    def update_scheduled(updates, state, params=None, **extra_args):
-        del params, extra_args
-        out = apply(updates, _tree.resolve(factor, state.count))
-        return out, ScaleByScheduleState(count=_tree.increment(state.count))
-
-    def init_constant(params):
-        del params
-        return _protocol.EmptyState()
-
-    def update_constant(updates, state, params=None, **extra_args):
-        del params, extra_args
-        return apply(updates, factor), state
-
-    if _tree.any_schedule(factor):
-        return _protocol.ElementWise(init_scheduled, update_scheduled)
-    return _protocol.ElementWise(init_constant, update_constant)
+    return update_rule(
+        fn,
+        ScaleByScheduleState,
+        functools.partial(_scaled_leaf, sign=sign),
+        hyper={"factor": factor},
+        sparse=functools.partial(_scaled_rows, sign=sign),
+        count="if_scheduled",
+    )
 
 
 @_base.api

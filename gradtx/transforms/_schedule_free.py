@@ -7,12 +7,14 @@ holds, `y`) interpolate between the two. Only `z` is stored: `x` follows from `y
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, _vma, sparse
+from gradtx import _base, _checks, _protocol, _tree
+from gradtx._update_rule import update_rule
 
 
 class ScaleByScheduleFreeState(NamedTuple):
@@ -25,12 +27,47 @@ class ScaleByScheduleFreeState(NamedTuple):
     max_lr: jax.Array  # the largest learning rate so far
 
 
-def _warmed_up(learning_rate: Any, count: jax.Array, warmup_steps: int, dtype: Any) -> jax.Array:
-    """The rate of step `count + 1`: `learning_rate(count) * min(1, (count + 1) / warmup_steps)`."""
-    lr = jnp.asarray(_tree.resolve(learning_rate, count), dtype)
-    if not warmup_steps:
-        return lr
-    return lr * jnp.minimum(1.0, (count + 1).astype(dtype) / warmup_steps)
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _schedule_free_scalars(h, state, extra, *, warmup_steps):
+    """The step's rate (after warmup), averaging weight `c` and interpolations, once per step.
+
+    The rate, `max_lr`, `weight_sum` and `c` are in the state's dtype. A `b1` given as a number
+    stays a number (`1 - b1` in double, as optax computes it) and is also the previous step's;
+    otherwise `prev_b1`, the `b1` that made the params `y_t` (a schedule or an injected value
+    changes it), is read from the state.
+    """
+    del extra
+    dt = state.max_lr.dtype
+    lr = jnp.asarray(h.learning_rate, dt)
+    if warmup_steps:
+        lr = lr * jnp.minimum(1.0, h.t.astype(dt) / warmup_steps)  # step t gets t / warmup_steps
+    max_lr = jnp.maximum(state.max_lr, lr)
+    weight = max_lr ** jnp.asarray(h.weight_lr_power, dt)
+    weight_sum = state.weight_sum + weight
+    c = jnp.where(weight_sum > 0, weight / jnp.where(weight_sum > 0, weight_sum, 1), 0)
+    b1 = h.b1 if _is_number(h.b1) else jnp.asarray(h.b1, dt)
+    prev_b1 = b1 if _is_number(b1) else state.b1
+    return {
+        "lr": lr,
+        "max_lr": max_lr,
+        "weight_sum": weight_sum,
+        "c": c,
+        "b1": b1,
+        "one_minus_b1": 1 - b1,
+        "prev_b1": prev_b1,
+        "prev_one_minus_b1": 1 - prev_b1,
+    }
+
+
+def _schedule_free_leaf(d, z, y, h):
+    """`(y_{t+1} - y_t, z_{t+1})`: step z, recover x_t from y_t and z_t, average, interpolate."""
+    new_z = (z - h.lr * d).astype(z.dtype)
+    x = (y - h.prev_one_minus_b1 * z) / h.prev_b1
+    x = (1 - h.c) * x + h.c * new_z
+    return h.b1 * x + h.one_minus_b1 * new_z - y, new_z
 
 
 @_base.api
@@ -103,45 +140,16 @@ def scale_by_schedule_free(
     warmup_steps = 0 if warmup_steps is None else warmup_steps
     _checks.check_int(fn, "warmup_steps", warmup_steps, minimum=0)
 
-    def init_fn(params):
-        dt = _tree.scalar_dtype(params)
-        zero = _tree.zero_count()
-        return ScaleByScheduleFreeState(
-            count=zero,
-            z=jax.tree.map(jnp.copy, params),
-            b1=jnp.asarray(_tree.resolve(b1, zero), dt),
-            weight_sum=jnp.zeros([], dt),
-            max_lr=jnp.zeros([], dt),
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del extra_args
-        if params is None:
-            raise _protocol.missing_params(fn)
-        dt = state.max_lr.dtype
-        lr = _warmed_up(learning_rate, state.count, warmup_steps, dt)
-        beta = jnp.asarray(_tree.resolve(b1, state.count), dt)
-        prev_beta = state.b1  # x_t from the b1 that made y_t (a schedule or an injected value may change it)
-        max_lr = jnp.maximum(state.max_lr, lr)
-        weight = max_lr ** jnp.asarray(_tree.resolve(weight_lr_power, state.count), dt)
-        weight_sum = state.weight_sum + weight
-        c = jnp.where(weight_sum > 0, weight / jnp.where(weight_sum > 0, weight_sum, 1), 0)
-
-        def leaf(d, z, y):
-            new_z = (z + _tree.like(-lr, d) * d).astype(z.dtype)
-            x = (y - _tree.like(1 - prev_beta, z) * z) / _tree.like(prev_beta, z)
-            ck = _tree.like(c, z)
-            x = (1 - ck) * x + ck * new_z
-            y_new = _tree.like(beta, z) * x + _tree.like(1 - beta, z) * new_z
-            return (y_new - y).astype(d.dtype), new_z
-
-        out, z = _tree.split_map(
-            fn, leaf, 2, sparse.densify(updates), state.z, params, names=("updates", "state.z", "params")
-        )
-        beta = _vma.typed_like(beta, state.b1)  # recomputed from the hyperparameter: keep init's type
-        return out, ScaleByScheduleFreeState(_tree.increment(state.count), z, beta, weight_sum, max_lr)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByScheduleFreeState,
+        _schedule_free_leaf,
+        hyper={"learning_rate": learning_rate, "b1": b1, "weight_lr_power": weight_lr_power},
+        slots={"z": jnp.copy},  # z_1 = the initial params
+        scalars={"b1": lambda h: h.b1, "weight_sum": lambda h: 0.0, "max_lr": lambda h: 0.0},
+        prepare=functools.partial(_schedule_free_scalars, warmup_steps=warmup_steps),
+        reads_params=True,
+    )
 
 
 def _find_state(state: Any) -> ScaleByScheduleFreeState | None:

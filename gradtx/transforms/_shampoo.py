@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import numbers
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx import _base, _checks, _placement, _protocol
+from gradtx._scalars import at_least_float32
+from gradtx._update_rule import update_rule
 
 _ITER_COUNT = 100  # the Schur-Newton root: at most this many iterations ...
 _ITER_TOL = 1e-6  # ... stopping once max|M - I| <= this (contrib's `iter_count`, `epsilon`)
@@ -117,14 +120,16 @@ def _root_order(fn: str, rank: int, alpha: float) -> int:
 
 
 class _Config(NamedTuple):
-    """The static options of a `scale_by_shampoo` that the per-dimension steps read."""
+    """The static options of a `scale_by_shampoo` (and its hyperparameters, as given)."""
 
     fn: str
-    mat_gbar_decay: Any  # as given: a literal 0 or 1 takes contrib's short forms
+    max_matrix_size: int
+    gbar_decay: Any  # as given: a literal 0 or 1 takes contrib's short forms
+    mat_gbar_decay: Any  # (the same)
     precond_update_interval: int
     svd_interval: int
     use_iterative_root: bool
-    alpha: Any
+    alpha: Any  # as given: a literal's -alpha / rank is formed in double, as contrib does
 
 
 class _Scalars(NamedTuple):
@@ -183,10 +188,71 @@ def _matrix_dimension(pg, x, i, mat_g_i, mat_h_i, scalars, config):
     return pg, slot, (h if config.svd_interval > 1 else mat_h_i)
 
 
+def _compute_dtype(p: Any) -> Any:
+    """float32, or float64 for a float64 parameter: bf16 leaves keep float32 statistics."""
+    dt = p.dtype if hasattr(p, "dtype") else jnp.result_type(p)
+    return jax.dtypes.canonicalize_dtype(jnp.promote_types(dt, jnp.float32))
+
+
+def _replicated(p: Any, x: jax.Array) -> jax.Array:
+    """The constant `x` on `p`'s devices, replicated there (placed with `p` in every mode)."""
+    return x + _placement.reduced(p, (), x.dtype)
+
+
+def _statistics(p: Any, config: _Config) -> tuple[jax.Array, ...]:
+    """The `mat_gbar` slot of `p`: per dimension, a [d, d] statistic, or [d] past `max_matrix_size`."""
+    dims, dt = _dims(jnp.shape(p)), _compute_dtype(p)
+    if config.use_iterative_root and any(1 < d <= config.max_matrix_size for d in dims):
+        _root_order(config.fn, len(dims), float(config.alpha))
+
+    def statistic(i: int, d: int) -> jax.Array:
+        if d <= config.max_matrix_size:
+            return _replicated(p, jnp.zeros((d, d), dt))
+        if jnp.shape(p):
+            return _placement.reduced(p, (i,), dt)  # one entry per index of axis i, placed like it
+        return _replicated(p, jnp.zeros((1,), dt))
+
+    return tuple(statistic(i, d) for i, d in enumerate(dims))
+
+
+def _roots(p: Any, config: _Config) -> tuple[jax.Array | None, ...]:
+    """The `mat_h` slot of `p`: per matrix dimension, the root kept between renewals (from I), if any."""
+    keep = config.svd_interval > 1
+    dt = _compute_dtype(p)
+    return tuple(
+        _replicated(p, jnp.eye(d, dtype=dt)) if keep and d <= config.max_matrix_size else None
+        for d in _dims(jnp.shape(p))
+    )
+
+
+def _shampoo_leaf(g, gbar, mat_g, mat_h, h, *, config):
+    """One leaf's step: `(update, gbar, statistics, roots)` in the compute dtype (that of `gbar`: float32 for
+    a bf16 leaf)."""
+    if g.size == 0:
+        return jnp.zeros(g.shape, g.dtype), gbar, mat_g, mat_h
+    dt = gbar.dtype
+    gd_t, gw_t, md_t, mw_t, eps_t, alpha_t = (
+        jnp.asarray(x, dt)
+        for x in (h.gbar_decay, h.gbar_weight, h.mat_gbar_decay, h.mat_gbar_weight, h.eps, h.alpha)
+    )
+    dims = _dims(g.shape)
+    x = g.astype(dt).reshape(dims)
+    pg, new_gbar = _weighted_average(gbar.reshape(dims), config.gbar_decay, gd_t, gw_t * x)
+    alpha = config.alpha
+    neg_alpha = jnp.asarray(-alpha / len(dims), dt) if _is_number(alpha) else -alpha_t / len(dims)
+    update_stats = h.t % config.precond_update_interval == 0
+    update_roots = h.t % config.svd_interval == 0
+    scalars = _Scalars(md_t, mw_t, eps_t, neg_alpha, update_stats, update_roots)
+    new_g, new_h = [], []
+    for i, d in enumerate(dims):
+        step = _matrix_dimension if d <= config.max_matrix_size else _diagonal_dimension
+        pg, slot, root = step(pg, x, i, mat_g[i], mat_h[i], scalars, config)
+        new_g.append(slot)
+        new_h.append(root)
+    return pg.reshape(g.shape), new_gbar.reshape(g.shape), tuple(new_g), tuple(new_h)
+
+
 @_base.api
-@_base.real_only(
-    "its preconditioners are real symmetric matrices (a complex one would need conjugate transposes)"
-)
 def scale_by_shampoo(
     *,
     max_matrix_size: int = 768,
@@ -288,76 +354,36 @@ def scale_by_shampoo(
     else:
         _checks.check_nonnegative(fn, "alpha", alpha)
 
-    def is_matrix(d: int) -> bool:
-        return d <= max_matrix_size
-
-    def init_fn(params):
-        def dtype(p):
-            dt = p.dtype if hasattr(p, "dtype") else jnp.result_type(p)
-            return jax.dtypes.canonicalize_dtype(jnp.promote_types(dt, jnp.float32))
-
-        def mat_gbar(p):
-            dims = _dims(jnp.shape(p))
-            if use_iterative_root and any(1 < d and is_matrix(d) for d in dims):
-                _root_order(fn, len(dims), float(alpha))
-            return tuple(jnp.zeros((d, d) if is_matrix(d) else (d,), dtype(p)) for d in dims)
-
-        def mat_h(p):
-            keep = svd_interval > 1
-            dims = _dims(jnp.shape(p))
-            return tuple(jnp.eye(d, dtype=dtype(p)) if keep and is_matrix(d) else None for d in dims)
-
-        return ScaleByShampooState(
-            count=_tree.zero_count(),
-            gbar=jax.tree.map(lambda p: _tree.zeros_like(p, dtype(p)), params),
-            mat_gbar=jax.tree.map(mat_gbar, params),
-            mat_h=jax.tree.map(mat_h, params),
-        )
-
-    config = _Config(fn, mat_gbar_decay, precond_update_interval, svd_interval, use_iterative_root, alpha)
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        t = state.count + 1  # the step (contrib's `step`)
-        hyper = [
-            _tree.resolve(h, state.count)
-            for h in (gbar_decay, gbar_weight, mat_gbar_decay, mat_gbar_weight, eps, alpha)
-        ]
-        update_stats = t % precond_update_interval == 0
-        update_roots = t % svd_interval == 0
-
-        def leaf(g, gbar, mat_g, mat_h):
-            g = g.todense() if _tree.is_row_sparse(g) else g
-            if g.size == 0:
-                return jnp.zeros(g.shape, g.dtype), gbar, mat_g, mat_h
-            dt = gbar.dtype
-            gd_t, gw_t, md_t, mw_t, eps_t, alpha_t = (jnp.asarray(h, dt) for h in hyper)
-            dims = _dims(g.shape)
-            x = g.astype(dt).reshape(dims)
-            pg, new_gbar = _weighted_average(gbar.reshape(dims), gbar_decay, gd_t, gw_t * x)
-            neg_alpha = jnp.asarray(-alpha / len(dims), dt) if _is_number(alpha) else -alpha_t / len(dims)
-            scalars = _Scalars(md_t, mw_t, eps_t, neg_alpha, update_stats, update_roots)
-            new_g, new_h = [], []
-            for i, d in enumerate(dims):
-                if is_matrix(d):
-                    pg, slot, h = _matrix_dimension(pg, x, i, mat_g[i], mat_h[i], scalars, config)
-                else:
-                    pg, slot, h = _diagonal_dimension(pg, x, i, mat_g[i], mat_h[i], scalars, config)
-                new_g.append(slot)
-                new_h.append(h)
-            return pg.reshape(g.shape).astype(g.dtype), new_gbar.reshape(g.shape), tuple(new_g), tuple(new_h)
-
-        out, gbar, mat_g, mat_h = _tree.split_map(
-            fn,
-            leaf,
-            4,
-            updates,
-            state.gbar,
-            state.mat_gbar,
-            state.mat_h,
-            names=("updates", "state.gbar", "state.mat_gbar", "state.mat_h"),
-        )
-        new_state = ScaleByShampooState(_tree.increment(state.count), gbar, mat_g, mat_h)
-        return out, new_state
-
-    return _protocol.GradientTransformation(init_fn, update_fn)
+    config = _Config(
+        fn,
+        max_matrix_size,
+        gbar_decay,
+        mat_gbar_decay,
+        precond_update_interval,
+        svd_interval,
+        use_iterative_root,
+        alpha,
+    )
+    return update_rule(
+        fn,
+        ScaleByShampooState,
+        functools.partial(_shampoo_leaf, config=config),
+        hyper={
+            "gbar_decay": gbar_decay,
+            "gbar_weight": gbar_weight,
+            "mat_gbar_decay": mat_gbar_decay,
+            "mat_gbar_weight": mat_gbar_weight,
+            "eps": eps,
+            "alpha": alpha,
+        },
+        slots={
+            "gbar": lambda p: _placement.filled(p, 0.0, _compute_dtype(p)),
+            "mat_gbar": functools.partial(_statistics, config=config),
+            "mat_h": functools.partial(_roots, config=config),
+        },
+        kind=_protocol.LeafWise,  # per-dimension statistics of whole leaves
+        real_only="its preconditioners are real symmetric matrices (a complex one would need conjugate "
+        "transposes)",
+        tf_scalars=True,
+        compute_dtype=at_least_float32,  # float32 statistics for bf16 leaves
+    )

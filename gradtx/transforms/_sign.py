@@ -14,13 +14,15 @@ sum of its entries' steps).
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx._update_rule import update_rule
 
 
 class ScaleByAddSignState(NamedTuple):
@@ -42,44 +44,53 @@ def _check_sign_decay(fn: str, sign_decay: Any) -> None:
         _checks.check_finite(fn, "sign_decay", sign_decay)
 
 
-def _sign_transform(fn, state_cls, beta, sign_decay, resolve_extra, multiplier):
-    """The shared moment update and tree walk.
+def _sign_leaf(g, m, h, *, factor: Callable[..., Any]):
+    """ApplyAddSign / ApplyPowerSign: `m = m beta + g (1 - beta)`, the step `factor(sign(g) sign(m)) * g`."""
+    m = _tree.moment_blend(m, g, h.beta)
+    sign_gm = jnp.sign(g) * jnp.sign(m)  # the NEW m; sign(0) = 0
+    return factor(sign_gm, h, row_sparse=False) * g, m
 
-    `resolve_extra(count)` returns the block's own scalars for this step;
-    `multiplier(sign_gm, sign_decay, extra, like, row_sparse)` returns the factor of the gradient.
-    """
 
-    def init_fn(params):
-        return state_cls(count=_tree.zero_count(), m=_tree.zeros_like(params))
+def _sign_rows(g, m, h, *, factor: Callable[..., Any]):
+    """contrib's `_apply_sparse`: `m = m*beta + densify(g)*(1-beta)` on ALL rows (untouched rows decay),
+    the variable moves on the touched rows only."""
+    g = g.deduplicated()
+    m = sparse.decay_and_add(g, m, h.beta, g.values * (1 - h.beta))
+    sign_gm = jnp.sign(g.gather(m)) * jnp.sign(g.values)
+    rows = factor(sign_gm, h, row_sparse=True) * g.values
+    return g.with_values(g.zero_padding(rows)), m
 
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        beta_ = _tree.resolve(beta, state.count)
-        decay_ = 1.0 if sign_decay is None else _tree.resolve(sign_decay, state.count)
-        extra = resolve_extra(state.count)
 
-        def leaf(g, m):
-            if _tree.is_row_sparse(g):
-                # contrib's _apply_sparse: m = m*beta + densify(g)*(1-beta) on ALL rows (untouched rows
-                # decay), the variable moves on the touched rows only.
-                g = g.deduplicated()
-                b = _tree.like(beta_, g.values)
-                m = sparse.decay_and_add(g, m, b, g.values * (1 - b))
-                sign_gm = jnp.sign(g.gather(m)) * jnp.sign(g.values)
-                rows = multiplier(sign_gm, decay_, extra, g.values, True) * g.values
-                return g.with_values(g.zero_padding(rows)), m
-            m = _tree.moment_blend(m, g, _tree.like(beta_, g))
-            sign_gm = jnp.sign(g) * jnp.sign(m)  # the NEW m; sign(0) = 0
-            return multiplier(sign_gm, decay_, extra, g, False) * g, m
+_SIGNS = "it compares the signs of the gradient and its moving average"
 
-        out, m = _tree.split_map(fn, leaf, 2, updates, state.m, names=("updates", "state.m"))
-        return out, state_cls(count=_tree.increment(state.count), m=m)
 
-    return _protocol.ElementWise(init_fn, update_fn)
+def _sign_rule(fn, state_cls, factor, hyper, prepare=None):
+    """A sign rule from its gradient's factor `factor(sign_gm, h, row_sparse)` and its hyperparameters."""
+    return update_rule(
+        fn,
+        state_cls,
+        functools.partial(_sign_leaf, factor=factor),
+        hyper=hyper,
+        slots={"m": 0.0},
+        prepare=prepare,
+        sparse=functools.partial(_sign_rows, factor=factor),
+        tf_scalars=True,
+        real_only=_SIGNS,
+    )
+
+
+def _sign_decay(sign_decay: Any) -> Any:
+    """The sign decay hyperparameter: 1.0 when None."""
+    return 1.0 if sign_decay is None else sign_decay
+
+
+def _addsign_factor(sign_gm, h, row_sparse):
+    """`alpha + decay * sign_gm`: the kernel's and contrib's sparse path agree."""
+    del row_sparse
+    return h.alpha + h.sign_decay * sign_gm
 
 
 @_base.api
-@_base.real_only("it compares the signs of the gradient and its moving average")
 def scale_by_addsign(
     alpha: _protocol.ScalarOrSchedule = 1.0,
     beta: _protocol.ScalarOrSchedule = 0.9,
@@ -131,14 +142,8 @@ def scale_by_addsign(
     _checks.check_in_range(fn, "beta", beta, 0.0, 1.0)
     _check_sign_decay(fn, sign_decay)
 
-    def resolve_extra(count):
-        return _tree.resolve(alpha, count)
-
-    def multiplier(sign_gm, decay, alpha_, like, row_sparse):
-        del row_sparse  # the kernel and contrib's sparse path agree: alpha + decay * sign_gm
-        return _tree.like(alpha_, like) + _tree.like(decay, like) * sign_gm
-
-    return _sign_transform(fn, ScaleByAddSignState, beta, sign_decay, resolve_extra, multiplier)
+    hyper = {"alpha": alpha, "beta": beta, "sign_decay": _sign_decay(sign_decay)}
+    return _sign_rule(fn, ScaleByAddSignState, _addsign_factor, hyper)
 
 
 def _logbase(base: Any) -> Any:
@@ -148,8 +153,22 @@ def _logbase(base: Any) -> Any:
     return math.log(float(base))
 
 
+def _logbase_of(known, h, state, extra_args):
+    """`log(base)`: contrib's `math.log` in double for a known base (kept a Python float, so it is rounded
+    once, to each leaf's dtype), else the log of the step's base in the variables' dtype."""
+    del state, extra_args
+    return {"logbase": known if known is not None else jnp.log(h.base)}
+
+
+def _powersign_factor(sign_gm, h, row_sparse):
+    """`exp(log(b) d sign_gm)`, the scalar `log(b) d` formed first."""
+    exponent = (h.logbase * h.sign_decay) * sign_gm
+    if row_sparse:  # contrib: math_ops.pow(cast(math.e), logbase * sign_decay * sign_gm)
+        return jnp.power(jnp.asarray(math.e, exponent.dtype), exponent)
+    return jnp.exp(exponent)  # the kernel: (logbase * sign_decay * sign_gm).exp()
+
+
 @_base.api
-@_base.real_only("it compares the signs of the gradient and its moving average")
 def scale_by_powersign(
     base: _protocol.ScalarOrSchedule = math.e,
     beta: _protocol.ScalarOrSchedule = 0.9,
@@ -209,18 +228,11 @@ def scale_by_powersign(
     _check_sign_decay(fn, sign_decay)
     known = _logbase(base)
 
-    def resolve_extra(count):
-        if known is not None:
-            return known  # a Python float: `like` casts it to each leaf's dtype exactly
-        return jnp.log(_tree.scalar(_tree.resolve(base, count)))
-
-    def multiplier(sign_gm, decay, logbase, like, row_sparse):
-        exponent = (_tree.like(logbase, like) * _tree.like(decay, like)) * sign_gm
-        if row_sparse:  # contrib: math_ops.pow(cast(math.e), logbase * sign_decay * sign_gm)
-            return jnp.power(_tree.like(math.e, like), exponent)
-        return jnp.exp(exponent)  # the kernel: (logbase * sign_decay * sign_gm).exp()
-
-    return _sign_transform(fn, ScaleByPowerSignState, beta, sign_decay, resolve_extra, multiplier)
+    hyper = {"beta": beta, "sign_decay": _sign_decay(sign_decay)}
+    if known is None:
+        hyper["base"] = base
+    prepare = functools.partial(_logbase_of, known)
+    return _sign_rule(fn, ScaleByPowerSignState, _powersign_factor, hyper, prepare)
 
 
 class ScaleByNeuralOptimizer1State(NamedTuple):
@@ -230,8 +242,17 @@ class ScaleByNeuralOptimizer1State(NamedTuple):
     m: _protocol.Updates  # RETURNN slot "m": running average of the gradient (starts at 0)
 
 
+def _neural_optimizer1_leaf(g, m, h):
+    """RETURNN's rule, dense or entry by entry: `m` decays; `g` is kept where its sign agrees with `m`'s."""
+    v = _tree.values_of(g)
+    m = sparse.decay_and_add(g, m, h.b1, v * (1 - h.b1))
+    agree = jnp.sign(_tree.rows_of(g, m)) == jnp.sign(v)
+    return _tree.with_values(
+        g, v * jnp.where(agree, jnp.ones_like(v), jnp.ones_like(v) * h.decrease_factor)
+    ), m
+
+
 @_base.api
-@_base.real_only("it compares the signs of the gradient and its moving average")
 def scale_by_neural_optimizer1(
     b1: _protocol.ScalarOrSchedule = 0.9, decrease_factor: _protocol.ScalarOrSchedule = 0.1
 ) -> _protocol.GradientTransformation:
@@ -272,21 +293,13 @@ def scale_by_neural_optimizer1(
     _checks.check_in_range(fn, "b1", b1, 0.0, 1.0)
     _checks.check_nonnegative(fn, "decrease_factor", decrease_factor)
 
-    def init_fn(params):
-        return ScaleByNeuralOptimizer1State(_tree.zero_count(), _tree.zeros_like(params))
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        b1_, df_ = _tree.resolve(b1, state.count), _tree.resolve(decrease_factor, state.count)
-
-        def leaf(g, m):
-            v = _tree.values_of(g)
-            beta, df = _tree.like(b1_, v), _tree.like(df_, v)
-            m = sparse.decay_and_add(g, m, _tree.like(beta, m), v * (1 - beta))
-            agree = jnp.sign(_tree.rows_of(g, m)) == jnp.sign(v)
-            return _tree.with_values(g, v * jnp.where(agree, jnp.ones_like(v), jnp.ones_like(v) * df)), m
-
-        out, m = _tree.split_map(fn, leaf, 2, updates, state.m, names=("updates", "state.m"))
-        return out, ScaleByNeuralOptimizer1State(_tree.increment(state.count), m)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByNeuralOptimizer1State,
+        _neural_optimizer1_leaf,
+        hyper={"b1": b1, "decrease_factor": decrease_factor},
+        slots={"m": 0.0},
+        sparse=_neural_optimizer1_leaf,  # RETURNN's entry-by-entry rule (module docstring)
+        tf_scalars=True,
+        real_only=_SIGNS,
+    )

@@ -10,7 +10,8 @@ from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree
+from gradtx._update_rule import Slot, update_rule
 
 
 class ScaleByLionState(NamedTuple):
@@ -20,8 +21,17 @@ class ScaleByLionState(NamedTuple):
     m: _protocol.Updates  # the momentum: a moving average of the gradients with decay b2 (starts at 0)
 
 
-def _sign_leaf(g):
+def _sign_leaf(g, h):
+    del h
     return (jnp.sign(g),)
+
+
+def _lion_leaf(g, m, h):
+    """`(sign(b1 m + (1 - b1) g), b2 m + (1 - b2) g)`, in the wider of the two dtypes (a bfloat16 `m` of
+    float32 params: in float32)."""
+    wide = jnp.promote_types(g.dtype, m.dtype)
+    g, m = g.astype(wide), m.astype(wide)
+    return jnp.sign(_tree.moment_blend(m, g, h.b1)), _tree.moment_blend(m, g, h.b2)
 
 
 @_base.api
@@ -51,18 +61,7 @@ def scale_by_sign() -> _protocol.GradientTransformation:
       Bernstein, Wang, Azizzadenesheli, Anandkumar, *signSGD: compressed optimisation for
       non-convex problems*, ICML 2018 (Algorithms 1 and 3).
     """
-    fn = "scale_by_sign"
-    leaf = sparse.lift(_sign_leaf)
-
-    def init_fn(params):
-        del params
-        return _protocol.EmptyState()
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        return _tree.map_updates(fn, lambda g: leaf(g)[0], updates), state
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule("scale_by_sign", _protocol.EmptyState, _sign_leaf, sparse="rows", count="if_scheduled")
 
 
 @_base.api
@@ -113,21 +112,10 @@ def scale_by_lion(
     _checks.check_in_range(fn, "b2", b2, 0.0, 1.0)
     _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
 
-    def init_fn(params):
-        return ScaleByLionState(_tree.zero_count(), _tree.zeros_like(params, mu_dtype))
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        b1_, b2_ = (_tree.scalar(_tree.resolve(h, state.count), updates) for h in (b1, b2))
-
-        def leaf(g, m):
-            wide = jnp.promote_types(g.dtype, m.dtype)  # a bfloat16 `m` of float32 params: in float32
-            gw, mw = g.astype(wide), m.astype(wide)
-            direction = _tree.moment_blend(mw, gw, _tree.like(b1_, gw))
-            new_m = _tree.moment_blend(mw, gw, _tree.like(b2_, gw))
-            return jnp.sign(direction).astype(g.dtype), new_m.astype(m.dtype)
-
-        out, m = _tree.split_map(fn, leaf, 2, sparse.densify(updates), state.m, names=("updates", "state.m"))
-        return out, ScaleByLionState(_tree.increment(state.count), m)
-
-    return _protocol.ElementWise(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByLionState,
+        _lion_leaf,
+        hyper={"b1": b1, "b2": b2},
+        slots={"m": Slot(0.0, mu_dtype)},
+    )

@@ -8,8 +8,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
-from gradtx.transforms._adafactor import reduced_zeros
+from gradtx import _base, _checks, _placement, _protocol, _tree
+from gradtx._update_rule import update_rule
 
 
 class ScaleBySM3State(NamedTuple):
@@ -22,12 +22,13 @@ class ScaleBySM3State(NamedTuple):
 
 def _cover_init(p) -> list[jax.Array]:
     """A leaf's accumulators: one per axis, placed like it; below two axes, one shaped like the leaf."""
-    if p.ndim < 2:
-        return [_tree.zeros_like(p)]
-    return [reduced_zeros(p, (i,), p.dtype) for i in range(p.ndim)]
+    ndim = len(jnp.shape(p))
+    if ndim < 2:
+        return [_placement.filled(p, 0.0)]
+    return [_placement.reduced(p, (i,)) for i in range(ndim)]
 
 
-def _sm3_leaf(g, accumulators, m, b1, b2, eps):
+def _sm3_leaf(g, accumulators, m, h):
     """One leaf: `(update, accumulators, momentum)`."""
     if g.ndim < 2:
         previous = accumulators[0]
@@ -36,24 +37,15 @@ def _sm3_leaf(g, accumulators, m, b1, b2, eps):
         previous = functools.reduce(
             jnp.minimum, [a.reshape(s) for a, s in zip(accumulators, shapes, strict=True)]
         )
-    b2 = _tree.like(b2, g)
-    nu = jnp.where(b2 == 1, jnp.ones_like(b2), 1 - b2) * (g * g) + b2 * previous
-    scaled = g * jnp.where(nu > 0, jax.lax.rsqrt(nu + _tree.like(eps, nu)), 0.0)
-    new_m = _tree.moment_blend(m, scaled, _tree.like(b1, m))
+    nu = jnp.where(h.b2 == 1, 1.0, 1 - h.b2) * (g * g) + h.b2 * previous
+    m = _tree.moment_blend(m, g * jnp.where(nu > 0, jax.lax.rsqrt(nu + h.eps), 0.0), h.b1)
     if g.ndim < 2:
-        new_accumulators = [nu]
-    else:
-        others = [tuple(j for j in range(g.ndim) if j != i) for i in range(g.ndim)]
-        new_accumulators = [jnp.max(nu, axis=axes, initial=0.0) for axes in others]  # nu >= 0
-    return (
-        new_m.astype(g.dtype),
-        [a.astype(o.dtype) for a, o in zip(new_accumulators, accumulators, strict=True)],
-        new_m,
-    )
+        return m, [nu], m
+    others = [tuple(j for j in range(g.ndim) if j != i) for i in range(g.ndim)]
+    return m, [jnp.max(nu, axis=axes, initial=0.0) for axes in others], m  # nu >= 0
 
 
 @_base.api
-@_base.real_only("its cover accumulators take maxima of real squares")
 def scale_by_sm3(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 1.0,
@@ -108,23 +100,12 @@ def scale_by_sm3(
     _checks.check_finite(fn, "eps", eps)
     _checks.check_nonnegative(fn, "eps", eps)
 
-    def init_fn(params):
-        return ScaleBySM3State(
-            _tree.zero_count(), jax.tree.map(_cover_init, params), _tree.zeros_like(params)
-        )
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del params, extra_args
-        b1_, b2_, eps_ = (_tree.resolve(h, state.count) for h in (b1, b2, eps))
-        out, accumulators, momentum = _tree.split_map(
-            fn,
-            lambda g, a, m: _sm3_leaf(g, a, m, b1_, b2_, eps_),
-            3,
-            sparse.densify(updates),
-            state.accumulators,
-            state.momentum,
-            names=("updates", "state.accumulators", "state.momentum"),
-        )
-        return out, ScaleBySM3State(_tree.increment(state.count), accumulators, momentum)
-
-    return _protocol.GradientTransformation(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleBySM3State,
+        _sm3_leaf,
+        hyper={"b1": b1, "b2": b2, "eps": eps},
+        slots={"accumulators": _cover_init, "momentum": 0.0},
+        kind=_protocol.LeafWise,  # one accumulator per index of each axis
+        real_only="its cover accumulators take maxima of real squares",
+    )

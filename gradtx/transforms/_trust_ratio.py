@@ -7,7 +7,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _protocol, _tree
+from gradtx._update_rule import update_rule
 
 
 class ScaleByTrustRatioState(NamedTuple):
@@ -19,16 +20,16 @@ class ScaleByTrustRatioState(NamedTuple):
 def _norm_at_least(x: jax.Array, floor: Any) -> jax.Array:
     """`max(||x||, floor)` of one leaf (the norm of an all-zero leaf is 0 when `floor` is 0)."""
     norm = jnp.sqrt(_tree.squared_norm(x))
-    return jnp.where(norm <= floor, _tree.like(floor, norm), norm)
+    return jnp.where(norm <= floor, floor, norm)
 
 
-def _trust_ratio_leaf(u, p, min_norm, coefficient, eps):
+def _trust_ratio_leaf(u, w, h):
     """One leaf: `u * coefficient * ||w|| / (||u|| + eps)`, or `u` when either norm is 0."""
-    w_norm = _norm_at_least(p, min_norm)
-    u_norm = _norm_at_least(u, min_norm)
-    ratio = _tree.like(coefficient, w_norm) * w_norm / (u_norm + _tree.like(eps, u_norm))
+    w_norm = _norm_at_least(w, h.min_norm)
+    u_norm = _norm_at_least(u, h.min_norm)
+    ratio = h.trust_coefficient * w_norm / (u_norm + h.eps)
     ratio = jnp.where((w_norm == 0) | (u_norm == 0), jnp.ones_like(ratio), ratio)
-    return u * ratio.astype(u.dtype)
+    return (u * ratio.astype(u.dtype),)
 
 
 @_base.api
@@ -82,25 +83,12 @@ def scale_by_trust_ratio(
     _checks.check_finite(fn, "trust_coefficient", trust_coefficient)
     _checks.check_finite(fn, "eps", eps)
     _checks.check_nonnegative(fn, "eps", eps)
-    scheduled = _tree.any_schedule(min_norm, trust_coefficient, eps)
-
-    def init_fn(params):
-        del params
-        return ScaleByTrustRatioState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
-
-    def update_fn(updates, state, params=None, **extra_args):
-        del extra_args
-        if params is None:
-            raise _protocol.missing_params(fn)
-        count = state.count if scheduled else None
-        h = [_tree.resolve(x, count) for x in (min_norm, trust_coefficient, eps)]
-        out = _tree.map_updates(
-            fn,
-            lambda u, p: _trust_ratio_leaf(u, p, *h),
-            sparse.densify(updates),
-            params,
-            names=("updates", "params"),
-        )
-        return out, (ScaleByTrustRatioState(_tree.increment(state.count)) if scheduled else state)
-
-    return _protocol.GradientTransformation(init_fn, update_fn)
+    return update_rule(
+        fn,
+        ScaleByTrustRatioState,
+        _trust_ratio_leaf,
+        hyper={"min_norm": min_norm, "trust_coefficient": trust_coefficient, "eps": eps},
+        reads_params=True,
+        kind=_protocol.LeafWise,  # the norms are the whole tensor's
+        count="if_scheduled",
+    )

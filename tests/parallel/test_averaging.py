@@ -274,15 +274,28 @@ def test_agn_matches_the_synchronous_rule(mode):
 
 
 def test_agn_with_one_replica_reproduces_tf_test_numbers():
-    """TF's agn_optimizer_test.test1Workers2Period: Adam(0.1, beta1=0, beta2=0), gradients -1, period 4."""
+    """TF's agn_optimizer_test.test1Workers2Period: Adam(0.1, beta1=0, beta2=0), gradients -1, period 4; after
+    each pull the local variables equal the center exactly (TF's assertAllEqual), not up to a rounding."""
     params = {"v0": np.float32(0.0), "v1": np.float32(0.5)}
     grads = {k: -np.ones((8, 1), np.float32) for k in params}
     tx = agn(gradtx.adam(0.1, b1=0.0, b2=0.0), "w", communication_period=4)
-    got, _ = _util.run(
-        tx, params, grads, mode="novma", per_replica=True, axis="w", mesh_=_util.mesh((1,), ("w",))
+    mesh = _util.mesh((1,), ("w",))
+    got, centers = _util.run(
+        tx,
+        params,
+        grads,
+        mode="novma",
+        per_replica=True,
+        axis="w",
+        mesh_=mesh,
+        observe=lambda s: s.global_center,
     )
     np.testing.assert_allclose(got["v0"][0], [0.1, 0.2, 0.3, 0.1, 0.2, 0.3, 0.4, 0.2], atol=1e-6)
     np.testing.assert_allclose(got["v1"][0], [0.6, 0.7, 0.8, 0.6, 0.7, 0.8, 0.9, 0.7], atol=1e-6)
+    for k in params:
+        for t in (3, 7):  # the pulls (steps 4 and 8): the variable is the center, bit for bit
+            np.testing.assert_array_equal(got[k][0][t], centers[k][0][t])
+    np.testing.assert_array_equal(got["v0"][0][3], np.float32(0.1))  # the center: one Adam step of 0.1
 
 
 # --------------------------------------------------------------------------- errors

@@ -1,0 +1,134 @@
+"""How `update_rule` meets the leaves: slot fields one entry per leaf, the scalars cast once per dtype,
+casts back to the slots' dtypes, the formula on touched rows, rules over all leaves together."""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+from gradtx import _protocol, _scalars, _tree
+from gradtx.sparse import _rules as _sparse_rules
+
+
+def is_none(x: Any) -> bool:
+    return x is None
+
+
+def unflatten(treedef: Any, leaves: list[Any]) -> Any:
+    return treedef.unflatten(leaves)
+
+
+def key_paths(updates: Any) -> list[Any]:
+    return [k for k, _ in jax.tree_util.tree_flatten_with_path(updates, is_leaf=_tree._is_update_leaf)[0]]
+
+
+def per_dtype(h: dict[str, Any], compute_dtype: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
+    """`scalars_for(dtype)`: the scalars `h` cast for a leaf of `dtype` (`h.b1`, ...), once per dtype."""
+    cache: dict[Any, Any] = {}
+
+    def scalars_for(dtype):
+        hd = cache.get(dtype)
+        if hd is None:
+            want = _scalars.real(dtype) if compute_dtype is None else compute_dtype(dtype)
+            hd = cache[dtype] = types.SimpleNamespace(**{k: _scalars.cast(v, want) for k, v in h.items()})
+        return hd
+
+    scalars_for.h = h  # type: ignore[attr-defined]
+    return scalars_for
+
+
+def over_tree(leaf, leaves, flat_slots, flat_params, scalars_for, outs, new_slots) -> None:
+    """A rule over all leaves (`over="tree"`): the formula gets lists of the leaves that have a gradient."""
+    idx = [i for i, g in enumerate(leaves) if g is not None]
+    if not idx:
+        return
+    gs = [dense(leaves[i]) for i in idx]
+    args = [[s[i] for i in idx] for s in flat_slots]
+    if flat_params is not None:
+        args.append([flat_params[i] for i in idx])
+    res = leaf(gs, *args, scalars_for(jnp.result_type(*(_tree.values_of(g) for g in gs))))
+    for j, i in enumerate(idx):
+        outs[i] = as_update(res[0][j], gs[j])
+        for k in range(len(flat_slots)):
+            new_slots[k][i] = keep(res[k + 1][j], flat_slots[k][i])
+
+
+def flatten_up_to(fn: str, treedef: Any, updates: Any, tree: Any, field: str | None) -> list[Any]:
+    try:
+        return treedef.flatten_up_to(tree)
+    except (ValueError, TypeError):
+        raise _protocol.tree_mismatch_error(
+            fn, "updates", updates, "params" if field is None else f"state.{field}", tree
+        ) from None
+
+
+def flat_slot(fn: str, treedef: Any, updates: Any, tree: Any, field: str, named: bool) -> list[Any]:
+    """A slot field's leaves up to the updates; a `SlotDict` field (`{name: tree}`) as one dict per leaf."""
+    if not named:
+        return flatten_up_to(fn, treedef, updates, tree, field)
+    per_name = {k: flatten_up_to(fn, treedef, updates, v, f"{field}[{k!r}]") for k, v in tree.items()}
+    return [{k: per_name[k][i] for k in per_name} for i in range(treedef.num_leaves)]
+
+
+def transposed(treedef: Any, per_leaf: list[Any]) -> dict[str, Any]:
+    """One dict per leaf (`None` for a leaf without a parameter) as `{name: tree}` (a `SlotDict` field)."""
+    names = sorted({k for d in per_leaf if d is not None for k in d})
+    return {k: treedef.unflatten([None if d is None else d[k] for d in per_leaf]) for k in names}
+
+
+def check_slot(fn: str, g: Any, slot: Any, field: str, updates: Any, i: int) -> None:
+    """A slot shaped like its parameter must have the gradient's shape (any rank): refuse at trace time."""
+    shape = tuple(g.dense_shape) if _tree.is_row_sparse(g) else jnp.shape(g)
+    s_shape = getattr(slot, "shape", None)
+    if s_shape is not None and tuple(s_shape) != tuple(shape):
+        path = _tree.key_paths(updates)[i]
+        raise ValueError(
+            f"`{fn}`: the gradient at {path} has shape {tuple(shape)}, but the state's slot `{field}` "
+            f"there has shape {tuple(s_shape)}; pass a state made by `init` from params shaped like these "
+            "gradients."
+        )
+
+
+def dense(g: Any) -> Any:
+    return g.todense() if _tree.is_row_sparse(g) else g
+
+
+def as_update(update: Any, g: Any) -> Any:
+    """The update in the gradient's dtype (a row-sparse update's values in the values' dtype)."""
+    if _tree.is_row_sparse(update):
+        v = update.values
+        want = _tree.values_of(g).dtype
+        return update if v.dtype == want else update.with_values(v.astype(want))
+    want = _tree.values_of(g).dtype
+    return update if update.dtype == want else update.astype(want)
+
+
+def keep(new: Any, old: Any) -> Any:
+    """The new slot in the old slot's dtype(s)."""
+    if old is None or new is None:
+        return new
+    if hasattr(old, "dtype"):
+        return new if getattr(new, "dtype", None) == old.dtype else jnp.asarray(new).astype(old.dtype)
+    return jax.tree.map(lambda n, o: n if n.dtype == o.dtype else n.astype(o.dtype), new, old)
+
+
+def rows(leaf, g, slot_args, w, hd, kw):
+    """The dense formula on the touched rows of a row-sparse gradient (TF's `SparseApply*`)."""
+    present = [k for k, s in enumerate(slot_args) if s is not None]
+
+    def rule(g_rows, *rows):
+        full = [None] * len(slot_args)
+        for k, r in zip(present, rows[: len(present)], strict=False):
+            full[k] = r
+        extra_p = rows[len(present) :]
+        res = leaf(g_rows, *full, *extra_p, hd, **kw)
+        return (res[0], *(res[k + 1] for k in present))
+
+    out = _sparse_rules.apply_rows(rule, g, *(slot_args[k] for k in present), param=w[0] if w else None)
+    new = [None] * len(slot_args)
+    for k, r in zip(present, out[1:], strict=True):
+        new[k] = r
+    return (out[0], *new)

@@ -1,0 +1,213 @@
+"""`gradtx.update_rule`, the one constructor of building blocks, and what it promises its callers.
+
+Every building block in gradtx/transforms is written on it (checked here by reading the
+modules), a traceback from an alias to its formula is short, `api`'s checks run once per
+step whatever the nesting, the dtype policy is the one its docstring states, and slots of
+the wrong shape (any rank) are refused at trace time.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import sys
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import gradtx
+from gradtx import _tree
+
+TRANSFORMS = pathlib.Path(gradtx.__file__).parent / "transforms"
+
+
+class _State(NamedTuple):
+    count: gradtx.OptState
+    velocity: gradtx.Updates
+
+
+def _heavy_ball(g, velocity, h):
+    velocity = h.beta * velocity + g
+    return velocity, velocity
+
+
+MODULES = sorted(p for p in TRANSFORMS.glob("_*.py") if p.name != "__init__.py")
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+def test_every_building_block_is_a_formula_and_a_declaration(path):
+    """No building block writes its own skeleton (`init_fn` / `update_fn`, `split_map`, `densify`, slots made
+    by hand): each module declares its rules with `update_rule` (or a sibling's family helper that does)."""
+    text = path.read_text()
+    tree = ast.parse(text)
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    assert not defined & {"init_fn", "update_fn"}, f"{path.name} defines {defined & {'init_fn', 'update_fn'}}"
+    skeleton = {
+        ast.unparse(n.func)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id in ("_tree", "sparse")
+        and n.func.attr in ("split_map", "map_updates", "densify", "lift", "full_like", "zeros_like")
+    }
+    assert not skeleton, f"{path.name} calls {skeleton}"
+    siblings = [
+        n
+        for n in tree.body
+        if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("gradtx.transforms._")
+    ]
+    assert "update_rule(" in text or any(a.name.endswith("_family") for n in siblings for a in n.names), (
+        path.name
+    )
+
+
+def test_the_adam_moment_is_five_frames_below_update():
+    """From `gradtx.adam(...).update` to the function that updates Adam's moment: at most 5 frames."""
+    tx = gradtx.adam(0.1)
+    state = tx.init(jnp.zeros(2))
+    here = sys._getframe(0)
+    stacks = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code is _tree.moment_increment.__code__:
+            names, f = [], frame
+            while f is not None and f is not here:
+                names.append(f.f_code.co_name)
+                f = f.f_back
+            stacks.append(names)
+
+    sys.setprofile(profile)
+    try:
+        tx.update(jnp.ones(2), state)
+    finally:
+        sys.setprofile(None)
+    assert stacks and all(len(s) <= 5 for s in stacks), stacks
+    assert stacks[0][1] == "_tf1_leaf"  # the formula, called by the constructor's loop
+
+
+def test_the_shape_checks_run_once_per_step(monkeypatch):
+    """`api`'s trace-time checks run at the factory the user called, not at every nesting level."""
+    calls = []
+    original = _tree.check_shapes
+    monkeypatch.setattr(_tree, "check_shapes", lambda *a, **k: calls.append(a[0]) or original(*a, **k))
+    params = {"w": jnp.zeros(3)}
+    for tx, name in [
+        (gradtx.adam(0.1), "adam"),
+        (gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.adamw(0.1, weight_decay=1e-4)), "chain"),
+        (gradtx.accumulate_gradients(gradtx.lamb(0.1), every_k=2), "accumulate_gradients"),
+    ]:
+        calls.clear()
+        jax.jit(tx.update).trace(params, tx.init(params), params)
+        assert calls == [name], calls
+
+
+def test_a_rule_from_its_formula():
+    tx = gradtx.update_rule("heavy_ball", _State, _heavy_ball, hyper={"beta": 0.5}, slots={"velocity": 0.0})
+    assert isinstance(tx, gradtx.ElementWise)
+    params = {"w": jnp.zeros(2), "frozen": None}
+    state = tx.init(params)
+    for _ in range(2):
+        u, state = tx.update({"w": jnp.ones(2), "frozen": None}, state)
+    np.testing.assert_array_equal(u["w"], [1.5, 1.5])
+    assert u["frozen"] is None and state.velocity["frozen"] is None and int(state.count) == 2
+
+
+def test_a_schedule_is_called_with_the_count():
+    seen = []
+    tx = gradtx.update_rule(
+        "heavy_ball",
+        _State,
+        _heavy_ball,
+        hyper={"beta": lambda c: seen.append(c) or 0.5},
+        slots={"velocity": 0.0},
+    )
+    state = tx.init(jnp.zeros(1))
+    for _ in range(3):
+        _, state = tx.update(jnp.ones(1), state)
+    assert [int(c) for c in seen[-3:]] == [0, 1, 2]  # step t sees count = t - 1
+
+
+def test_undeclared_state_fields_are_refused():
+    class S(NamedTuple):
+        count: gradtx.OptState
+        velocity: gradtx.Updates
+        other: gradtx.Updates
+
+    with pytest.raises(TypeError, match=r"`update_rule` \(heavy_ball\): the fields \['other'\] of S are not"):
+        gradtx.update_rule("heavy_ball", S, _heavy_ball, slots={"velocity": 0.0})
+
+
+@pytest.mark.parametrize("shape", [(3,), (4, 3), (2, 4, 3), ()], ids=["rank1", "same", "rank3", "scalar"])
+def test_a_state_of_other_params_is_refused_whatever_its_rank(shape):
+    """A state made for params of another shape is never broadcast into the step: refused at trace time."""
+    tx = gradtx.adam(0.1)
+    p = {"a": jnp.ones((4, 4))}
+    state = tx.init({"a": jnp.ones(shape)})
+    with pytest.raises(
+        ValueError, match=r"`scale_by_adam`: the gradient at \['a'\] has shape \(4, 4\), but the state"
+    ):
+        tx.update(p, state, p)
+
+
+def test_python_numbers_combine_in_double_precision_as_optax_does():
+    """RAdam's rho_inf = 2 / (1 - b2) - 1 from Python floats: optax's numbers over 20 steps (issue 22)."""
+    rng = np.random.default_rng(0)
+    params = jnp.asarray(rng.standard_normal(1), jnp.float32)
+    grads = [jnp.asarray(rng.standard_normal(1), jnp.float32) for _ in range(20)]
+    for jit in (False, True):
+        out = {}
+        for name, tx in (("gradtx", gradtx.radam(1e-2)), ("optax", optax.radam(1e-2))):
+            p, s = params, tx.init(params)
+            step = jax.jit(tx.update) if jit else tx.update
+            traj = []
+            for g in grads:
+                u, s = step(g, s, p)
+                p = p + u
+                traj.append(p)
+            out[name] = np.asarray(traj)
+        np.testing.assert_allclose(out["gradtx"], out["optax"], rtol=1e-6, atol=1e-7)
+
+
+def test_tf_scalars_compute_in_float32_as_tf_does():
+    """`tf_scalars=True`: `1 - beta` of a Python 0.9 is float32's 0.100000024 (TF), not double's (optax's)."""
+    seen = {}
+
+    def leaf(g, velocity, h):
+        seen["one_minus_beta"] = 1 - h.beta
+        return g, velocity
+
+    for tf in (False, True):
+        tx = gradtx.update_rule(
+            "x", _State, leaf, hyper={"beta": 0.9}, slots={"velocity": 0.0}, tf_scalars=tf
+        )
+        tx.update(jnp.ones(1), tx.init(jnp.zeros(1)))
+        want = np.float32(1) - np.float32(0.9) if tf else 1 - 0.9
+        assert seen["one_minus_beta"] == want and type(seen["one_minus_beta"]) is type(want)
+
+
+def test_scalars_take_each_leafs_dtype_once():
+    """bf16 leaves get bf16 scalars, f32 leaves f32 ones; a rule may ask for float32 at least."""
+    seen = []
+
+    def leaf(g, velocity, h):
+        seen.append((g.dtype, jnp.result_type(h.beta)))
+        return g, velocity
+
+    params = {"a": jnp.zeros(2, jnp.bfloat16), "b": jnp.zeros(2, jnp.float32)}
+    for compute_dtype, want in ((None, jnp.bfloat16), (gradtx._scalars.at_least_float32, jnp.float32)):
+        seen.clear()
+        tx = gradtx.update_rule(
+            "x",
+            _State,
+            leaf,
+            hyper={"beta": np.float32(0.9)},
+            slots={"velocity": 0.0},
+            compute_dtype=compute_dtype,
+        )
+        tx.update(params, tx.init(params))
+        assert dict(seen) == {jnp.dtype(jnp.bfloat16): jnp.dtype(want), jnp.dtype(jnp.float32): jnp.float32}
