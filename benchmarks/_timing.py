@@ -114,6 +114,15 @@ def interleaved(runners: list[Runner], rounds: int, min_round_s: float) -> dict[
     return samples
 
 
+def right_after(first: Runner, second: Runner, repeats: int) -> list[float]:
+    """Seconds of one step of `second`, each timed right after one step of `first` (waited for)."""
+    times = []
+    for _ in range(repeats):
+        first.run(1)
+        times.append(second.run(1))
+    return times
+
+
 def median_ratio(a: list[float], b: list[float]) -> float:
     """The median over rounds of `a`'s time over `b`'s in the same round (drifts of the machine cancel)."""
     return float(np.median(np.asarray(a) / np.asarray(b)))

@@ -5,7 +5,8 @@ gradtx name keeps its own convention where it differs (TF's epsilon-hat in `adam
 RETURNN's AMSGrad, contrib's LARS trust ratio), so a pair does comparable work, not always
 the same numbers. Steps run as the workloads' do (`benchmarks._timing`: compiled once,
 donated, interleaved rounds, the paired median ratio); compile time is the best of a few
-fresh compiles (trace, lower, compile) of each, alternating gradtx and optax.
+fresh compiles (trace, lower, compile; a new function each time, so nothing is cached) of
+each, alternating gradtx and optax.
 """
 
 from __future__ import annotations
@@ -24,7 +25,15 @@ from benchmarks.trees import random_like, transformer_tree
 
 LR, WD = 1e-3, 1e-4
 GOAL = 1.05
-"""gradtx's step and compile time over optax's, at most, for every pair."""
+"""gradtx's step and compile time over optax's, at most, for every pair (but those in `UNLIKE`)."""
+
+UNLIKE = {
+    "rmsprop, momentum 0 (TF's momentum slot kept)": (
+        "TF's RMSProp writes its momentum slot (the last step) at momentum 0 too, for checkpoints and "
+        "parity; optax keeps none: one more pass over the params per step"
+    ),
+}
+"""Pairs shown for what they cost, without a target: gradtx keeps state optax does not."""
 
 PAIRS: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
     "sgd": (lambda: gradtx.sgd(LR), lambda: optax.sgd(LR)),
@@ -45,7 +54,11 @@ PAIRS: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
         lambda: optax.adamw(LR, weight_decay=WD),
     ),
     "amsgrad": (lambda: gradtx.amsgrad(LR, eps=1e-8), lambda: optax.amsgrad(LR)),
-    "rmsprop": (lambda: gradtx.rmsprop(LR, decay=0.9), lambda: optax.rmsprop(LR, decay=0.9)),
+    "rmsprop": (lambda: gradtx.rmsprop(LR, decay=0.9, momentum=None), lambda: optax.rmsprop(LR, decay=0.9)),
+    "rmsprop, momentum 0 (TF's momentum slot kept)": (
+        lambda: gradtx.rmsprop(LR, decay=0.9, momentum=0.0),
+        lambda: optax.rmsprop(LR, decay=0.9),
+    ),
     "rmsprop, momentum 0.9": (
         lambda: gradtx.rmsprop(LR, decay=0.9, momentum=0.9),
         lambda: optax.rmsprop(LR, decay=0.9, momentum=0.9),
@@ -116,11 +129,8 @@ def measure(
         pair = [gradtx_contender("gradtx", ours()), optax_contender("optax", theirs())]
         runners = [_timing.Runner(c, params, grads) for c in pair]
         samples = _timing.interleaved(runners, rounds, min_round_s)
-        compile_s: dict[str, list[float]] = {
-            "gradtx": [r.compile_s for r in runners[:1]],
-            "optax": [runners[1].compile_s],
-        }
-        for i in range(compiles - 1):
+        compile_s: dict[str, list[float]] = {"gradtx": [], "optax": []}
+        for i in range(compiles):
             for c in pair if i % 2 else pair[::-1]:
                 compile_s[c.name].append(_compile_seconds(c, params, grads))
         g, o = samples["gradtx"], samples["optax"]
@@ -150,6 +160,8 @@ def targets(result: dict) -> list[dict]:
     """Two targets per pair (step and compile time, gradtx / optax <= GOAL)."""
     out = []
     for name, r in result["rows"].items():
+        if name in UNLIKE:
+            continue
         for what in ("step", "compile"):
             value = r[f"{what}_ratio"]
             met = round(value, 2) <= GOAL
@@ -189,8 +201,9 @@ def table(result: dict) -> list[str]:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, r in result["rows"].items():
+        shown = f"{name} (no target: {UNLIKE[name]})" if name in UNLIKE else name
         lines.append(
-            f"| {name} | {r['gradtx_min_ms']:.2f} | {r['optax_min_ms']:.2f} | {r['step_ratio']:.2f}x "
+            f"| {shown} | {r['gradtx_min_ms']:.2f} | {r['optax_min_ms']:.2f} | {r['step_ratio']:.2f}x "
             f"| {r['gradtx_compile_s']:.2f} | {r['optax_compile_s']:.2f} | {r['compile_ratio']:.2f}x "
             f"| {r['gradtx_kernels']:,} / {r['optax_kernels']:,} |"
         )

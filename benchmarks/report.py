@@ -38,7 +38,7 @@ def _value(t: dict) -> str:
     return (
         f"{v:.0%}"
         if t["metric"] == "bandwidth_fraction"
-        else (f"{v:.0f}x" if t["metric"] == "speedup" else f"{v:.2f}x")
+        else (f"{v:.0f}x" if t["metric"].startswith("speedup") else f"{v:.2f}x")
     )
 
 
@@ -49,7 +49,7 @@ def _goal(t: dict) -> str:
     shown = (
         f"{g:.0%}"
         if t["metric"] == "bandwidth_fraction"
-        else (f"{g:.0f}x" if t["metric"] == "speedup" else f"{g:.2f}x")
+        else (f"{g:.0f}x" if t["metric"].startswith("speedup") else f"{g:.2f}x")
     )
     return f"{'≤' if t['op'] == '<=' else '≥'} {shown}"
 

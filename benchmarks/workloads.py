@@ -74,7 +74,10 @@ class Workload:
     dicts `{label, metric, a, b, op, goal}` evaluated by `benchmarks.run` (a miss is
     explained by `benchmarks.reasons` from the measurements). `optimizer_only` is False for
     a step that also runs a model (its peak memory holds activations, not only the
-    optimizer's arrays, so the memory target does not apply).
+    optimizer's arrays, so the memory target does not apply). `after` lists pairs of
+    contenders `(a, b)`: `b`'s step is also timed right after one step of `a` each time
+    (caches as a training loop leaves them: a dense step passes over whole tables), as the
+    row "`b`, right after `a`".
     """
 
     name: str
@@ -85,6 +88,7 @@ class Workload:
     bytes: int
     targets: list[dict] = dataclasses.field(default_factory=list)
     optimizer_only: bool = True
+    after: tuple[tuple[str, str], ...] = ()
 
 
 # --------------------------------------------------------------------------- trees
@@ -308,6 +312,10 @@ def train_step(s: Sizes) -> Workload:
     )
 
 
+DENSE = "gradtx adam (dense)"
+"""The sparse workload's dense step, after which its lazy steps are also timed (cold caches)."""
+
+
 def sparse_lazy_adam(s: Sizes) -> Workload:
     shape = (s.table_rows, s.table_dim)
     params = {"table": jnp.full(shape, 0.01, jnp.float32)}
@@ -359,7 +367,19 @@ def sparse_lazy_adam(s: Sizes) -> Workload:
                 "op": ">=",
                 "goal": 50.0,
             },
+            {
+                "label": (
+                    f"sparse lazy_adam ({s.touched_rows:,} of {s.table_rows:,} rows) right after a dense "
+                    "step: speedup over dense adam"
+                ),
+                "metric": "speedup_median",
+                "a": "gradtx adam (dense)",
+                "b": f"gradtx lazy_adam, right after {DENSE}",
+                "op": ">=",
+                "goal": 50.0,
+            },
         ],
+        after=((DENSE, "gradtx lazy_adam"), (DENSE, "jnp lazy_adam")),
     )
 
 

@@ -17,8 +17,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx import _tree
-
 
 def is_python_number(x: Any) -> bool:
     """A Python int or float (a NumPy float64 too, its subclass), not a bool."""
@@ -77,6 +75,7 @@ def at_least_float32(dtype: Any) -> Any:
 def variables_dtype(leaves: Any) -> Any:
     """float64 when a leaf is float64 (x64), else float32: TF's scalars follow the variables' dtype."""
     for x in leaves:
-        if x is not None and getattr(_tree.values_of(x), "dtype", None) == jnp.float64:
+        values = getattr(x, "values", x) if getattr(type(x), "_gradtx_row_sparse", False) else x
+        if values is not None and getattr(values, "dtype", None) == jnp.float64:
             return jax.dtypes.canonicalize_dtype(jnp.float64)
     return jnp.dtype(jnp.float32)

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from gradtx import _checks, _protocol
+from gradtx import _checks, _protocol, _scalars
 
 # --------------------------------------------------------------------------- hyperparameters
 
@@ -42,9 +42,11 @@ def scalar(value: Any, tree: Any = None) -> jax.Array:
     return jnp.asarray(value, jax.dtypes.canonicalize_dtype(jnp.float64) if wide else jnp.float32)
 
 
-def like(value: Any, x: jax.Array) -> jax.Array:
-    """A resolved scalar hyperparameter in the dtype of array `x` (so bf16 leaves stay bf16)."""
-    return jnp.asarray(value, dtype=x.dtype)
+def like(value: Any, x: jax.Array) -> Any:
+    """A resolved scalar hyperparameter for array `x`, by `gradtx.update_rule`'s dtype policy (`_scalars`): a
+    Python number as it is (it takes `x`'s dtype where it meets it), an array cast to `x`'s dtype (so bf16
+    leaves stay bf16)."""
+    return _scalars.cast(value, x.dtype)
 
 
 # --------------------------------------------------------------------------- moments

@@ -105,6 +105,14 @@ def test_slots_are_placed_like_their_parameters(entry, mode):
     assert checked or not gradtx.slot_names(state), f"{entry.name} ({mode}): no slot was checked"
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_the_clip_adamw_recipe_is_placed_like_its_parameters(mode):
+    """The most common large-model recipe, as users chain it."""
+    tx = gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.adamw(1e-3, weight_decay=1e-4))
+    params, state = _init(tx, mode)
+    assert _checked(state, params, f"clip + adamw ({mode})") == 2 * len(SHAPES)  # m and v of each leaf
+
+
 def test_a_traced_slot_is_folded_to_a_constant():
     """`init` under jit reads no parameter at run time: the slot's `where(False, param, fill)` folds away."""
     mesh = _mesh(explicit=False)

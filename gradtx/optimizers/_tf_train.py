@@ -245,7 +245,7 @@ def adam(
 def rmsprop(
     learning_rate: _protocol.ScalarOrSchedule,
     decay: _protocol.ScalarOrSchedule = 0.9,
-    momentum: _protocol.ScalarOrSchedule = 0.0,
+    momentum: _protocol.ScalarOrSchedule | None = 0.0,
     eps: _protocol.ScalarOrSchedule = 1e-10,
     *,
     centered: bool = False,
@@ -255,12 +255,14 @@ def rmsprop(
     TF1's defaults and slot initial values: `rms` starts at ONES, `momentum` and `mg` at
     zeros. This is `chain(scale_by_rmsprop(...), scale_by_learning_rate(1.0))`: the rate
     sits inside TF's momentum accumulator. Row-sparse gradients change the touched rows
-    only.
+    only. TF keeps the `momentum` slot (the last step) at momentum 0 too; `momentum=None`
+    (optax's default) keeps none: the same updates, one pass over the params less per step,
+    but no TF `momentum` slot in a TF1 checkpoint.
 
     Args:
       learning_rate: the learning rate (number, scalar array or schedule).
       decay: the discount of the mean square, in [0, 1].
-      momentum: the momentum, in [0, 1].
+      momentum: the momentum, in [0, 1], or None for no momentum slot.
       eps: added to the mean square inside the root, >= 0.
       centered: divide by the centered (variance) estimate.
 

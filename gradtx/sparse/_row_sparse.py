@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
 import jax
@@ -18,7 +19,8 @@ class RowSparse:
     Its pytree leaves are `indices` (int32, `[k]`) and `values` (`[k, *row_shape]`);
     `dense_shape` is static. Duplicate indices mean their values add up (TF sums them
     first, and so does every gradtx rule). After `deduplicated()` the indices are unique
-    and sorted, padded to length k with `num_rows` (an out-of-range row whose values are 0).
+    (sorted when rows repeated), padded to length k with `num_rows` (an out-of-range row
+    whose values are 0).
 
     Args:
       indices: the row of each value, int array of shape `[k]`.
@@ -120,32 +122,22 @@ class RowSparse:
         return jnp.where(self.valid(), self.indices, self.num_rows)
 
     def deduplicated(self) -> "RowSparse":
-        """Unique sorted indices, the values of duplicates summed (TF's `unique` + `unsorted_segment_sum`).
+        """Unique indices, the values of duplicates summed (TF's `unique` + `unsorted_segment_sum`).
 
         The result keeps length k: missing entries are padded with index `num_rows` and
-        zero values, so shapes stay static under jit. Costs O(k log k).
+        zero values, so shapes stay static under jit. Costs O(k log k): one sort of the row
+        keys tells whether any row repeats; only then are the duplicates summed (in the order
+        of the entries, as TF) and the unique rows sorted to the front; otherwise the rows
+        keep their order and only invalid ones become padding.
         """
         if self.unique:
             return self
         k = self.indices.shape[0]
         if k == 0:
             return RowSparse.tree_unflatten((self.dense_shape, True), (self.indices, self.values))
-        ids = self._rows_or_oob()
-        position = lax.iota(jnp.int32, k)
-        if (self.num_rows + 1) * k < 2**31:  # one int32 sort key: row * k + position
-            key = jnp.sort(ids * k + position)
-            sorted_ids, order = key // k, key % k
-        else:
-            sorted_ids, order = lax.sort((ids, position), num_keys=1)
-        first = jnp.concatenate([jnp.ones((1,), bool), sorted_ids[1:] != sorted_ids[:-1]])
-        segment = jnp.cumsum(first.astype(jnp.int32)) - 1  # of each sorted entry
-        uniq = jnp.full((k,), self.num_rows, jnp.int32).at[segment].set(sorted_ids)
-        inverse = jnp.zeros((k,), jnp.int32).at[order].set(segment, unique_indices=True)
-        summed = jax.ops.segment_sum(
-            self.values, inverse, num_segments=k
-        )  # in the order of the entries, as TF
-        out = RowSparse.tree_unflatten((self.dense_shape, True), (uniq, summed))
-        return out.with_values(out.zero_padding(summed))
+        uniq, values = _deduplicate(self._rows_or_oob(), self.values, self.num_rows)
+        out = RowSparse.tree_unflatten((self.dense_shape, True), (uniq, values))
+        return out.with_values(out.zero_padding(values))
 
     def todense(self) -> jax.Array:
         """The dense gradient (O(table): only for rules that have no sparse form)."""
@@ -178,6 +170,34 @@ class RowSparse:
     def zero_padding(self, rows: jax.Array) -> jax.Array:
         """`rows` (`[k, ...]`) with the entries of padding indices set to 0."""
         return jnp.where(_rows(self.valid(), rows), rows, jnp.zeros_like(rows))
+
+
+@functools.partial(jax.jit, static_argnames="num_rows")
+def _deduplicate(ids: jax.Array, values: jax.Array, num_rows: int) -> tuple[jax.Array, jax.Array]:
+    """`(unique rows, summed values)` of entries whose invalid rows are `num_rows` (see `deduplicated`).
+
+    Jitted on its own so that an eager step compiles it once per shape (its `cond` included).
+    """
+    k = ids.shape[0]
+    position = lax.iota(jnp.int32, k)
+    if (num_rows + 1) * k < 2**31:  # one int32 sort key: row * k + position (unique keys)
+        key = lax.sort(ids * k + position, is_stable=False)
+        sorted_ids, order = key // k, key % k
+    else:
+        sorted_ids, order = lax.sort((ids, position), num_keys=1)
+    repeated = (sorted_ids[1:] == sorted_ids[:-1]) & (sorted_ids[1:] < num_rows)
+
+    def summed(_):
+        first = jnp.concatenate([jnp.ones((1,), bool), ~repeated])
+        segment = jnp.cumsum(first.astype(jnp.int32)) - 1  # of each sorted entry
+        uniq = jnp.full((k,), num_rows, jnp.int32).at[segment].set(sorted_ids)
+        inverse = jnp.zeros((k,), jnp.int32).at[order].set(segment, unique_indices=True)
+        return uniq, jax.ops.segment_sum(values, inverse, num_segments=k)  # in entry order, as TF
+
+    def as_they_are(_):
+        return ids, values
+
+    return lax.cond(jnp.any(repeated), summed, as_they_are, None)
 
 
 def _rows(mask: jax.Array, like: jax.Array) -> jax.Array:

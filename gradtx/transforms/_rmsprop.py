@@ -16,7 +16,7 @@ class ScaleByRmspropState(NamedTuple):
 
     count: _protocol.Count  # int32: completed updates
     rms: _protocol.Updates  # TF slot "rms": mean square (starts at ONES, as TF1's RMSPropOptimizer)
-    momentum: _protocol.Updates  # TF slot "momentum": the last step (starts at 0)
+    momentum: _protocol.Updates  # TF slot "momentum": the last step (starts at 0); None for momentum=None
     mg: _protocol.Updates  # TF slot "mg": mean gradient when centered (starts at 0), else None
 
 
@@ -29,6 +29,8 @@ def _rmsprop_leaf(g, rms, mom, mg, h, *, momentum_is_zero: bool):
     else:
         denom = rms + h.eps
     step = (g * h.learning_rate) / jnp.sqrt(denom)
+    if mom is None:  # momentum=None: no momentum slot
+        return step, rms, None, mg
     mom = step if momentum_is_zero else mom * h.momentum + step  # a literal 0 does not read the slot
     return mom, rms, mom, mg
 
@@ -41,7 +43,7 @@ def _is_zero(x) -> bool:
 def scale_by_rmsprop(
     learning_rate: _protocol.ScalarOrSchedule,
     decay: _protocol.ScalarOrSchedule = 0.9,
-    momentum: _protocol.ScalarOrSchedule = 0.0,
+    momentum: _protocol.ScalarOrSchedule | None = 0.0,
     eps: _protocol.ScalarOrSchedule = 1e-10,
     *,
     centered: bool = False,
@@ -59,16 +61,21 @@ def scale_by_rmsprop(
     block with `scale_by_learning_rate(1.0)`. Row-sparse gradients change the touched
     rows only (`SparseApply[Centered]RMSProp`).
 
+    TF keeps the `momentum` slot (the last step) even at momentum 0: checkpoints and the
+    parity tests read it, and writing it costs a pass over the params per step.
+    `momentum=None` (optax's default) keeps no momentum slot: the same updates as 0, with
+    optax's memory traffic, but a TF1 checkpoint of the state lacks TF's `momentum` slot.
+
     Args:
       learning_rate: the learning rate (number, scalar array or schedule).
       decay: the discount of the mean square, :math:`\rho \in [0, 1]`.
-      momentum: the momentum :math:`m \in [0, 1]`.
+      momentum: the momentum :math:`m \in [0, 1]`, or None for no momentum slot.
       eps: added to the mean square inside the root, >= 0.
       centered: divide by the centered (variance) estimate.
 
     Returns:
       A `GradientTransformation` with state `ScaleByRmspropState(count, rms, momentum, mg)`
-      (`mg` is None unless centered).
+      (`mg` is None unless centered, `momentum` None for `momentum=None`).
 
     Raises:
       ValueError: for a decay or momentum outside [0, 1], a negative rate or epsilon.
@@ -88,16 +95,20 @@ def scale_by_rmsprop(
     fn = "scale_by_rmsprop"
     _checks.check_learning_rate(fn, learning_rate)
     _checks.check_in_range(fn, "decay", decay, 0.0, 1.0)
-    _checks.check_in_range(fn, "momentum", momentum, 0.0, 1.0)
+    if momentum is not None:
+        _checks.check_in_range(fn, "momentum", momentum, 0.0, 1.0)
     _checks.check_nonnegative(fn, "eps", eps)
     _checks.check_bool(fn, "centered", centered)
+    hyper = {"learning_rate": learning_rate, "decay": decay, "eps": eps}
+    if momentum is not None:
+        hyper["momentum"] = momentum
 
     return update_rule(
         fn,
         ScaleByRmspropState,
         functools.partial(_rmsprop_leaf, momentum_is_zero=_is_zero(momentum)),
-        hyper={"learning_rate": learning_rate, "decay": decay, "momentum": momentum, "eps": eps},
-        slots={"rms": 1.0, "momentum": 0.0, "mg": 0.0 if centered else None},
+        hyper=hyper,
+        slots={"rms": 1.0, "momentum": None if momentum is None else 0.0, "mg": 0.0 if centered else None},
         sparse="rows",  # SparseApply[Centered]RMSProp: the touched rows only
         tf_scalars=True,
     )

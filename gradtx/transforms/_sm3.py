@@ -37,12 +37,21 @@ def _sm3_leaf(g, accumulators, m, h):
         previous = functools.reduce(
             jnp.minimum, [a.reshape(s) for a, s in zip(accumulators, shapes, strict=True)]
         )
-    nu = jnp.where(h.b2 == 1, 1.0, 1 - h.b2) * (g * g) + h.b2 * previous
+    nu = h.new_weight * (g * g) + h.b2 * previous
     m = _tree.moment_blend(m, g * jnp.where(nu > 0, jax.lax.rsqrt(nu + h.eps), 0.0), h.b1)
     if g.ndim < 2:
         return m, [nu], m
     others = [tuple(j for j in range(g.ndim) if j != i) for i in range(g.ndim)]
-    return m, [jnp.max(nu, axis=axes, initial=0.0) for axes in others], m  # nu >= 0
+    initial = {"initial": 0.0} if nu.size == 0 else {}  # nu >= 0; an empty leaf's maximum is 0
+    return m, [jnp.max(nu, axis=axes, **initial) for axes in others], m
+
+
+def _new_weight(h, state, extra_args):
+    """The weight of the new squared gradient: `1 - b2`, or 1 when `b2` is 1 (the paper's sum)."""
+    del state, extra_args
+    if isinstance(h.b2, jax.core.Tracer):
+        return {"new_weight": jnp.where(h.b2 == 1, 1.0, 1 - h.b2)}
+    return {"new_weight": 1.0 if h.b2 == 1 else 1 - h.b2}
 
 
 @_base.api
@@ -106,6 +115,7 @@ def scale_by_sm3(
         _sm3_leaf,
         hyper={"b1": b1, "b2": b2, "eps": eps},
         slots={"accumulators": _cover_init, "momentum": 0.0},
+        prepare=_new_weight,
         kind=_protocol.LeafWise,  # one accumulator per index of each axis
         real_only="its cover accumulators take maxima of real squares",
     )

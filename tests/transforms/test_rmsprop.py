@@ -111,3 +111,14 @@ def test_bad_types():
         scale_by_rmsprop(0.1, centered="yes")
     with pytest.raises(TypeError, match=r"`scale_by_rmsprop`: `decay` must be a number, a scalar array or"):
         scale_by_rmsprop(0.1, decay=[0.9])
+
+
+@pytest.mark.parametrize("centered", [False, True])
+def test_momentum_none_keeps_no_slot_and_steps_as_momentum_zero(centered):
+    """`momentum=None` (optax's default) gives TF's momentum-0 steps without the momentum slot TF keeps."""
+    params = {"w": jnp.asarray(np.random.default_rng(0).standard_normal((3, 2)), jnp.float32)}
+    grads = [jax.tree.map(lambda p, s=s: p * (s + 1.0), params) for s in range(4)]
+    none, state = helpers.run(scale_by_rmsprop(0.1, momentum=None, centered=centered), params, grads)
+    zero, _ = helpers.run(scale_by_rmsprop(0.1, momentum=0.0, centered=centered), params, grads)
+    helpers.assert_trees_close(none, zero, rtol=0, atol=0)
+    assert state.momentum is None and "momentum" not in gradtx.slot_names(state)
