@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from gradtx import _checks, _protocol, _scalars
 
@@ -56,7 +57,10 @@ def like(value: Any, x: jax.Array) -> Any:
 
 def moment_increment(m: jax.Array, x: jax.Array, decay: jax.Array) -> jax.Array:
     """`m += (x - m) * (1 - decay)`: the form of ApplyAdam, ApplyRMSProp, ApplyAdaMax."""
-    return m + (x - m) * (1 - decay)
+    keep = 1 - decay
+    if m.dtype == x.dtype == getattr(keep, "dtype", None):  # the same ops, traced without jnp's wrappers
+        return lax.add(m, lax.mul(lax.sub(x, m), keep))
+    return m + (x - m) * keep
 
 
 def moment_blend(m: jax.Array, x: jax.Array, decay: jax.Array) -> jax.Array:
@@ -155,8 +159,8 @@ def increment(count: jax.Array) -> jax.Array:
     becomes int32.
     """
     dtype = count.dtype if hasattr(count, "dtype") and jnp.issubdtype(count.dtype, jnp.integer) else jnp.int32
-    big = jnp.iinfo(dtype).max
-    return jnp.where(count < big, count + 1, big).astype(dtype)
+    count = jnp.asarray(count, dtype)
+    return count + (count < jnp.iinfo(dtype).max).astype(dtype)  # no nested jit (jnp.where) per count
 
 
 # --------------------------------------------------------------------------- tree walks

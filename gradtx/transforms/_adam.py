@@ -13,6 +13,7 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from gradtx import _base, _checks, _protocol, _tree, sparse
 from gradtx._update_rule import Slot, update_rule
@@ -33,6 +34,8 @@ class ScaleByAdamState(NamedTuple):
 
 def _adam_step(num, v, h):
     """The epsilon-hat step: `num * c / (sqrt(v) + eps)`, with `num` the first moment (or Nesterov's)."""
+    if num.dtype == v.dtype == getattr(h.c, "dtype", None) == getattr(h.eps, "dtype", None):
+        return lax.div(lax.mul(num, h.c), lax.add(lax.sqrt(v), h.eps))  # as below, without jnp's wrappers
     return (num * h.c) / (jnp.sqrt(v) + h.eps)
 
 
