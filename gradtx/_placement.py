@@ -107,7 +107,8 @@ def reduced(p: Any, keep: tuple[int, ...], dtype: Any = None) -> jax.Array:
         return jnp.zeros(shape, dtype, device=NamedSharding(sharding.mesh, P(*(spec[i] for i in keep))))
     sharding = getattr(p, "sharding", None)
     replicated = sharding is not None and sharding.is_fully_replicated
-    return jnp.zeros(shape, dtype, device=sharding if replicated else None)
+    committed = getattr(p, "committed", True)  # an uncommitted param's slots stay uncommitted, as `filled`'s
+    return jnp.zeros(shape, dtype, device=sharding if replicated and committed else None)
 
 
 def stacked(p: Any, n: int, dtype: Any = None) -> jax.Array:
@@ -122,4 +123,5 @@ def stacked(p: Any, n: int, dtype: Any = None) -> jax.Array:
         return jnp.zeros(shape, dtype, device=NamedSharding(sharding.mesh, P(None, *spec)))
     sharding = getattr(p, "sharding", None)
     replicated = sharding is not None and sharding.is_fully_replicated
-    return jnp.zeros(shape, dtype, device=sharding if replicated else None)
+    committed = getattr(p, "committed", True)  # an uncommitted param's slots stay uncommitted, as `filled`'s
+    return jnp.zeros(shape, dtype, device=sharding if replicated and committed else None)

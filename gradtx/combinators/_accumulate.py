@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _checks, _placement, _protocol, _tree, sparse
+from gradtx import _base, _checks, _placement, _protocol, _tree, _vma, sparse
+from gradtx.combinators import _carry
 
 
 class AccumulateGradientsState(NamedTuple):
@@ -106,14 +107,29 @@ def _accumulator_dtype(p: Any, dtype: Any) -> Any:
 
 
 def _like(new: Any, old: Any) -> Any:
-    """`new` cast leaf by leaf to the dtypes of `old` (so both branches of a `cond` agree)."""
-    return jax.tree.map(lambda n, o: jnp.asarray(n, o.dtype), new, old)
+    """`new` cast leaf by leaf to the dtypes of `old` (so both branches of a `cond` agree); a Python number
+    in `old` (a value put in the state by `optax.tree.set`) stands for its default dtype."""
+    return jax.tree.map(lambda n, o: jnp.asarray(n, jnp.result_type(o)), new, old)
+
+
+def _every_k_at(every_k: Any, count: jax.Array) -> Any:
+    """How many gradients the update after `count` applied ones accumulates: `every_k`, or its value at
+    `count` for a schedule (an int32 scalar)."""
+    if not _checks.is_schedule(every_k):
+        return every_k
+    k = jnp.asarray(every_k(count))
+    if k.shape != () or not jnp.issubdtype(k.dtype, jnp.integer):
+        raise TypeError(
+            f"`accumulate_gradients`: the `every_k` schedule must return an integer scalar, got "
+            f"{k.dtype}{list(k.shape)}; e.g. `lambda count: jnp.minimum(count + 1, 8)`."
+        )
+    return k.astype(jnp.int32)
 
 
 @_base.api
 def accumulate_gradients(
     tx: Any,
-    every_k: int,
+    every_k: int | Callable[[jax.Array], Any],
     *,
     use_grad_mean: bool = True,
     should_skip_update_fn: Any = None,
@@ -121,22 +137,30 @@ def accumulate_gradients(
 ) -> _protocol.GradientTransformation:
     """Apply `tx` to the mean (or sum) of every `every_k` gradients; zero updates in between.
 
-    Gradient accumulation (a large batch from `every_k` small ones, optax's `MultiSteps`)
-    with one accumulator tree of memory. The inner transform sees one update per `every_k`
-    accumulated gradients, so its own `count` (and its schedules) advance once per applied
-    update; `has_updated(state)` says whether the last call applied it. Row-sparse
+    Gradient accumulation (a large batch from `every_k` small ones), optax's `MultiSteps`
+    (`every_k` is its `every_k_schedule`), with one accumulator tree of memory. The inner
+    transform sees one update per `every_k` accumulated gradients, so its own `count` (and
+    its schedules) advance once per applied update; `has_updated(state)` says whether the
+    last call applied it. `every_k` is an int, or a schedule `count -> k` (the number of
+    updates applied so far -> how many gradients the next one accumulates, an integer
+    scalar), which lets the effective batch size grow over training, as optax's. Row-sparse
     gradients are densified into the accumulator. A parameter without a gradient (`None`)
-    keeps its accumulator. The accumulator is kept in `accumulator_dtype` (default: the
-    wider of each param's dtype and float32), so bf16 params with f32 gradients, or f32
-    params with bf16 gradients, accumulate in float32; the updates come out in the
-    gradients' dtypes. The state keeps its dtypes and structure, so it can be a
-    `lax.scan` carry. `should_skip_update_fn(updates, gradient_step, params) -> (skip,
-    skip_state)` (e.g. `skip_not_finite`, `skip_large_updates`) drops a gradient: it is not
-    accumulated and the step's updates are zero.
+    keeps its accumulator. The accumulator is kept in `accumulator_dtype`; by default in the
+    wider of each param's dtype and float32, which is `optax.MultiSteps`' float32 accumulator
+    for bf16, f16 and f32 params (bf16 params with f32 gradients, or f32 params with bf16
+    gradients, accumulate in float32), and float64 for float64 params under x64 (optax
+    rounds those to float32). The updates come out in the gradients' dtypes. The mean is
+    the sum divided by `every_k` (optax keeps a running mean: the same up to rounding). The
+    state keeps its dtypes and structure, so it can be a `lax.scan` carry.
+    `should_skip_update_fn(updates, gradient_step, params) -> (skip, skip_state)` (e.g.
+    `skip_not_finite`, `skip_large_updates`) drops a gradient: it is not accumulated and
+    the step's updates are zero.
 
     Args:
       tx: the transform to apply to the accumulated gradient.
-      every_k: how many gradients to accumulate per update (an int >= 1).
+      every_k: how many gradients to accumulate per update: an int >= 1, or a schedule
+        `count -> k` called with the number of updates applied so far (optax's
+        `every_k_schedule`; traced: it must return an integer scalar >= 1).
       use_grad_mean: pass the mean of the gradients (True) or their sum (False).
       should_skip_update_fn: an optional function deciding per gradient whether to drop it.
       accumulator_dtype: the dtype of the accumulator (default: see above).
@@ -146,7 +170,8 @@ def accumulate_gradients(
       accumulator, inner_state, skip_state)`.
 
     Raises:
-      TypeError / ValueError: for a bad `tx`, `every_k`, `use_grad_mean`, skip function or dtype.
+      TypeError / ValueError: for a bad `tx`, `every_k`, `use_grad_mean`, skip function or
+        dtype; at update time, `TypeError` for a schedule that returns no integer scalar.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -156,10 +181,19 @@ def accumulate_gradients(
         >>> u2, s = tx.update(jnp.array([3.0]), s)
         >>> u1, u2
         (Array([0.], dtype=float32), Array([-2.], dtype=float32))
+        >>> tx = gradtx.accumulate_gradients(gradtx.sgd(1.0), every_k=lambda count: count + 1)
+        >>> s = tx.init(jnp.zeros(1))
+        >>> outs = []
+        >>> for g in (1.0, 2.0, 4.0):
+        ...     u, s = tx.update(jnp.array([g]), s)
+        ...     outs.append(float(u[0]))
+        >>> outs  # one gradient, then the mean of two
+        [-1.0, 0.0, -3.0]
     """
     fn = "accumulate_gradients"
     _checks.check_transform(fn, "tx", tx)
-    _checks.check_int(fn, "every_k", every_k, minimum=1)
+    if not _checks.is_schedule(every_k):
+        _checks.check_int(fn, "every_k", every_k, minimum=1)
     _checks.check_bool(fn, "use_grad_mean", use_grad_mean)
     if should_skip_update_fn is not None:
         _checks.check_callable(fn, "should_skip_update_fn", should_skip_update_fn)
@@ -184,27 +218,35 @@ def accumulate_gradients(
         if should_skip_update_fn is not None:
             skip, skip_state = should_skip_update_fn(dense, state.count, params)
             skip_state = _like(skip_state, state.skip_state)
+        k = _every_k_at(every_k, state.count)
         added = _tree.map_leaves(
             lambda g, a: a if g is None else a + g.astype(a.dtype), dense, state.accumulator
         )
         acc = _tree.where(skip, state.accumulator, added)
         mini_step = jnp.where(skip, state.mini_step, state.mini_step + 1).astype(jnp.int32)
 
-        def applied(acc, inner_state):
-            scale = every_k if use_grad_mean else 1
-            grads = _tree.map_leaves(
-                lambda g, a: None if g is None else (a / scale).astype(g.dtype), dense, acc
-            )
-            out, new_inner = inner.update(grads, inner_state, params, **extra_args)
-            return sparse.densify(out), jax.tree.map(jnp.zeros_like, acc), _like(new_inner, inner_state)
+        def mean(a):
+            return a / (k if isinstance(k, int) else k.astype(a.dtype)) if use_grad_mean else a
 
-        out_types = jax.eval_shape(lambda a, s: applied(a, s)[0], acc, state.inner_state)
+        def run(acc, inner_state):
+            grads = _tree.map_leaves(lambda g, a: None if g is None else mean(a).astype(g.dtype), dense, acc)
+            out, new_inner = inner.update(grads, inner_state, params, **extra_args)
+            return sparse.densify(out), jax.tree.map(jnp.zeros_like, acc), new_inner
+
+        out_types, _, inner_types = jax.eval_shape(run, acc, state.inner_state)
+        # the inner state in the containers the inner transform returns (a plain dict that
+        # `optax.tree.set` put where `inject_hyperparams` returns its `Hyperparams`)
+        kept = _carry.as_returned(fn, state.inner_state, inner_types)
+
+        def applied(acc, inner_state):
+            out, acc, new_inner = run(acc, inner_state)
+            return out, acc, _like(new_inner, inner_state)
 
         def waiting(acc, inner_state):
             return jax.tree.map(lambda t: jnp.zeros(t.shape, t.dtype), out_types), acc, inner_state
 
-        apply = mini_step == every_k
-        out, acc, inner_state = lax.cond(apply, applied, waiting, acc, state.inner_state)
+        apply = mini_step >= k
+        out, acc, inner_state = lax.cond(apply, applied, waiting, acc, kept)
         return out, AccumulateGradientsState(
             count=jnp.where(apply, _tree.increment(state.count), state.count).astype(jnp.int32),
             mini_step=jnp.where(apply, 0, mini_step).astype(jnp.int32),
@@ -225,16 +267,31 @@ class ApplyIfFiniteState(NamedTuple):
     inner_state: Any
 
 
+def _typed_true(tree: Any) -> jax.Array:
+    """`True`, typed (under `shard_map`) to vary as `_tree.all_finite(tree)` does (a type cast)."""
+    true = jnp.asarray(True)
+    for leaf in jax.tree.leaves(tree):
+        true = _vma.typed_like(true, leaf)
+    return true
+
+
 @_base.api
 def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientTransformation:
     """Skip steps with a non-finite gradient: zero updates and the inner state kept, with a count.
 
-    A step is skipped when the incoming gradient or the inner transform's update is not
-    finite. So around a transform that averages over devices (`parallel.cross_shard`), a
-    NaN on one replica makes every replica skip the same step, and they stay in sync. After
-    more than `max_consecutive_errors` non-finite steps in a row the update is applied
-    anyway (so a run that keeps producing NaN fails visibly instead of stalling), as
-    `optax.apply_if_finite` does.
+    A step is not finite when its gradient is not finite, as in `optax.apply_if_finite`, or
+    when the inner transform's update is not finite while the inner state it was given is
+    finite. The second condition is gradtx's addition: around a transform that averages
+    over devices (`parallel.cross_shard`), a NaN on one replica reaches every replica's
+    update but only one replica's gradient, so every replica must skip the same step to
+    stay in sync. After more than `max_consecutive_errors` non-finite steps in a row the
+    update is applied anyway (so a run that keeps producing NaN fails visibly instead of
+    stalling), as optax does; that step may leave the inner state non-finite (Adam's
+    moments), and while it is, an update made non-finite by that state does not count as a
+    new error: the counters then follow the gradients alone, so `notfinite_count`,
+    `last_finite` and `total_notfinite` equal optax's at every step (the inner state is
+    read for this only at steps whose update is not finite). The counters saturate at
+    int32's maximum.
 
     Args:
       tx: the transform to protect.
@@ -264,10 +321,11 @@ def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientT
 
     def update_fn(updates, state, params=None, **extra_args):
         out, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
-        # the inner transform's updates count too: under `cross_shard`, a NaN on one replica
-        # reaches every replica's update, and every replica then skips the step together
-        finite = _tree.all_finite(updates) & _tree.all_finite(out)
-        notfinite = jnp.where(finite, 0, state.notfinite_count + 1).astype(jnp.int32)
+        out_finite = _tree.all_finite(out)
+        # the inner state is read only when the update is not finite (one `lax.cond`)
+        state_finite = lax.cond(out_finite, _typed_true, _tree.all_finite, state.inner_state)
+        finite = _tree.all_finite(updates) & (out_finite | jnp.logical_not(state_finite))
+        notfinite = jnp.where(finite, 0, _tree.increment(state.notfinite_count)).astype(jnp.int32)
         take = finite | (notfinite > max_consecutive_errors)
         zeros = _tree.map_updates(
             fn,
@@ -277,8 +335,9 @@ def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientT
             out,
         )
         out = _tree.where(take, out, zeros)
-        inner_state = _tree.where(take, inner_state, state.inner_state)
-        total = (state.total_notfinite + jnp.logical_not(finite)).astype(jnp.int32)
-        return out, ApplyIfFiniteState(notfinite, finite, total, inner_state)
+        kept = _carry.as_returned(fn, state.inner_state, inner_state)
+        inner_state = _tree.where(take, inner_state, kept)
+        total = jnp.where(finite, state.total_notfinite, _tree.increment(state.total_notfinite))
+        return out, ApplyIfFiniteState(notfinite, finite, total.astype(jnp.int32), inner_state)
 
     return _base.composite(init_fn, update_fn, inner)

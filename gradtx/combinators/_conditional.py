@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx.combinators import _carry
 from gradtx.combinators._zeroing import _zeros
 
 ConditionFn = Callable[..., Any]
@@ -96,7 +97,8 @@ def _conditional(
             return _dense_unless_kept(updates, target, out), inner_state
 
         def skip(_):
-            return _typed_like(skipped_updates(updates), target), _typed_like(state.inner_state, target_state)
+            kept = _carry.as_returned(fn, state.inner_state, target_state)  # e.g. after `optax.tree.set`
+            return _typed_like(skipped_updates(updates), target), _typed_like(kept, target_state)
 
         out, inner_state = lax.cond(condition.astype(bool), run, skip, None)
         return out, state_cls(_tree.increment(state.count), inner_state)

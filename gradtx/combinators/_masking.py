@@ -16,6 +16,16 @@ nested params), a function `params -> such a tree`, or a list of key-path patter
 whose own tree fits the params (an equinox Module of bools) is a tree, not a function."""
 
 
+def _is_empty_tree(mask: Any) -> bool:
+    """An empty container (`[]`, `()`, `{}`, ...): the mask of empty params, as `optax.masked` takes it."""
+    return mask is not None and not callable(mask) and not jax.tree.leaves(mask)
+
+
+def _check_mask(fn: str, mask: Any) -> None:
+    if not _is_empty_tree(mask):  # `_masks.check_mask` takes an empty container for a non-bool leaf
+        _masks.check_mask(fn, mask)
+
+
 class MaskedState(NamedTuple):
     """State of `masked`: the inner state, kept for the selected parameters only."""
 
@@ -34,7 +44,8 @@ def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
       inner: the transform for the selected parameters.
       mask: True where `inner` applies: a tree of bools with the structure of the params
         or a prefix of it, a function `params -> tree`, or a list of key-path patterns
-        (`"*/bias"`, `"embed"`); see `Mask`.
+        (`"*/bias"`, `"embed"`); see `Mask`. Empty params take an empty container of
+        their type (`[]`, `()`, `{}`), as in optax.
 
     Returns:
       A `GradientTransformation` with state `MaskedState(inner_state)`.
@@ -51,7 +62,7 @@ def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
         (Array([1., 1.], dtype=float32), Array([0., 0.], dtype=float32))
     """
     _checks.check_transform("masked", "inner", inner)
-    _masks.check_mask("masked", mask)
+    _check_mask("masked", mask)
     inner = _base.member(inner)
 
     def init_fn(params):
@@ -91,7 +102,7 @@ def freeze(mask: Mask) -> _protocol.GradientTransformation:
         >>> gradtx.apply_updates(params, out)
         {'encoder': Array([1., 1.], dtype=float32), 'head': Array([0.9, 0.9], dtype=float32)}
     """
-    _masks.check_mask("freeze", mask)
+    _check_mask("freeze", mask)
 
     def zero(g):
         if _tree.is_row_sparse(g):

@@ -118,6 +118,97 @@ def test_the_applied_update_count_saturates_and_accumulation_goes_on():
     assert outs == [0.0, -1.0, 0.0, -1.0] and int(state.count) == 2**31 - 1
 
 
+def _minibatches_growing_to_4(count):
+    return jnp.minimum(count + 1, 4)  # 1, 2, 3, 4, 4, ... gradients per update
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("every_k", [3, _minibatches_growing_to_4], ids=["int", "schedule"])
+def test_twenty_steps_equal_optax_multisteps_with_an_int_or_a_schedule(every_k, dtype):
+    params = {"w": jnp.linspace(-1.0, 1.0, 6, dtype=dtype), "b": jnp.ones(2, dtype)}
+    rng = np.random.default_rng(0)
+    grads = [
+        jax.tree.map(lambda p: jnp.asarray(rng.standard_normal(p.shape), dtype), params) for _ in range(20)
+    ]
+    ours = gradtx.accumulate_gradients(optax.adam(1e-2), every_k=every_k)
+    theirs = optax.MultiSteps(optax.adam(1e-2), every_k_schedule=every_k)
+    s, t = ours.init(params), theirs.init(params)
+    p, q = params, params
+    step = jax.jit(chex.assert_max_traces(ours.update, n=1))
+    chex.clear_trace_counter()
+    tol = 1e-6 if dtype == jnp.float32 else 8e-3  # bf16: one ulp of |x| <= 1
+    applied = 0
+    for g in grads:
+        u, s = step(g, s, p)
+        v, t = theirs.update(g, t, q)
+        p, q = optax.apply_updates(p, u), optax.apply_updates(q, v)
+        helpers.assert_trees_close(p, q, rtol=tol, atol=tol)
+        assert bool(gradtx.has_updated(s)) == bool(theirs.has_updated(t))
+        assert (int(s.count), int(s.mini_step)) == (int(t.gradient_step), int(t.mini_step))
+        applied += bool(gradtx.has_updated(s))
+    assert applied == 6  # 18 of the 20 gradients: 6 x 3, or 1 + 2 + 3 + 4 + 4 + 4
+    helpers.assert_trees_close(s.inner_state, t.inner_opt_state, rtol=tol, atol=tol)
+    chex.assert_trees_all_equal_dtypes(p, params)
+    chex.assert_trees_all_equal_dtypes(s.accumulator, t.acc_grads)  # float32, as optax's default
+
+
+def test_the_accumulator_dtype_default_and_override():
+    bf16 = {"w": jnp.ones(3, jnp.bfloat16)}
+    state = gradtx.accumulate_gradients(gradtx.sgd(0.1), 2).init(bf16)
+    assert (
+        state.accumulator["w"].dtype
+        == jnp.float32
+        == optax.MultiSteps(optax.sgd(0.1), 2).init(bf16).acc_grads["w"].dtype
+    )
+    state = gradtx.accumulate_gradients(gradtx.sgd(0.1), 2, accumulator_dtype=jnp.bfloat16).init(bf16)
+    assert state.accumulator["w"].dtype == jnp.bfloat16
+
+
+def test_a_schedule_is_called_with_the_applied_updates_and_must_return_an_integer():
+    seen = []
+
+    def every_k(count):
+        seen.append(count)
+        return jnp.where(count < 1, 1, 2)
+
+    tx = gradtx.accumulate_gradients(gradtx.sgd(1.0), every_k=every_k, use_grad_mean=False)
+    s = tx.init(jnp.zeros(1))
+    outs = []
+    for g in (1.0, 2.0, 3.0, 4.0):
+        u, s = tx.update(jnp.array([g]), s)
+        outs.append(float(u[0]))
+    assert outs == [-1.0, 0.0, -5.0, 0.0] and int(s.count) == 2 and int(s.mini_step) == 1
+    assert [int(c) for c in seen] == [0, 1, 1, 2]
+    bad = gradtx.accumulate_gradients(gradtx.sgd(1.0), every_k=lambda count: 2.0)
+    with pytest.raises(
+        TypeError, match=r"the `every_k` schedule must return an integer scalar, got float32\[\]"
+    ):
+        bad.update(jnp.ones(1), bad.init(jnp.zeros(1)))
+
+
+def _renaming():
+    """An inner transform whose state changes its key paths at `update` (which no wrapper can keep)."""
+    return gradtx.GradientTransformation(
+        lambda params: {"a": jnp.zeros(())},
+        lambda updates, state, params=None: (updates, {"b": jnp.zeros(())}),
+    )
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [lambda tx: gradtx.apply_if_finite(tx, 1), lambda tx: gradtx.accumulate_gradients(tx, 2)],
+    ids=["apply_if_finite", "accumulate_gradients"],
+)
+def test_an_inner_state_that_changes_its_key_paths_is_refused_with_both_trees(wrap):
+    tx = wrap(_renaming())
+    with pytest.raises(
+        gradtx.TreeMismatchError,
+        match=r"the inner state given to the step and the inner state the inner transform returned must "
+        r"have the same key paths; only in the inner state given to the step: \['a'\]",
+    ):
+        tx.update(jnp.ones(1), tx.init(jnp.zeros(1)))
+
+
 @pytest.mark.parametrize("mode", ["vma", "pmap"])
 def test_apply_if_finite_around_cross_shard_skips_on_every_replica(mode):
     """A NaN on one replica: the averaged update is NaN everywhere, so every replica skips it."""
@@ -152,6 +243,55 @@ def test_apply_if_finite_applies_after_too_many_consecutive_errors():
     u2, state = tx.update(jnp.array([jnp.inf]), state)
     assert float(u1[0]) == 0.0 and bool(jnp.isinf(u2[0]))
     assert int(state.total_notfinite) == 2
+
+
+NAN_STEPS = [1.0, np.nan, np.nan, np.nan, 1.0, np.nan, np.nan, np.nan, np.nan, 1.0, 1.0, np.nan]
+
+
+@pytest.mark.parametrize(
+    "ours, theirs, same_rule",
+    [
+        (optax.adam(0.1), optax.adam(0.1), True),
+        (gradtx.adam(0.1), optax.adam(0.1), False),  # TF's epsilon-hat Adam: other numbers
+        (gradtx.sgd(0.1), optax.sgd(0.1), True),
+    ],
+    ids=["optax_adam", "gradtx_adam", "sgd"],
+)
+def test_apply_if_finite_counts_as_optax_before_and_after_it_gives_up(ours, theirs, same_rule):
+    """Two non-finite steps are skipped, the third applied (poisoning Adam's moments): every counter, and
+    with the same inner rule every update and inner state, equal optax's at every step."""
+    ours, theirs = gradtx.apply_if_finite(ours, 2), optax.apply_if_finite(theirs, 2)
+    p = jnp.zeros(2)
+    s, t = ours.init(p), theirs.init(p)
+    counts = []
+    for x in NAN_STEPS:
+        g = jnp.array([x, 1.0])
+        u, s = jax.jit(ours.update)(g, s, p)
+        v, t = theirs.update(g, t, p)
+        fields = ("notfinite_count", "last_finite", "total_notfinite")
+        assert [int(getattr(s, f)) for f in fields] == [int(getattr(t, f)) for f in fields]
+        assert bool(jnp.all(u == 0)) == bool(jnp.all(v == 0))  # skipped at the same steps
+        counts.append(int(s.notfinite_count))
+        if same_rule:
+            np.testing.assert_allclose(u, v, rtol=1e-6)
+            helpers.assert_trees_close(s.inner_state, t.inner_state, rtol=1e-6, atol=0)
+    assert counts == [0, 1, 2, 3, 0, 1, 2, 3, 4, 0, 0, 1]
+    assert int(s.total_notfinite) == 8 and not bool(s.last_finite)
+
+
+def test_apply_if_finite_also_skips_an_update_made_non_finite_from_a_finite_state():
+    """gradtx's documented addition: a finite gradient whose update is not finite, from a finite inner
+    state (a NaN reaching this replica through `cross_shard`'s average), is skipped; optax applies it."""
+    blow_up = gradtx.GradientTransformation(
+        lambda params: gradtx.EmptyState(), lambda u, state, params=None: (u * jnp.inf, state)
+    )
+    ours, theirs = gradtx.apply_if_finite(blow_up, 1), optax.apply_if_finite(blow_up, 1)
+    s, t = ours.init(jnp.zeros(1)), theirs.init(jnp.zeros(1))
+    u, s = ours.update(jnp.ones(1), s)
+    v, t = theirs.update(jnp.ones(1), t)
+    np.testing.assert_array_equal(u, [0.0])
+    assert bool(jnp.isinf(v[0])) and int(t.notfinite_count) == 0
+    assert (int(s.notfinite_count), bool(s.last_finite), int(s.total_notfinite)) == (1, False, 1)
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import gradtx
+from tests import helpers
 
 
 def test_changing_an_injected_value_does_not_retrace():
@@ -245,3 +246,50 @@ def test_a_plain_dict_in_the_state_traces_once_more_then_never(how):
         assert type(state.hyperparams) is not dict and state.hyperparams["learning_rate"].dtype == jnp.float32
         _, state = step(state, jnp.ones(2))  # the state a step returns: the first trace again
     assert step._cache_size() == 2
+
+
+WRAPPERS = {
+    "apply_if_finite": lambda inner: gradtx.apply_if_finite(inner, 3),
+    "accumulate_gradients": lambda inner: gradtx.accumulate_gradients(inner, every_k=2),
+    "chain": lambda inner: gradtx.chain(gradtx.scale(2.0), inner),
+    "masked": lambda inner: gradtx.masked(inner, {"w": True, "b": False}),
+    "partition": lambda inner: gradtx.partition({"a": inner, "b": gradtx.sgd(0.25)}, {"w": "a", "b": "b"}),
+    "conditionally_transform": lambda inner: gradtx.conditionally_transform(
+        inner, lambda count: count % 2 == 1
+    ),
+}
+
+
+@pytest.mark.parametrize("factory", [gradtx.sgd, gradtx.adam], ids=["sgd", "adam"])
+@pytest.mark.parametrize("wrapper", list(WRAPPERS), ids=list(WRAPPERS))
+def test_optax_tree_set_on_a_wrapped_state_sets_the_rate_of_the_next_step(wrapper, factory):
+    """`optax.tree.set(state, learning_rate=...)` (a plain dict in place of `Hyperparams`) inside a wrapper
+    that keeps the inner state at skipped steps: the next jitted step runs with the new value."""
+    import optax
+
+    chex.clear_trace_counter()
+    wrap = WRAPPERS[wrapper]
+    tx = wrap(gradtx.inject_hyperparams(factory)(learning_rate=0.1))
+    reference = wrap(factory(0.5))  # the rate set before every step
+    params = {"w": jnp.linspace(-1.0, 1.0, 3), "b": jnp.ones(2)}
+    rng = np.random.default_rng(0)
+    grads = [
+        jax.tree.map(lambda p: jnp.asarray(rng.standard_normal(p.shape), p.dtype), params) for _ in range(6)
+    ]
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)  # every call gets the state `optax.tree.set` made: one trace
+    def step(g, state, params):
+        return tx.update(g, state, params)
+
+    state, ref_state = tx.init(params), reference.init(params)
+    moved = 0
+    for g in grads:
+        state = optax.tree.set(state, learning_rate=0.5)
+        assert type(optax.tree.get(state, "learning_rate")) is float
+        u, state = step(g, state, params)
+        v, ref_state = reference.update(g, ref_state, params)
+        helpers.assert_trees_close(u, v, rtol=1e-6, atol=1e-7)
+        moved += bool(jnp.any(u["w"] != 0))
+        assert float(optax.tree.get(state, "learning_rate")) == 0.5
+    assert moved >= 3  # the injected rule ran (and used 0.5) at three steps at least

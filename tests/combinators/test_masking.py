@@ -176,3 +176,20 @@ def test_mask_leaves_may_be_numpy_bools_and_nothing_else_is_coerced():
         gradtx.freeze({"encoder": 1, "head": True}).init(PARAMS)
     with pytest.raises(gradtx.TreeMismatchError, match=r"`freeze`: `mask` and params must match.*prefix"):
         gradtx.freeze({"encoder": {"kernel": True}, "head": True}).init(PARAMS)
+
+
+@pytest.mark.parametrize("empty", [[], (), {}], ids=["list", "tuple", "dict"])
+def test_masked_and_freeze_take_an_empty_container_for_empty_params_as_optax(empty):
+    import optax
+
+    for tx in (gradtx.masked(gradtx.adam(0.1), empty), gradtx.freeze(empty)):
+        state = tx.init(empty)
+        out, _ = tx.update(empty, state, empty)
+        assert out == empty and type(out) is type(empty)
+    theirs = optax.masked(optax.adam(0.1), empty)
+    assert theirs.update(empty, theirs.init(empty), empty)[0] == empty
+    other = {"[]": {}, "()": {}, "{}": []}[repr(empty)]  # a container of another type: refused, as by optax
+    with pytest.raises(gradtx.TreeMismatchError, match=r"`masked`: `mask` and params must match"):
+        gradtx.masked(gradtx.adam(0.1), other).init(empty)
+    with pytest.raises(TypeError, match=r"`masked`: `mask` must be a tree of bools"):
+        gradtx.masked(gradtx.adam(0.1), None)

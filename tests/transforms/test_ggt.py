@@ -199,3 +199,27 @@ def test_state_for_other_params_raises():
 def test_a_config_cannot_ask_for_an_unbounded_window():
     with pytest.raises(ValueError, match=r"`ggt`: `window` must be <= 4096, got 10000000\."):
         gradtx.from_config({"class": "ggt", "window": 10**7})
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize(
+    "make", [lambda: scale_by_ggt(window=3), lambda: gradtx.ggt(0.1)], ids=["scale_by", "ggt"]
+)
+def test_the_second_jitted_update_neither_traces_nor_compiles_again(make, dtype):
+    """`init`'s state is committed to a device exactly where the params are (as `update`'s own output is
+    for committed inputs): `grad_buffer` was committed beside an uncommitted `count` and `moment1`, and
+    the state `update` returns (all committed) then missed the compiled step."""
+    tx = make()
+    params = {"w": jnp.ones((4, 3), dtype), "b": jnp.ones(3, dtype), "s": jnp.asarray(0.5, dtype)}
+    traces = []
+
+    def update(g, state):
+        traces.append(1)
+        return tx.update(g, state)
+
+    step = jax.jit(update)
+    state = tx.init(params)
+    assert {x.committed for x in jax.tree.leaves(state)} == {False}  # as the params
+    for _ in range(3):
+        _, state = step(params, state)
+    assert len(traces) == 1 and step._cache_size() == 1
