@@ -46,7 +46,7 @@ def update_rule(
     sparse: Literal["densify", "rows"] | Callable[..., tuple[Any, ...]] = "densify",
     reads_params: bool = False,
     kind: type = _protocol.ElementWise,
-    count: Literal["always", "if_scheduled"] = "always",
+    count: Literal["always", "if_scheduled", "never"] = "always",
     tf_scalars: bool = False,
     extra: Mapping[str, Any] | None = None,
     over: Literal["leaf", "tree"] = "leaf",
@@ -104,7 +104,8 @@ def update_rule(
       packed parameters as they are) or `LeafWise` (it needs whole leaves: a norm, a shape;
       on packed parameters it runs on per-leaf views, `gradtx.packing.leaf_wise`).
     - **the state**: `state(count, *slots, *scalars)`; with `count="if_scheduled"` and no
-      schedule among the hyperparameters, `EmptyState()`.
+      schedule among the hyperparameters, `EmptyState()` (a rule without slots);
+      `count="never"` keeps no count (optax's `ScaleByRmsState(nu)`; no schedules then).
 
     `over="tree"` is for rules that combine all leaves (GGT's Gram matrix): the formula then
     takes lists, `leaf(gs, *slot_lists, [ws], h) -> (updates, *new_slot_lists)`, of the
@@ -124,7 +125,7 @@ def update_rule(
       sparse: `"densify"`, `"rows"` or a sparse formula, as above.
       reads_params: the formula reads the parameter (`update` then needs `params`).
       kind: `gradtx.ElementWise` or `gradtx.LeafWise`.
-      count: `"always"`, or `"if_scheduled"` for a stateless rule with schedules.
+      count: `"always"`, `"if_scheduled"` for a stateless rule with schedules, or `"never"`.
       tf_scalars: TF's float32 scalar arithmetic, as above.
       extra: `{name: default}` of extra arguments the formula reads.
       over: `"leaf"`, or `"tree"` for a rule over all leaves together.
@@ -153,12 +154,110 @@ def update_rule(
         >>> u["w"], int(state.count), state.velocity["w"]
         (Array([1.5, 1.5], dtype=float32), 2, Array([1.5, 1.5], dtype=float32))
     """
+    declaration = _Declaration(
+        name, state, leaf, hyper, slots, scalars, prepare, sparse, reads_params, kind, count, tf_scalars,
+        extra, over, paths, real_only, compute_dtype,
+    )  # fmt: skip
+    return _construct(declaration, state, {})
+
+
+def restated(
+    tx: Any, state: Any, rename: Mapping[str, str] | None = None
+) -> _protocol.GradientTransformation:
+    """The rule `tx` (made by `update_rule`) with its state in another NamedTuple class.
+
+    The formula, hyperparameters and numbers are `tx`'s; only the state's class and field
+    names change: `rename` maps `tx`'s field names to `state`'s (`{"m": "mu", "v": "nu"}`;
+    the count may be renamed too, as optax's Adan calls it `t`); unmapped fields keep their
+    names. A `state` without the count field keeps no count (the rule must then take no
+    schedule). `gradtx.optax_compat` gives optax's state layouts this way, at no cost per step.
+
+    Args:
+      tx: a transform returned by `update_rule` (or by a factory that returns one).
+      state: the new state's NamedTuple class.
+      rename: `{field of tx's state: field of state}`.
+
+    Returns:
+      The same rule with state `state`.
+
+    Raises:
+      TypeError: if `tx` was not made by `update_rule`, or the fields do not correspond.
+
+    Example:
+        >>> from typing import NamedTuple
+        >>> import jax.numpy as jnp, gradtx
+        >>> from gradtx._update_rule import restated
+        >>> class TraceState(NamedTuple):  # optax's: no count, the slot named `trace`
+        ...     trace: gradtx.Updates
+        >>> tx = restated(gradtx.trace(0.9), TraceState, {"momentum": "trace"})
+        >>> tx.init(jnp.zeros(2))
+        TraceState(trace=Array([0., 0.], dtype=float32))
+        >>> tx.update(jnp.ones(2), tx.init(jnp.zeros(2)))[1]
+        TraceState(trace=Array([1., 1.], dtype=float32))
+    """
+    declaration = getattr(getattr(_base.unwrapped(tx), "init", None), "_gradtx_rule", None)
+    if declaration is None:
+        raise TypeError(f"`restated`: {tx!r} was not made by `update_rule`.")
+    rename = dict(rename or {})
+    old = declaration.state._fields
+    unknown = sorted(set(rename) - set(old))
+    target = {rename.get(f, f) for f in old if f != "count"}
+    if unknown or target != set(state._fields) - {rename.get("count", "count")}:
+        raise TypeError(
+            f"`restated`: {state.__name__}{state._fields} does not correspond to "
+            f"{declaration.state.__name__}{old} renamed by {rename}."
+        )
+    if rename.get("count", "count") not in state._fields:
+        if _tree.any_schedule(*(declaration.hyper or {}).values()):
+            raise TypeError(
+                f"`restated`: {state.__name__} keeps no count, and {declaration.name} has schedules."
+            )
+        declaration = declaration._replace(counting="never")
+    return _construct(declaration, state, rename)
+
+
+class _Declaration(NamedTuple):
+    """`update_rule`'s arguments, kept on the transform's `init` for `restated`."""
+
+    name: str
+    state: Any
+    leaf: Callable[..., tuple[Any, ...]]
+    hyper: Mapping[str, Any] | None
+    slots: Mapping[str, Any] | None
+    scalars: Mapping[str, Callable[[Any], Any]] | None
+    prepare: Callable[..., Mapping[str, Any]] | None
+    sparse: Any
+    reads_params: bool
+    kind: type
+    counting: str  # update_rule's `count` (a tuple's `count` is a method)
+    tf_scalars: bool
+    extra: Mapping[str, Any] | None
+    over: str
+    paths: bool
+    real_only: str | None
+    compute_dtype: Callable[[Any], Any] | None
+
+
+def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, str]) -> Any:
+    """`update_rule`'s transform for `declaration`, its state in `state_cls` (fields renamed by `rename`)."""
+    (
+        name, state, leaf, hyper, slots, scalars, prepare, sparse, reads_params, kind, count, tf_scalars,
+        extra, over, paths, real_only, compute_dtype,
+    ) = declaration  # fmt: skip
     hyper = dict(hyper or {})
     slot_specs = dict(slots or {})
     scalar_inits = dict(scalars or {})
     extra = dict(extra or {})
-    state_cls, fields = state, state._fields
-    has_count = count == "always" or _tree.any_schedule(*hyper.values())
+    fields = state._fields
+    if count == "never" and _tree.any_schedule(*hyper.values()):
+        raise TypeError(f"`update_rule` ({name}): a rule with count='never' takes no schedules.")
+    has_count = count == "always" or (count == "if_scheduled" and _tree.any_schedule(*hyper.values()))
+    count_field = rename.get("count", "count")
+    stateless = not has_count and count != "never"  # EmptyState()
+
+    def field(f: str) -> str:
+        return rename.get(f, f)
+
     undeclared = [f for f in fields if f != "count" and f not in slot_specs and f not in scalar_inits]
     if undeclared or (has_count and "count" not in fields):
         raise TypeError(
@@ -192,10 +291,10 @@ def update_rule(
         return _placement.filled(p, spec)
 
     def init_fn(params):
-        if not has_count:
+        if stateless:
             return _NO_STATE
         zero = _tree.zero_count()
-        values: dict[str, Any] = {"count": zero}
+        values: dict[str, Any] = {"count": zero} if has_count else {}
         param_leaves, treedef = jax.tree.flatten(params, is_leaf=_leaves.is_none)
         if scalar_inits:
             h0 = types.SimpleNamespace(**resolve(zero, _scalars.variables_dtype(jax.tree.leaves(params))))
@@ -212,15 +311,15 @@ def update_rule(
             values[f] = (
                 _leaves.transposed(treedef, per_param) if f in dict_fields else treedef.unflatten(per_param)
             )
-        return state_cls(**values)
+        return state_cls(**{field(f): v for f, v in values.items()})
 
     # ------------------------------------------------------------------ update
 
     def step_scalars(state_, leaves, flat_params, extra_args):
         """The step's scalars: hyperparameters at `count`, `count`, `t`, extra arguments, `prepare`'s."""
-        count_ = state_.count if has_count else None
+        count_ = getattr(state_, count_field) if has_count else None
         if scalar_names:
-            dtype = getattr(state_, scalar_names[0]).dtype
+            dtype = getattr(state_, field(scalar_names[0])).dtype
         else:
             dtype = _scalars.variables_dtype(leaves if flat_params is None else flat_params)
         h = resolve(count_, dtype)
@@ -232,9 +331,9 @@ def update_rule(
         return h
 
     def new_state(state_, h, treedef, new_slots):
-        if not has_count:
+        if stateless:
             return state_
-        values = {"count": h["t"]}
+        values = {"count": h["t"]} if has_count else {}
         for k, f in enumerate(slot_names):
             if f not in live:
                 values[f] = None
@@ -243,16 +342,16 @@ def update_rule(
                     treedef, new_slots[k]
                 )
         for f in scalar_names:
-            old = getattr(state_, f)
+            old = getattr(state_, field(f))
             values[f] = _vma.typed_like(jnp.asarray(h[f]).astype(old.dtype), old)
-        return state_cls(**values)
+        return state_cls(**{field(f): v for f, v in values.items()})
 
     def update_fn(updates, state, params=None, **extra_args):
         if reads_params and params is None:
             raise _protocol.missing_params(name)
         leaves, treedef = jax.tree.flatten(updates, is_leaf=_tree._is_update_leaf)
         flat_slots = [
-            _leaves.flat_slot(name, treedef, updates, getattr(state, f), f, f in dict_fields)
+            _leaves.flat_slot(name, treedef, updates, getattr(state, field(f)), field(f), f in dict_fields)
             if f in live
             else [None] * len(leaves)
             for f in slot_names
@@ -288,6 +387,10 @@ def update_rule(
                     new_slots[k][i] = _leaves.keep(res[k + 1], slot_args[k])
         return treedef.unflatten(outs), new_state(state, scalars_for.h, treedef, new_slots)
 
+    result: _protocol.GradientTransformation
     if kind is _protocol.ElementWise:
-        return _protocol.ElementWise(init_fn, update_fn)
-    return packing.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn))  # per-leaf views of packed
+        result = _protocol.ElementWise(init_fn, update_fn)
+    else:
+        result = packing.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn))  # per-leaf views
+    result.init._gradtx_rule = declaration  # type: ignore[attr-defined]
+    return result

@@ -20,6 +20,8 @@ PUBLIC_MODULES = [
     "gradtx.transforms",
     "gradtx.combinators",
     "gradtx.optimizers",
+    "gradtx.optax_compat",
+    "gradtx.optax_compat.schedules",
     "gradtx.schedules",
     "gradtx.sparse",
     "gradtx.parallel",

@@ -13,6 +13,7 @@ import pathlib
 import sys
 from typing import NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -211,3 +212,57 @@ def test_scalars_take_each_leafs_dtype_once():
         )
         tx.update(params, tx.init(params))
         assert dict(seen) == {jnp.dtype(jnp.bfloat16): jnp.dtype(want), jnp.dtype(jnp.float32): jnp.float32}
+
+
+class _Moments(NamedTuple):
+    count: jax.Array
+    mu: jax.Array
+    nu: jax.Array
+
+
+class _CountLast(NamedTuple):
+    m: jax.Array
+    v: jax.Array
+    steps: jax.Array
+
+
+class _NoCount(NamedTuple):
+    trace: jax.Array
+
+
+def _trajectory(tx, n=5):
+    params = {"w": jnp.arange(3.0)}
+    state = tx.init(params)
+    for _ in range(n):
+        updates, state = jax.jit(tx.update)(params, state, params)
+    return updates, state
+
+
+def test_restated_keeps_the_numbers_under_other_field_names():
+    from gradtx._update_rule import restated
+
+    plain = gradtx.scale_by_bias_corrected_adam()
+    u0, s0 = _trajectory(plain)
+    u1, s1 = _trajectory(restated(plain, _Moments, {"m": "mu", "v": "nu"}))
+    assert type(s1) is _Moments and int(s1.count) == 5
+    chex.assert_trees_all_equal((u0, s0.m, s0.v), (u1, s1.mu, s1.nu))
+    u2, s2 = _trajectory(restated(plain, _CountLast, {"count": "steps"}))
+    assert int(s2.steps) == 5
+    chex.assert_trees_all_equal((u0, s0.m, s0.v), (u2, s2.m, s2.v))
+
+
+def test_restated_without_a_count_and_its_refusals():
+    from gradtx._update_rule import restated
+
+    u0, s0 = _trajectory(gradtx.trace(0.9))
+    u1, s1 = _trajectory(restated(gradtx.trace(0.9), _NoCount, {"momentum": "trace"}))
+    assert s1._fields == ("trace",)
+    chex.assert_trees_all_equal((u0, s0.momentum), (u1, s1.trace))
+    with pytest.raises(TypeError, match="has schedules"):
+        restated(gradtx.trace(lambda c: 0.9), _NoCount, {"momentum": "trace"})
+    with pytest.raises(TypeError, match="does not correspond"):
+        restated(gradtx.trace(0.9), _NoCount, {"velocity": "trace"})
+    with pytest.raises(TypeError, match="does not correspond"):
+        restated(gradtx.scale_by_bias_corrected_adam(), _Moments, {"m": "mu"})
+    with pytest.raises(TypeError, match="was not made by `update_rule`"):
+        restated(gradtx.chain(gradtx.trace(0.9)), _NoCount)

@@ -88,6 +88,9 @@ transform(
     {"decay": 0.999, "eps": 1e-8},
     sparse="dense",
 )
+transform("scale_by_rms", transforms.scale_by_rms, {"decay": 0.9, "eps": 1e-8}, sparse="dense")
+transform("scale_by_stddev", transforms.scale_by_stddev, {"decay": 0.9, "eps": 1e-8}, sparse="dense")
+transform("scale_by_rss", transforms.scale_by_rss, {"initial_accumulator_value": 0.1}, sparse="dense")
 transform("scale_by_trust_ratio", transforms.scale_by_trust_ratio, {"trust_coefficient": 1.0}, sparse="dense")
 transform(
     "scale_by_novograd",

@@ -59,6 +59,14 @@ from gradtx.transforms._proximal import (
     scale_by_proximal_sgd,
 )
 from gradtx.transforms._rmsprop import ScaleByRmspropState, scale_by_rmsprop
+from gradtx.transforms._root_mean_square import (
+    ScaleByRmsState,
+    ScaleByRssState,
+    ScaleByRStdDevState,
+    scale_by_rms,
+    scale_by_rss,
+    scale_by_stddev,
+)
 from gradtx.transforms._rprop import ScaleByRpropState, scale_by_rprop
 from gradtx.transforms._scale import ScaleByScheduleState, scale, scale_by_learning_rate, scale_by_schedule
 from gradtx.transforms._schedule_free import (
@@ -107,9 +115,12 @@ __all__ = [
     "ScaleByPowerSignState",
     "ScaleByProximalAdagradState",
     "ScaleByProximalSGDState",
+    "ScaleByRStdDevState",
     "ScaleByRadamState",
+    "ScaleByRmsState",
     "ScaleByRmspropState",
     "ScaleByRpropState",
+    "ScaleByRssState",
     "ScaleBySM3State",
     "ScaleByScheduleFreeState",
     "ScaleByScheduleState",
@@ -152,14 +163,17 @@ __all__ = [
     "scale_by_proximal_adagrad",
     "scale_by_proximal_sgd",
     "scale_by_radam",
+    "scale_by_rms",
     "scale_by_rmsprop",
     "scale_by_rprop",
+    "scale_by_rss",
     "scale_by_schedule",
     "scale_by_schedule_free",
     "scale_by_shampoo",
     "scale_by_shape",
     "scale_by_sign",
     "scale_by_sm3",
+    "scale_by_stddev",
     "scale_by_trust_ratio",
     "scale_by_yogi",
     "schedule_free_eval_params",
