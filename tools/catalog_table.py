@@ -7,7 +7,9 @@ README's table differs from this output, so each row's status stays true.
 Status of a row:
 - "TF parity": the name exists and a test in tests/parity/ calls it (compared with TensorFlow);
 - "tested": the name exists and a test outside tests/parity/ calls it;
-- "planned (#N)": not there yet; N is the issue that adds it.
+- "planned (#N)": not there yet; N is the issue that adds it;
+- "; not optax's numbers": a name optax also has whose numbers are not optax's (its docstring's first
+  line says so); `gradtx.optax_compat` has optax's.
 """
 
 from __future__ import annotations
@@ -185,6 +187,20 @@ def status(path: str, issue: int) -> str:
     return "available, untested"
 
 
+def optax_note(path: str) -> str:
+    """Where a name's numbers are not optax's namesake's, as its docstring's first line says (tested by
+    tests/optax_compat/test_tf_names.py): a pointer to `gradtx.optax_compat`'s."""
+    import inspect
+
+    import gradtx
+    import gradtx.optax_compat
+
+    if "." in path or not _exists(path) or not hasattr(gradtx.optax_compat, path):
+        return ""
+    first = (inspect.getdoc(getattr(gradtx, path)) or "").splitlines()[0]
+    return f"; not optax's numbers: `optax_compat.{path}` has those" if f"not `optax.{path}`" in first else ""
+
+
 def render() -> str:
     lines = []
     section = None
@@ -194,7 +210,7 @@ def render() -> str:
                 lines.append("")
             lines += [f"**{sec}**", "", "| seed system | gradtx | status |", "|---|---|---|"]
             section = sec
-        lines.append(f"| {seed} | `gradtx.{path}` | {status(path, issue)} |")
+        lines.append(f"| {seed} | `gradtx.{path}` | {status(path, issue)}{optax_note(path)} |")
     return "\n".join(lines)
 
 

@@ -88,6 +88,18 @@ transform(
     {"decay": 0.999, "eps": 1e-8},
     sparse="dense",
 )
+transform(
+    "scale_by_bias_corrected_amsgrad",
+    transforms.scale_by_bias_corrected_amsgrad,
+    {"b1": 0.9, "b2": 0.999, "eps": 1e-8},
+    sparse="dense",
+)
+transform(
+    "scale_by_bias_corrected_adamax",
+    transforms.scale_by_bias_corrected_adamax,
+    {"b1": 0.9, "b2": 0.999, "eps": 1e-8},
+    sparse="dense",
+)
 transform("scale_by_rms", transforms.scale_by_rms, {"decay": 0.9, "eps": 1e-8}, sparse="dense")
 transform("scale_by_stddev", transforms.scale_by_stddev, {"decay": 0.9, "eps": 1e-8}, sparse="dense")
 transform("scale_by_rss", transforms.scale_by_rss, {"initial_accumulator_value": 0.1}, sparse="dense")

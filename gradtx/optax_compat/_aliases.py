@@ -350,3 +350,88 @@ def rprop(
     return gradtx.chain(
         S.scale_by_rprop(learning_rate, eta_minus, eta_plus, min_step_size, max_step_size), gradtx.scale(-1.0)
     )
+
+
+@_base.api
+@_documented("chain(scale_by_amsgrad(...), scale_by_learning_rate(learning_rate))")
+def amsgrad(
+    learning_rate: Any,
+    b1: Any = 0.9,
+    b2: Any = 0.999,
+    eps: Any = 1e-8,
+    eps_root: Any = 0.0,
+    mu_dtype: Any = None,
+    bias_correction_mu: bool = True,
+    bias_correction_nu: bool = True,
+) -> _protocol.GradientTransformation:
+    return gradtx.chain(
+        T.scale_by_amsgrad(b1, b2, eps, eps_root, mu_dtype, bias_correction_mu, bias_correction_nu),
+        gradtx.scale_by_learning_rate(learning_rate),
+    )
+
+
+@_base.api
+@_documented("chain(scale_by_adamax(b1, b2, eps), scale_by_learning_rate(learning_rate))")
+def adamax(
+    learning_rate: Any, b1: Any = 0.9, b2: Any = 0.999, eps: Any = 1e-8
+) -> _protocol.GradientTransformation:
+    return gradtx.chain(T.scale_by_adamax(b1, b2, eps), gradtx.scale_by_learning_rate(learning_rate))
+
+
+@_base.api
+@_documented(
+    "chain(scale_by_adamax(b1, b2, eps), add_decayed_weights(weight_decay, mask), scale_by_learning_rate)"
+)
+def adamaxw(
+    learning_rate: Any,
+    b1: Any = 0.9,
+    b2: Any = 0.999,
+    eps: Any = 1e-8,
+    weight_decay: Any = 1e-4,
+    mask: Any = None,
+) -> _protocol.GradientTransformation:
+    return gradtx.chain(
+        T.scale_by_adamax(b1, b2, eps),
+        gradtx.add_decayed_weights(weight_decay, mask=mask),
+        gradtx.scale_by_learning_rate(learning_rate),
+    )
+
+
+@_base.api
+@_documented("chain(add_decayed_weights(weight_decay, weight_decay_mask), scale_by_adadelta(rho, eps), lr)")
+def adadelta(
+    learning_rate: Any = None,
+    rho: Any = 0.9,
+    eps: Any = 1e-6,
+    weight_decay: Any = 0.0,
+    weight_decay_mask: Any = None,
+) -> _protocol.GradientTransformation:
+    return gradtx.chain(
+        gradtx.add_decayed_weights(weight_decay, mask=weight_decay_mask),
+        S.scale_by_adadelta(rho, eps),
+        S.scale_by_learning_rate(learning_rate),
+    )
+
+
+@_base.api
+@_documented(
+    "chain(masked(add_decayed_weights), masked(scale_by_trust_ratio), learning rate, trace(momentum))"
+)
+def lars(
+    learning_rate: Any,
+    weight_decay: Any = 0.0,
+    weight_decay_mask: Any = True,
+    trust_coefficient: Any = 0.001,
+    eps: Any = 0.0,
+    trust_ratio_mask: Any = True,
+    momentum: Any = 0.9,
+    nesterov: bool = False,
+) -> _protocol.GradientTransformation:
+    return gradtx.chain(
+        gradtx.masked(gradtx.add_decayed_weights(weight_decay), weight_decay_mask),
+        gradtx.masked(
+            gradtx.scale_by_trust_ratio(trust_coefficient=trust_coefficient, eps=eps), trust_ratio_mask
+        ),
+        gradtx.scale_by_learning_rate(learning_rate),
+        S.trace(momentum, nesterov),
+    )

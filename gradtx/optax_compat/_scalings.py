@@ -253,3 +253,56 @@ def scale_by_rprop(
     """
     inner = gradtx.scale_by_rprop(learning_rate, eta_minus, eta_plus, min_step_size, max_step_size)
     return restated(inner, _states.ScaleByRpropState)
+
+
+@_base.api
+def scale_by_adadelta(rho: Any = 0.9, eps: Any = 1e-6) -> _protocol.GradientTransformation:
+    """optax's `scale_by_adadelta`: `gradtx.scale_by_adadelta` (TF's ApplyAdadelta, the same formula) in
+    `ScaleByAdaDeltaState(e_g, e_x)`.
+
+    Args:
+      rho: the decay of both moving averages, in [0, 1].
+      eps: added under both roots, >= 0.
+
+    Returns:
+      An `ElementWise` transform with state `ScaleByAdaDeltaState(e_g, e_x)` (no count, as optax's).
+
+    Raises:
+      ValueError: for a decay outside [0, 1] or a negative epsilon.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from gradtx import optax_compat as optax
+        >>> optax.scale_by_adadelta().init(jnp.zeros(1))._fields
+        ('e_g', 'e_x')
+    """
+    inner = gradtx.scale_by_adadelta(rho, eps)
+    return restated(inner, _states.ScaleByAdaDeltaState, {"accum": "e_g", "accum_update": "e_x"})
+
+
+@_base.api
+def scale_by_learning_rate(
+    learning_rate: Any = None, *, flip_sign: bool = True
+) -> _protocol.GradientTransformation:
+    """optax's `scale_by_learning_rate`: `gradtx.scale_by_learning_rate`, and `identity()` for None (optax's).
+
+    Args:
+      learning_rate: the learning rate (number, scalar array or schedule), or None for no scaling.
+      flip_sign: multiply by `-learning_rate` (descent) rather than `learning_rate`.
+
+    Returns:
+      A transform: `scale`, `scale_by_schedule` or `identity()`.
+
+    Raises:
+      TypeError: for a learning rate that is not a number, a scalar array, a schedule or None.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from gradtx import optax_compat as optax
+        >>> tx = optax.scale_by_learning_rate(0.1)
+        >>> tx.update(jnp.ones(1), tx.init(jnp.ones(1)))[0]
+        Array([-0.1], dtype=float32)
+    """
+    if learning_rate is None:
+        return gradtx.identity()
+    return gradtx.scale_by_learning_rate(learning_rate, flip_sign=flip_sign)

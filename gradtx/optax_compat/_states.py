@@ -114,3 +114,19 @@ class ScaleByRpropState(NamedTuple):
 
     step_sizes: _protocol.Updates  # per-element step sizes
     prev_updates: _protocol.Updates  # the previous gradients (0 where the sign flipped)
+
+
+class ScaleByAmsgradState(NamedTuple):
+    """State of `scale_by_amsgrad` (optax's layout)."""
+
+    count: _protocol.Count  # int32: completed updates
+    mu: _protocol.Updates  # first moment
+    nu: _protocol.Updates  # second moment
+    nu_max: _protocol.Updates  # the running maximum of the (corrected) second moment
+
+
+class ScaleByAdaDeltaState(NamedTuple):
+    """State of `scale_by_adadelta` (optax's layout: no count)."""
+
+    e_g: _protocol.Updates  # moving average of squared gradients
+    e_x: _protocol.Updates  # moving average of squared updates

@@ -254,3 +254,74 @@ def scale_by_adan(
     """
     inner = gradtx.scale_by_adan(b1, b2, b3, eps, eps_root)
     return restated(inner, _states.ScaleByAdanState, {"count": "t", "prev_grad": "g"})
+
+
+@_base.api
+def scale_by_amsgrad(
+    b1: Any = 0.9,
+    b2: Any = 0.999,
+    eps: Any = 1e-8,
+    eps_root: Any = 0.0,
+    mu_dtype: Any = None,
+    bias_correction_mu: bool = True,
+    bias_correction_nu: bool = True,
+) -> _protocol.GradientTransformation:
+    """optax's `scale_by_amsgrad`: `gradtx.scale_by_bias_corrected_amsgrad` in `ScaleByAmsgradState(count, mu,
+    nu, nu_max)`.
+
+    Args:
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the second moment, in [0, 1).
+      eps: added to the root, >= 0.
+      eps_root: added under the root, >= 0.
+      mu_dtype: dtype of `mu` (default: each param's dtype).
+      bias_correction_mu: divide the first moment by `1 - b1^t`.
+      bias_correction_nu: divide the second moment by `1 - b2^t` before the maximum.
+
+    Returns:
+      An `ElementWise` transform with state `ScaleByAmsgradState(count, mu, nu, nu_max)`.
+
+    Raises:
+      ValueError: for a beta outside [0, 1) or a negative epsilon.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from gradtx import optax_compat as optax
+        >>> optax.scale_by_amsgrad().init(jnp.zeros(2))._fields
+        ('count', 'mu', 'nu', 'nu_max')
+    """
+    inner = gradtx.scale_by_bias_corrected_amsgrad(
+        b1,
+        b2,
+        eps,
+        eps_root,
+        mu_dtype=mu_dtype,
+        bias_correction_mu=bias_correction_mu,
+        bias_correction_nu=bias_correction_nu,
+    )
+    return restated(inner, _states.ScaleByAmsgradState, {**_MOMENTS, "v_max": "nu_max"})
+
+
+@_base.api
+def scale_by_adamax(b1: Any = 0.9, b2: Any = 0.999, eps: Any = 1e-8) -> _protocol.GradientTransformation:
+    """optax's `scale_by_adamax`: `gradtx.scale_by_bias_corrected_adamax` in `ScaleByAdamState(count, mu,
+    nu)`.
+
+    Args:
+      b1: decay of the first moment, in [0, 1).
+      b2: decay of the infinity norm, in [0, 1).
+      eps: added to each gradient's magnitude, >= 0.
+
+    Returns:
+      An `ElementWise` transform with state `ScaleByAdamState(count, mu, nu)`.
+
+    Raises:
+      ValueError: for a beta outside [0, 1) or a negative epsilon.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from gradtx import optax_compat as optax
+        >>> optax.scale_by_adamax().init(jnp.zeros(2))._fields
+        ('count', 'mu', 'nu')
+    """
+    return restated(gradtx.scale_by_bias_corrected_adamax(b1, b2, eps), _states.ScaleByAdamState, _MOMENTS)

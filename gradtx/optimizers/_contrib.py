@@ -79,7 +79,7 @@ def lars(
     skip: Sequence[str] = (),
     nesterov: bool = False,
 ) -> _protocol.GradientTransformation:
-    r"""LARS: `tf.contrib.opt.LARSOptimizer`: momentum with a per-variable trust ratio on the learning rate.
+    r"""LARS: contrib's `LARSOptimizer` (its trust ratio), not `optax.lars`: that is `optax_compat.lars`.
 
     This is `chain(scale_by_lars(momentum, weight_decay, eeta, eps, skip=skip, nesterov=nesterov),
     scale_by_learning_rate(learning_rate))`; see `scale_by_lars` for the trust ratio. Row-sparse

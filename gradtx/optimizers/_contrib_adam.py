@@ -37,7 +37,7 @@ def adamax(
     b2: _protocol.ScalarOrSchedule = 0.999,
     eps: _protocol.ScalarOrSchedule = 1e-8,
 ) -> _protocol.GradientTransformation:
-    r"""AdaMax: `tf.contrib.opt.AdaMaxOptimizer` (`ApplyAdaMax`), TF's defaults.
+    r"""AdaMax: contrib's `AdaMaxOptimizer` (`ApplyAdaMax`), not `optax.adamax` (`optax_compat.adamax`).
 
     `var -= lr / (1 - b1**t) * m / (v + eps)` with `v = max(b2 * v, |g|)`. This is
     `chain(scale_by_adamax(b1, b2, eps), scale_by_learning_rate(learning_rate))`; row-sparse
@@ -187,7 +187,7 @@ def nadam(
     *,
     mu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
-    r"""Nadam: `tf.contrib.opt.NadamOptimizer`, Adam with the Nesterov kernel `ApplyAdam(use_nesterov=True)`.
+    r"""Nadam: contrib's `NadamOptimizer` (TF's Nesterov kernel), not `optax.nadam` (`optax_compat.nadam`).
 
     `var -= alpha * ((1 - b1) * g + b1 * m) / (sqrt(v) + eps)`; there is no momentum
     schedule, and it is NOT Keras' Nadam. Row-sparse gradients: the moments decay on all
@@ -228,7 +228,7 @@ def adamw(
     scale_decay_by_learning_rate: bool = False,
     mu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
-    r"""AdamW: `tf.contrib.opt.AdamWOptimizer`: `var -= weight_decay * var`, then TF1's Adam step.
+    r"""AdamW: contrib's `AdamWOptimizer` (decay not times the rate), not `optax.adamw` (`optax_compat`'s).
 
     TF's decay is NOT multiplied by the learning rate; `scale_decay_by_learning_rate=True`
     gives optax's convention (`var -= lr * weight_decay * var`). `mask` plays

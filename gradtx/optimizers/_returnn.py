@@ -22,7 +22,7 @@ def amsgrad(
     *,
     decay: bool = False,
 ) -> _protocol.GradientTransformation:
-    r"""AMSGrad as RETURNN's `AMSGradOptimizer` (no bias correction; RETURNN's defaults).
+    r"""AMSGrad: RETURNN's `AMSGradOptimizer` (no bias correction), not `optax.amsgrad` (`optax_compat`'s).
 
     This is `chain(scale_by_amsgrad(b1, b2, eps, decay=decay), scale_by_learning_rate(learning_rate))`.
 

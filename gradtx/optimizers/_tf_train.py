@@ -101,7 +101,7 @@ def momentum(
 def adagrad(
     learning_rate: _protocol.ScalarOrSchedule, initial_accumulator_value: float = 0.1
 ) -> _protocol.GradientTransformation:
-    r"""Adagrad: `tf.compat.v1.train.AdagradOptimizer` (`ApplyAdagrad`).
+    r"""Adagrad: TF's `AdagradOptimizer` (no epsilon), not `optax.adagrad`: that is `optax_compat.adagrad`.
 
     `accumulator += grad**2; var -= lr * grad / sqrt(accumulator)`, the accumulator
     starting at `initial_accumulator_value` (no epsilon). This is
@@ -173,7 +173,7 @@ def adadelta(
     rho: _protocol.ScalarOrSchedule = 0.95,
     eps: _protocol.ScalarOrSchedule = 1e-8,
 ) -> _protocol.GradientTransformation:
-    r"""Adadelta: `tf.compat.v1.train.AdadeltaOptimizer` (`ApplyAdadelta`), TF's defaults.
+    r"""Adadelta: TF's `AdadeltaOptimizer` and defaults, not `optax.adadelta`'s (`optax_compat.adadelta`).
 
     This is `chain(scale_by_adadelta(rho, eps), scale_by_learning_rate(learning_rate))`;
     use `learning_rate=1.0` for the paper's form. Row-sparse gradients change the touched
@@ -209,7 +209,7 @@ def adam(
     *,
     mu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
-    r"""Adam: `tf.compat.v1.train.AdamOptimizer` (`ApplyAdam`, epsilon-hat), TF's defaults.
+    r"""Adam: TF's `AdamOptimizer` (`ApplyAdam`, epsilon-hat), not `optax.adam`: that is `optax_compat.adam`.
 
     `var -= lr * sqrt(1 - b2**t) / (1 - b1**t) * m / (sqrt(v) + eps)`, with TF's float32
     `beta_power` accumulators. This is
@@ -250,7 +250,7 @@ def rmsprop(
     *,
     centered: bool = False,
 ) -> _protocol.GradientTransformation:
-    r"""RMSProp: `tf.compat.v1.train.RMSPropOptimizer` (`ApplyRMSProp` / `ApplyCenteredRMSProp`).
+    r"""RMSProp: TF's `RMSPropOptimizer` (its kernel and slots), not `optax.rmsprop` (`optax_compat.rmsprop`).
 
     TF1's defaults and slot initial values: `rms` starts at ONES, `momentum` and `mg` at
     zeros. This is `chain(scale_by_rmsprop(...), scale_by_learning_rate(1.0))`: the rate

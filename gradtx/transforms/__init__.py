@@ -42,6 +42,12 @@ from gradtx.transforms._bias_corrected_adam import (
     scale_by_bias_corrected_adam,
     scale_by_bias_corrected_rms,
 )
+from gradtx.transforms._bias_corrected_max import (
+    ScaleByBiasCorrectedAdamaxState,
+    ScaleByBiasCorrectedAmsgradState,
+    scale_by_bias_corrected_adamax,
+    scale_by_bias_corrected_amsgrad,
+)
 from gradtx.transforms._ema import EmaState, ema
 from gradtx.transforms._ftrl import ScaleByFtrlState, scale_by_ftrl
 from gradtx.transforms._ggt import ScaleByGGTState, scale_by_ggt
@@ -101,6 +107,8 @@ __all__ = [
     "ScaleByAmsgradState",
     "ScaleByBeliefState",
     "ScaleByBiasCorrectedAdamState",
+    "ScaleByBiasCorrectedAdamaxState",
+    "ScaleByBiasCorrectedAmsgradState",
     "ScaleByBiasCorrectedRmsState",
     "ScaleByFactoredRmsState",
     "ScaleByFtrlState",
@@ -143,6 +151,8 @@ __all__ = [
     "scale_by_amsgrad",
     "scale_by_belief",
     "scale_by_bias_corrected_adam",
+    "scale_by_bias_corrected_adamax",
+    "scale_by_bias_corrected_amsgrad",
     "scale_by_bias_corrected_rms",
     "scale_by_factored_rms",
     "scale_by_ftrl",

@@ -30,7 +30,7 @@ def _adadelta_leaf(g, accum, accum_update, h):
 def scale_by_adadelta(
     rho: _protocol.ScalarOrSchedule = 0.95, eps: _protocol.ScalarOrSchedule = 1e-8
 ) -> _protocol.GradientTransformation:
-    r"""Scale by the ratio of the RMS of past updates to the RMS of gradients (Adadelta), as TF computes it.
+    r"""Adadelta's scaling as TF computes it, TF's defaults: not `optax.scale_by_adadelta` (`optax_compat`'s).
 
     .. math::
         A_t = \rho A_{t-1} + (1-\rho) g_t^2, \quad

@@ -163,7 +163,7 @@ def scale_by_adam(
     *,
     mu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
-    r"""Adam's scaling in TF1's epsilon-hat form, with TF's `beta_power` accumulators.
+    r"""Adam's scaling in TF1's epsilon-hat form, not `optax.scale_by_adam` (`optax_compat.scale_by_adam`).
 
     .. math::
         m_t = m_{t-1} + (g_t - m_{t-1})(1-\beta_1), \quad

@@ -53,7 +53,7 @@ def scale_by_adamax(
     b2: _protocol.ScalarOrSchedule = 0.999,
     eps: _protocol.ScalarOrSchedule = 1e-8,
 ) -> _protocol.GradientTransformation:
-    r"""AdaMax's scaling (Adam with the infinity norm), as contrib's `ApplyAdaMax` kernel.
+    r"""AdaMax's scaling as contrib's `ApplyAdaMax`, not `optax.scale_by_adamax` (`optax_compat`'s).
 
     .. math::
         m_t = m_{t-1} + (g_t - m_{t-1})(1-\beta_1), \quad
@@ -136,7 +136,7 @@ def scale_by_amsgrad(
     *,
     decay: bool = False,
 ) -> _protocol.GradientTransformation:
-    r"""AMSGrad's scaling as RETURNN's `AMSGradOptimizer` computes it (no bias correction).
+    r"""AMSGrad's scaling as RETURNN's (no bias correction), not `optax.scale_by_amsgrad` (`optax_compat`'s).
 
     .. math::
         m_t = \beta_1 m_{t-1} + (1-\beta_1) g_t, \quad

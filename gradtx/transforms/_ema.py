@@ -26,7 +26,7 @@ def _ema_leaf(u, m, h, *, debias: bool):
 def ema(
     decay: _protocol.ScalarOrSchedule, *, debias: bool = False, mu_dtype: Any = None
 ) -> _protocol.GradientTransformation:
-    r"""Replace the updates by their exponential moving average (momentum in its averaging form).
+    r"""The updates' exponential moving average, debiased if asked: not `optax.ema` (`optax_compat.ema`).
 
     .. math::
         m_t = \beta m_{t-1} + (1 - \beta) u_t, \qquad

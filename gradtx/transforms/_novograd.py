@@ -36,7 +36,7 @@ def _scalar_slot(p):
 def scale_by_novograd(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.25,
-    eps: _protocol.ScalarOrSchedule = 1e-6,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
     eps_root: _protocol.ScalarOrSchedule = 0.0,
     weight_decay: _protocol.ScalarOrSchedule = 0.0,
     *,
