@@ -42,6 +42,8 @@ from gradtx import (
     scale_by_sign,
     scale_by_trust_ratio,
     set_to_zero,
+    skip_large_updates,
+    skip_not_finite,
     stateless,
     with_extra_args_support,
     zero_nans,
@@ -73,6 +75,7 @@ from gradtx.optax_compat._aliases import (
     sm3,
     yogi,
 )
+from gradtx.optax_compat._multi_steps import MultiSteps, MultiStepsState
 from gradtx.optax_compat._scalings import (
     ema,
     scale_by_adadelta,
@@ -140,6 +143,8 @@ __all__ = [
     "FactoredState",
     "GradientTransformation",
     "GradientTransformationExtraArgs",
+    "MultiSteps",
+    "MultiStepsState",
     "OptState",
     "Params",
     "ScalarOrSchedule",
@@ -231,6 +236,8 @@ __all__ = [
     "sgdr_schedule",
     "sign_sgd",
     "signum",
+    "skip_large_updates",
+    "skip_not_finite",
     "sm3",
     "stateless",
     "trace",
