@@ -24,17 +24,12 @@ from gradtx import (
     ScaleByScheduleState,
     Schedule,
     Updates,
-    add_decayed_weights,
-    apply_if_finite,
     apply_updates,
     chain,
     clip,
     clip_by_block_rms,
     clip_by_global_norm,
-    global_norm,
     identity,
-    inject_hyperparams,
-    masked,
     named_chain,
     scale,
     scale_by_param_block_rms,
@@ -74,6 +69,13 @@ from gradtx.optax_compat._aliases import (
     signum,
     sm3,
     yogi,
+)
+from gradtx.optax_compat._combinators import (
+    add_decayed_weights,
+    apply_if_finite,
+    global_norm,
+    inject_hyperparams,
+    masked,
 )
 from gradtx.optax_compat._multi_steps import MultiSteps, MultiStepsState
 from gradtx.optax_compat._scalings import (

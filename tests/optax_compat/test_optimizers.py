@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -133,14 +135,21 @@ def test_twenty_steps_equal_optax(name, args, kwargs, jit):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("name", sorted({n for n, _, _ in CASES}))
-def test_signatures_are_optax_s(name):
-    import inspect
+FUNCTIONS = sorted(n for n in compat.__all__ if inspect.isfunction(getattr(compat, n)))
 
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_signatures_are_optax_s(name):
+    """Every function: optax's parameter names, kinds and defaults (a `*args` may be named otherwise)."""
     ours, theirs = inspect.signature(getattr(compat, name)), inspect.signature(getattr(optax, name))
-    assert [(p.name, p.kind) for p in ours.parameters.values()] == [
-        (p.name, p.kind) for p in theirs.parameters.values()
-    ]
+
+    def shape(sig):
+        return [
+            ("*", p.kind) if p.kind is inspect.Parameter.VAR_POSITIONAL else (p.name, p.kind)
+            for p in sig.parameters.values()
+        ]
+
+    assert shape(ours) == shape(theirs)
     for p in theirs.parameters.values():
         if p.default is not inspect.Parameter.empty and not callable(p.default):
             assert ours.parameters[p.name].default == p.default, p.name
@@ -184,3 +193,25 @@ def test_rprop_keeps_optax_s_state_and_returns_this_step_s_update():
         assert type(s_ours).__name__ == type(s_theirs).__name__ == "ScaleByRpropState"
         chex.assert_trees_all_close(tuple(s_ours), tuple(s_theirs), rtol=1e-6)
         np.testing.assert_allclose(u_ours, s_theirs.prev_updates, rtol=1e-6)
+
+
+WRAPPED = {
+    "inject_hyperparams": lambda lib: lib.inject_hyperparams(lib.adam)(learning_rate=1e-2, b1=0.8),
+    "apply_if_finite": lambda lib: lib.apply_if_finite(lib.adamw(1e-2), max_consecutive_errors=2),
+    "masked": lambda lib: lib.chain(
+        lib.masked(lib.add_decayed_weights(0.1), {"w": True, "b": False, "s": False}), lib.sgd(1e-2)
+    ),
+    "add_decayed_weights": lambda lib: lib.chain(
+        lib.add_decayed_weights(0.1, lambda p: {k: k != "s" for k in p}), lib.sgd(1e-2, 0.9)
+    ),
+}
+
+
+@pytest.mark.parametrize("jit", [True, False], ids=["jit", "eager"])
+@pytest.mark.parametrize("name", sorted(WRAPPED))
+def test_wrappers_with_optax_s_signatures_equal_optax(name, jit):
+    p_ours, s_ours = _run(WRAPPED[name](compat), compat.apply_updates, jit, True)
+    p_theirs, s_theirs = _run(WRAPPED[name](optax), optax.apply_updates, jit, True)
+    for a, b in zip(jax.tree.leaves(p_ours), jax.tree.leaves(p_theirs), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    assert _paths(s_ours) == _paths(s_theirs)
