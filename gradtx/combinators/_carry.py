@@ -6,11 +6,7 @@ from typing import Any
 
 import jax
 
-from gradtx import _protocol
-
-
-def _paths(tree: Any) -> list[str]:
-    return [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+from gradtx import _protocol, _tree
 
 
 def as_returned(fn: str, kept: Any, returned: Any) -> Any:
@@ -32,7 +28,7 @@ def as_returned(fn: str, kept: Any, returned: Any) -> Any:
     returned_def: Any = jax.tree.structure(returned)  # a PyTreeDef
     if jax.tree.structure(kept) == returned_def:
         return kept
-    if _paths(kept) != _paths(returned):
+    if _tree.key_paths(kept) != _tree.key_paths(returned):
         raise _protocol.tree_mismatch_error(
             fn,
             "the inner state given to the step",

@@ -45,10 +45,21 @@ from gradtx import (
 )
 from gradtx.optax_compat import schedules
 from gradtx.optax_compat._aliases import (
-    adabelief,
     adadelta,
     adafactor,
     adagrad,
+    lars,
+    lion,
+    novograd,
+    rmsprop,
+    rprop,
+    sgd,
+    sign_sgd,
+    signum,
+    sm3,
+)
+from gradtx.optax_compat._aliases_adam import (
+    adabelief,
     adam,
     adamax,
     adamaxw,
@@ -56,18 +67,9 @@ from gradtx.optax_compat._aliases import (
     adan,
     amsgrad,
     lamb,
-    lars,
-    lion,
     nadam,
     nadamw,
-    novograd,
     radam,
-    rmsprop,
-    rprop,
-    sgd,
-    sign_sgd,
-    signum,
-    sm3,
     yogi,
 )
 from gradtx.optax_compat._combinators import (

@@ -1,4 +1,4 @@
-"""optax's optimizers under optax's names, signatures and defaults: chains of this module's blocks.
+"""optax's other optimizers under optax's names, signatures and defaults: chains of its blocks.
 
 Each alias is the chain optax builds, member for member, so a state has optax's layout as
 well as its numbers. No math here.
@@ -57,122 +57,6 @@ def sgd(
 
 @_base.api
 @_documented(
-    "chain(scale_by_adam(b1, b2, eps, eps_root, mu_dtype, nesterov=nesterov), scale_by_learning_rate)"
-)
-def adam(
-    learning_rate: Any,
-    b1: Any = 0.9,
-    b2: Any = 0.999,
-    eps: Any = 1e-8,
-    eps_root: Any = 0.0,
-    mu_dtype: Any = None,
-    *,
-    nesterov: bool = False,
-) -> _protocol.GradientTransformation:
-    return gradtx.chain(
-        T.scale_by_adam(b1, b2, eps, eps_root, mu_dtype, nesterov=nesterov),
-        gradtx.scale_by_learning_rate(learning_rate),
-    )
-
-
-@_base.api
-@_documented("adam with nesterov=True")
-def nadam(
-    learning_rate: Any,
-    b1: Any = 0.9,
-    b2: Any = 0.999,
-    eps: Any = 1e-8,
-    eps_root: Any = 0.0,
-    mu_dtype: Any = None,
-    *,
-    nesterov: bool = True,
-) -> _protocol.GradientTransformation:
-    return adam(learning_rate, b1, b2, eps, eps_root, mu_dtype, nesterov=nesterov)
-
-
-@_base.api
-@_documented("chain(scale_by_adam(...), add_decayed_weights(weight_decay, mask), scale_by_learning_rate)")
-def adamw(
-    learning_rate: Any,
-    b1: Any = 0.9,
-    b2: Any = 0.999,
-    eps: Any = 1e-8,
-    eps_root: Any = 0.0,
-    mu_dtype: Any = None,
-    weight_decay: Any = 1e-4,
-    mask: Any = None,
-    *,
-    nesterov: bool = False,
-) -> _protocol.GradientTransformation:
-    return gradtx.chain(
-        T.scale_by_adam(b1, b2, eps, eps_root, mu_dtype, nesterov=nesterov),
-        gradtx.add_decayed_weights(weight_decay, mask=mask),
-        gradtx.scale_by_learning_rate(learning_rate),
-    )
-
-
-@_base.api
-@_documented("adamw with nesterov=True")
-def nadamw(
-    learning_rate: Any,
-    b1: Any = 0.9,
-    b2: Any = 0.999,
-    eps: Any = 1e-8,
-    eps_root: Any = 0.0,
-    mu_dtype: Any = None,
-    weight_decay: Any = 1e-4,
-    mask: Any = None,
-    *,
-    nesterov: bool = True,
-) -> _protocol.GradientTransformation:
-    return adamw(learning_rate, b1, b2, eps, eps_root, mu_dtype, weight_decay, mask, nesterov=nesterov)
-
-
-@_base.api
-@_documented("chain(scale_by_radam(...), scale_by_learning_rate(learning_rate))")
-def radam(
-    learning_rate: Any,
-    b1: Any = 0.9,
-    b2: Any = 0.999,
-    eps: Any = 1e-8,
-    eps_root: Any = 0.0,
-    threshold: Any = 5.0,
-    *,
-    nesterov: bool = False,
-) -> _protocol.GradientTransformation:
-    return gradtx.chain(
-        T.scale_by_radam(b1, b2, eps, eps_root, threshold, nesterov=nesterov),
-        gradtx.scale_by_learning_rate(learning_rate),
-    )
-
-
-@_base.api
-@_documented("chain(scale_by_belief(...), scale_by_learning_rate(learning_rate))")
-def adabelief(
-    learning_rate: Any,
-    b1: Any = 0.9,
-    b2: Any = 0.999,
-    eps: Any = 1e-16,
-    eps_root: Any = 1e-16,
-    *,
-    nesterov: bool = False,
-) -> _protocol.GradientTransformation:
-    return gradtx.chain(
-        T.scale_by_belief(b1, b2, eps, eps_root, nesterov=nesterov),
-        gradtx.scale_by_learning_rate(learning_rate),
-    )
-
-
-@_base.api
-@_documented("chain(scale_by_yogi(b1, b2, eps), scale_by_learning_rate(learning_rate))")
-def yogi(
-    learning_rate: Any, b1: Any = 0.9, b2: Any = 0.999, eps: Any = 1e-3
-) -> _protocol.GradientTransformation:
-    return gradtx.chain(T.scale_by_yogi(b1, b2, eps), gradtx.scale_by_learning_rate(learning_rate))
-
-
-@_base.api
-@_documented(
     "chain(scale_by_lion(b1, b2, mu_dtype), add_decayed_weights(weight_decay, mask), scale_by_learning_rate)"
 )
 def lion(
@@ -207,49 +91,9 @@ def novograd(
 
 
 @_base.api
-@_documented(
-    "chain(scale_by_adam(...), add_decayed_weights(...), scale_by_trust_ratio(), scale_by_learning_rate)"
-)
-def lamb(
-    learning_rate: Any,
-    b1: Any = 0.9,
-    b2: Any = 0.999,
-    eps: Any = 1e-6,
-    eps_root: Any = 0.0,
-    weight_decay: Any = 0.0,
-    mask: Any = None,
-) -> _protocol.GradientTransformation:
-    return gradtx.chain(
-        T.scale_by_adam(b1, b2, eps, eps_root),
-        gradtx.add_decayed_weights(weight_decay, mask=mask),
-        gradtx.scale_by_trust_ratio(),
-        gradtx.scale_by_learning_rate(learning_rate),
-    )
-
-
-@_base.api
 @_documented("chain(scale_by_sm3(momentum), scale(-learning_rate))")
 def sm3(learning_rate: Any, momentum: Any = 0.9) -> _protocol.GradientTransformation:
     return gradtx.chain(S.scale_by_sm3(momentum), gradtx.scale(-learning_rate))
-
-
-@_base.api
-@_documented("chain(scale_by_adan(...), add_decayed_weights(weight_decay, mask), scale_by_learning_rate)")
-def adan(
-    learning_rate: Any,
-    b1: Any = 0.98,
-    b2: Any = 0.92,
-    b3: Any = 0.99,
-    eps: Any = 1e-8,
-    eps_root: Any = 1e-8,
-    weight_decay: Any = 0.0,
-    mask: Any = None,
-) -> _protocol.GradientTransformation:
-    return gradtx.chain(
-        T.scale_by_adan(b1=b1, b2=b2, b3=b3, eps=eps, eps_root=eps_root),
-        gradtx.add_decayed_weights(weight_decay, mask=mask),
-        gradtx.scale_by_learning_rate(learning_rate),
-    )
 
 
 @_base.api
@@ -349,51 +193,6 @@ def rprop(
 ) -> _protocol.GradientTransformation:
     return gradtx.chain(
         S.scale_by_rprop(learning_rate, eta_minus, eta_plus, min_step_size, max_step_size), gradtx.scale(-1.0)
-    )
-
-
-@_base.api
-@_documented("chain(scale_by_amsgrad(...), scale_by_learning_rate(learning_rate))")
-def amsgrad(
-    learning_rate: Any,
-    b1: Any = 0.9,
-    b2: Any = 0.999,
-    eps: Any = 1e-8,
-    eps_root: Any = 0.0,
-    mu_dtype: Any = None,
-    bias_correction_mu: bool = True,
-    bias_correction_nu: bool = True,
-) -> _protocol.GradientTransformation:
-    return gradtx.chain(
-        T.scale_by_amsgrad(b1, b2, eps, eps_root, mu_dtype, bias_correction_mu, bias_correction_nu),
-        gradtx.scale_by_learning_rate(learning_rate),
-    )
-
-
-@_base.api
-@_documented("chain(scale_by_adamax(b1, b2, eps), scale_by_learning_rate(learning_rate))")
-def adamax(
-    learning_rate: Any, b1: Any = 0.9, b2: Any = 0.999, eps: Any = 1e-8
-) -> _protocol.GradientTransformation:
-    return gradtx.chain(T.scale_by_adamax(b1, b2, eps), gradtx.scale_by_learning_rate(learning_rate))
-
-
-@_base.api
-@_documented(
-    "chain(scale_by_adamax(b1, b2, eps), add_decayed_weights(weight_decay, mask), scale_by_learning_rate)"
-)
-def adamaxw(
-    learning_rate: Any,
-    b1: Any = 0.9,
-    b2: Any = 0.999,
-    eps: Any = 1e-8,
-    weight_decay: Any = 1e-4,
-    mask: Any = None,
-) -> _protocol.GradientTransformation:
-    return gradtx.chain(
-        T.scale_by_adamax(b1, b2, eps),
-        gradtx.add_decayed_weights(weight_decay, mask=mask),
-        gradtx.scale_by_learning_rate(learning_rate),
     )
 
 
