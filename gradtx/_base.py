@@ -133,8 +133,18 @@ def refuse_complex(fn: str, updates: Any, params: Any, *, why: str) -> None:
                 )
 
 
+_KINDS = (jnp.bool_, jnp.integer, jnp.floating, jnp.complexfloating)
+
+
+def _kind(dtype: Any) -> Any:
+    return next((k for k in _KINDS if jnp.issubdtype(dtype, k)), None)
+
+
 def _keep_dtypes(new: Any, old: Any) -> Any:
-    """`new` with every array leaf cast to the dtype of `old`'s leaf there (same structure), else `new`."""
+    """`new` with every array leaf cast to the dtype of `old`'s leaf there (same structure), else `new`.
+
+    Only within a kind (a float32 count promoted to float64 goes back; a float that a stateful
+    schedule keeps where it started with an int stays a float: a cast would lose it)."""
     new_leaves, treedef = jax.tree.flatten(new)
     old_leaves, old_def = jax.tree.flatten(old)
     if treedef != old_def:  # type: ignore[operator]
@@ -142,7 +152,12 @@ def _keep_dtypes(new: Any, old: Any) -> Any:
     return jax.tree.unflatten(
         treedef,
         [
-            n.astype(o.dtype) if hasattr(n, "dtype") and hasattr(o, "dtype") and n.dtype != o.dtype else n
+            n.astype(o.dtype)
+            if hasattr(n, "dtype")
+            and hasattr(o, "dtype")
+            and n.dtype != o.dtype
+            and _kind(n.dtype) == _kind(o.dtype)
+            else n
             for n, o in zip(new_leaves, old_leaves, strict=True)
         ],
     )

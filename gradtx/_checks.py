@@ -201,15 +201,20 @@ def check_bool(fn: str, name: str, value: Any) -> None:
 
 
 def check_float_dtype(fn: str, name: str, value: Any) -> None:
-    """`value` must be None or a floating-point dtype (`jnp.bfloat16`, `"float16"`, `np.float32`...)."""
+    """`value` must be None or a float or complex dtype (`jnp.bfloat16`, `"float16"`, `np.complex64`...).
+
+    A slot of complex params may be kept complex (as optax allows); an integer slot would round
+    every update away."""
     if value is None:
         return
     try:
         dtype = jnp.dtype(value)
     except TypeError:
         dtype = None
-    if dtype is None or not jnp.issubdtype(dtype, jnp.floating):
-        raise TypeError(f"`{api_name(fn)}`: `{name}` must be None or a floating-point dtype, got {value!r}.")
+    if dtype is None or not jnp.issubdtype(dtype, jnp.inexact):
+        raise TypeError(
+            f"`{api_name(fn)}`: `{name}` must be None or a floating-point or complex dtype, got {value!r}."
+        )
 
 
 INT32_MAX = 2**31 - 1

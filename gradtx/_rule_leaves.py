@@ -92,6 +92,17 @@ def check_slot(fn: str, g: Any, slot: Any, field: str, updates: Any, i: int) -> 
         )
 
 
+def dtype_of(fn: str, g: Any, updates: Any, i: int) -> Any:
+    """The dtype of gradient leaf `g` (the `i`-th of `updates`); a Python number (no dtype) is refused."""
+    dtype = getattr(_tree.values_of(g), "dtype", None)
+    if dtype is None:
+        raise TypeError(
+            f"`{fn}`: the gradient at {_tree.key_paths(updates)[i]} is {g!r} of type {type(g).__name__}, not "
+            "an array; pass params and gradients as arrays (`jnp.asarray`)."
+        )
+    return dtype
+
+
 def dense(g: Any) -> Any:
     return g.todense() if _tree.is_row_sparse(g) else g
 

@@ -372,7 +372,7 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
                 for k in checked:
                     _leaves.check_slot(name, g, slot_args[k], slot_names[k], updates, i)
                 w = (flat_params[i],) if reads_params else ()
-                h = scalars_for(_tree.values_of(g).dtype)
+                h = scalars_for(_leaves.dtype_of(name, g, updates, i))
                 kw = {"path": path_list[i]} if paths else {}
                 if not _tree.is_row_sparse(g):
                     res = leaf(g, *slot_args, *w, h, **kw)

@@ -230,7 +230,7 @@ def adam(
 
     Raises:
       ValueError: for a beta outside [0, 1), a negative `eps` or rate.
-      TypeError: if `mu_dtype` is not a floating-point dtype.
+      TypeError: if `mu_dtype` is neither a floating-point nor a complex dtype.
 
     Example:
         >>> import jax.numpy as jnp, gradtx

@@ -9,7 +9,6 @@ on packed parameters they get per-leaf views (`gradtx.packing.leaf_wise`).
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -126,7 +125,8 @@ def scale_by_factored_rms(
     Args:
       factored: factor the second moment of leaves with two or more axes.
       decay_rate: the exponent :math:`c` of the decay schedule, >= 0.
-      step_offset: subtracted from the step (fine-tuning from a checkpoint), an int >= 0.
+      step_offset: subtracted from the step (fine-tuning from a checkpoint), an int >= 0 (or a 0-d
+        int array).
       min_dim_size_to_factor: factor a leaf only when its second largest axis is at least
         this long, an int >= 0.
       eps: :math:`\epsilon_1`, added to the squared gradient, > 0.
@@ -158,7 +158,8 @@ def scale_by_factored_rms(
     _checks.check_bool(fn, "factored", factored)
     _checks.check_finite(fn, "decay_rate", decay_rate)
     _checks.check_nonnegative(fn, "decay_rate", decay_rate)
-    _checks.check_int(fn, "step_offset", step_offset, minimum=0)
+    if not _is_int_array(step_offset):  # an int, or (injected by `inject_hyperparams`) a 0-d int array
+        _checks.check_int(fn, "step_offset", step_offset, minimum=0)
     _checks.check_int(fn, "min_dim_size_to_factor", min_dim_size_to_factor, minimum=0)
     _checks.check_finite(fn, "eps", eps)
     _checks.check_positive(fn, "eps", eps)
@@ -181,6 +182,12 @@ def scale_by_factored_rms(
     )
 
 
+def _is_int_array(value: Any) -> bool:
+    """A 0-d integer array (a traced one included), as `inject_hyperparams` passes an int argument."""
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and jnp.issubdtype(dtype, jnp.integer) and getattr(value, "ndim", None) == 0
+
+
 class BlockRmsState(NamedTuple):
     """State of `clip_by_block_rms` / `scale_by_param_block_rms` when their argument is a schedule."""
 
@@ -193,8 +200,8 @@ def _rms(x: jax.Array) -> jax.Array:
 
 
 def _clip_leaf(u, h):
-    """`u / max(1, RMS(u) / d)`: `||u|| <= d sqrt(n)`, `tf.clip_by_norm`'s formula."""
-    return (_tree.clip_to_norm(u, h.threshold * math.sqrt(u.size)),)
+    """`u / max(1, RMS(u) / d)`, in that order (optax's and Adafactor's rounding)."""
+    return (u / jnp.maximum(1, _rms(u) / h.threshold).astype(u.dtype),)
 
 
 def _param_scale_leaf(u, w, h):

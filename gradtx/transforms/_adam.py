@@ -146,7 +146,7 @@ _ARGS = """b1: decay of the first moment, in [0, 1).
       mu_dtype: dtype of `m` (default: each param's dtype)."""
 
 _RAISES = """ValueError: if a beta is outside [0, 1) or `eps` is negative.
-      TypeError: if `mu_dtype` is not a floating-point dtype."""
+      TypeError: if `mu_dtype` is neither a floating-point nor a complex dtype."""
 
 
 def _doc(fn):

@@ -126,7 +126,7 @@ def scale_by_bias_corrected_adam(
 
     Raises:
       ValueError: if a beta is outside [0, 1) or `eps` / `eps_root` is negative.
-      TypeError: for a non-bool `nesterov` or a non-float `mu_dtype`.
+      TypeError: for a non-bool `nesterov` or a `mu_dtype` that is neither float nor complex.
 
     Example:
         >>> import jax.numpy as jnp, gradtx

@@ -87,7 +87,7 @@ def scale_by_bias_corrected_amsgrad(
 
     Raises:
       ValueError: for a beta outside [0, 1) or a negative epsilon.
-      TypeError: for non-bool corrections or a non-float `mu_dtype`.
+      TypeError: for non-bool corrections or a `mu_dtype` that is neither float nor complex.
 
     Example:
         >>> import jax.numpy as jnp, gradtx

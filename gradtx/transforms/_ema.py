@@ -47,7 +47,7 @@ def ema(
 
     Raises:
       ValueError: if `decay` is outside [0, 1].
-      TypeError: for a non-bool `debias` or a non-float `mu_dtype`.
+      TypeError: for a non-bool `debias` or a `mu_dtype` that is neither float nor complex.
 
     Example:
         >>> import jax.numpy as jnp, gradtx

@@ -112,7 +112,7 @@ def scale_by_muon(
     Raises:
       ValueError: for malformed `ns_coeffs`, `ns_steps` < 1, `beta` outside [0, 1) or a
         negative `eps`.
-      TypeError: for a non-int `ns_steps`, non-bool flags or a non-float `mu_dtype`.
+      TypeError: for a non-int `ns_steps`, non-bool flags or a `mu_dtype` that is neither float nor complex.
 
     Example:
         >>> import jax.numpy as jnp, gradtx

@@ -70,7 +70,7 @@ def scale_by_novograd(
     Raises:
       ValueError: if a decay is outside [0, 1] or `eps`, `eps_root` or `weight_decay` is
         negative; at update time, if `params` is missing.
-      TypeError: for a non-float `mu_dtype`.
+      TypeError: for a `mu_dtype` that is neither float nor complex.
 
     Example:
         >>> import jax.numpy as jnp, gradtx

@@ -6,6 +6,7 @@ from a momentum of it), so the step size is set by the learning rate alone.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax.numpy as jnp
@@ -26,12 +27,21 @@ def _sign_leaf(g, h):
     return (jnp.sign(g),)
 
 
-def _lion_leaf(g, m, h):
-    """`(sign(b1 m + (1 - b1) g), b2 m + (1 - b2) g)`, in the wider of the two dtypes (a bfloat16 `m` of
-    float32 params: in float32)."""
+_LION_MODES = {
+    "hard": lambda x, h: jnp.sign(x),
+    "smooth": lambda x, h: jnp.tanh(h.smooth_beta * x),
+    "refined": lambda x, h: jnp.where(jnp.abs(x) < 1, x, jnp.sign(x)),
+}
+"""How Lion turns the blend `x` into a direction: its sign, `tanh(smooth_beta x)`, or `x` clipped to
+the sign where `|x| >= 1` (optax's `mode`s)."""
+
+
+def _lion_leaf(g, m, h, *, mode):
+    """`(direction(b1 m + (1 - b1) g), b2 m + (1 - b2) g)`, in the wider of the two dtypes (a bfloat16 `m`
+    of float32 params: in float32)."""
     wide = jnp.promote_types(g.dtype, m.dtype)
     g, m = g.astype(wide), m.astype(wide)
-    return jnp.sign(_tree.moment_blend(m, g, h.b1)), _tree.moment_blend(m, g, h.b2)
+    return _LION_MODES[mode](_tree.moment_blend(m, g, h.b1), h), _tree.moment_blend(m, g, h.b2)
 
 
 @_base.api
@@ -70,6 +80,8 @@ def scale_by_lion(
     b2: _protocol.ScalarOrSchedule = 0.99,
     *,
     mu_dtype: Any = None,
+    mode: str = "hard",
+    smooth_beta: _protocol.ScalarOrSchedule = 1.0,
 ) -> _protocol.GradientTransformation:
     r"""Lion's direction: the sign of a blend of the momentum and the gradient, then the momentum moves on.
 
@@ -81,20 +93,24 @@ def scale_by_lion(
     :math:`\beta_2 > \beta_1`, so the step looks further back than it updates. Every
     element moves by the learning rate exactly: Lion's rate is typically 3-10x smaller than
     AdamW's and its weight decay 3-10x larger. These are the numbers of
-    `optax.scale_by_lion`. A row-sparse gradient is densified first (the momentum of every
-    row decays).
+    `optax.scale_by_lion`, whose other `mode`s replace the sign by
+    :math:`\tanh(\beta_s x)` (`"smooth"`) or by :math:`x` where :math:`|x| < 1` (`"refined"`).
+    A row-sparse gradient is densified first (the momentum of every row decays).
 
     Args:
       b1: the weight of the momentum in the update's direction, in [0, 1].
       b2: decay of the momentum `m`, in [0, 1].
       mu_dtype: dtype of `m` (default: each param's dtype).
+      mode: `"hard"` (the sign), `"smooth"` or `"refined"` (see above).
+      smooth_beta: :math:`\beta_s` of `mode="smooth"`, > 0.
 
     Returns:
       An `ElementWise` transform with state `ScaleByLionState(count, m)`.
 
     Raises:
-      ValueError: if `b1` or `b2` is outside [0, 1].
-      TypeError: for a non-float `mu_dtype`.
+      ValueError: if `b1` or `b2` is outside [0, 1], for an unknown `mode` or a non-positive
+        `smooth_beta`.
+      TypeError: for a `mu_dtype` that is neither float nor complex.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -111,11 +127,13 @@ def scale_by_lion(
     _checks.check_in_range(fn, "b1", b1, 0.0, 1.0)
     _checks.check_in_range(fn, "b2", b2, 0.0, 1.0)
     _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
+    _checks.check_one_of(fn, "mode", mode, tuple(_LION_MODES))
+    _checks.check_positive(fn, "smooth_beta", smooth_beta)
 
     return update_rule(
         fn,
         ScaleByLionState,
-        _lion_leaf,
-        hyper={"b1": b1, "b2": b2},
+        functools.partial(_lion_leaf, mode=mode),
+        hyper={"b1": b1, "b2": b2, **({"smooth_beta": smooth_beta} if mode == "smooth" else {})},
         slots={"m": Slot(0.0, mu_dtype)},
     )

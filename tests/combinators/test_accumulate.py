@@ -325,7 +325,7 @@ def test_apply_if_finite_also_skips_an_update_made_non_finite_from_a_finite_stat
             gradtx.accumulate_gradients,
             {"tx": gradtx.sgd(0.1), "every_k": 2, "accumulator_dtype": jnp.int32},
             TypeError,
-            r"`accumulate_gradients`: `accumulator_dtype` must be None or a floating-point dtype",
+            r"`accumulate_gradients`: `accumulator_dtype` must be None or a floating-point or complex dtype",
         ),
         (
             gradtx.apply_if_finite,

@@ -200,9 +200,13 @@ def test_adam_mu_dtype_stores_m_rounded_and_steps_with_the_stored_moment(make):
 
 @pytest.mark.parametrize("bad", ["int8", jnp.int32, "nope", 3])
 def test_mu_dtype_must_be_a_float_dtype(bad):
-    with pytest.raises(TypeError, match=r"`adam`: `mu_dtype` must be None or a floating-point dtype"):
+    with pytest.raises(
+        TypeError, match=r"`adam`: `mu_dtype` must be None or a floating-point or complex dtype"
+    ):
         gradtx.adam(0.1, mu_dtype=bad)
-    with pytest.raises(TypeError, match=r"`momentum`: `mu_dtype` must be None or a floating-point dtype"):
+    with pytest.raises(
+        TypeError, match=r"`momentum`: `mu_dtype` must be None or a floating-point or complex dtype"
+    ):
         gradtx.momentum(0.1, 0.9, mu_dtype=bad)
 
 
