@@ -6,10 +6,16 @@ fields a state class annotates with the type `Updates` (gradtx's `m`, `v`, `accu
 `Updates`), read by `_protocol.mark_of` from the evaluated annotation, not its spelling.
 Counters and scalar accumulators (`count`, `beta1_power`) are not slots. The walk goes
 through tuples (`chain`), dicts (`named_chain`, `partition`) and wrapper states.
+
+Flax NNX states are read as their values: `nnx.Optimizer.opt_state` (leaves wrapped in
+`Variable`s) as it is, and a state whose types were lost (`nnx.state(optimizer)`, a restored
+dict) by its keys: the slot `name` is what lies under the key `name`.
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping
 from typing import Any, Iterator
 
 import jax
@@ -44,6 +50,31 @@ def _walk(state: Any, where: str) -> Iterator[tuple[str, str, Any]]:
             yield from _walk(s, f"{where}[{k!r}]")
 
 
+def _under_key(state: Any, name: str, where: str) -> Iterator[tuple[str, Any]]:
+    """(where, tree) for every subtree under the key `name` of a state without its types (NNX's `State`)."""
+    if isinstance(state, Mapping):
+        for k, s in state.items():
+            if k == name:
+                yield f"{where}[{k!r}]", s
+            else:
+                yield from _under_key(s, name, f"{where}[{k!r}]")
+    elif isinstance(state, (tuple, list)):
+        for i, s in enumerate(state):
+            yield from _under_key(s, name, f"{where}[{i}]")
+
+
+_SHOWN = 5
+"""At most this many names in an error message."""
+
+
+def _some(given: str, names: list[str], noun: str) -> str:
+    """`names` for an error message: all of them when few, else their count and the closest to `given`."""
+    if len(names) <= _SHOWN:
+        return repr(names)
+    close = difflib.get_close_matches(given, names, n=_SHOWN, cutoff=0.5)
+    return f"{len(names)} {noun}, " + (f"the closest: {close}" if close else f"the first: {names[:_SHOWN]}")
+
+
 def _merge(name: str, found: list[tuple[str, Any]]) -> Any:
     """One tree from slots of the same name whose non-None leaves do not overlap (e.g. `partition`)."""
     trees = [t for _, t in found]
@@ -74,23 +105,25 @@ def slot_names(state: Any) -> list[str]:
         >>> gradtx.slot_names(gradtx.rmsprop(0.1, centered=True).init({"w": jnp.zeros(2)}))
         ['mg', 'momentum', 'rms']
     """
-    return sorted({name for name, _, _ in _walk(state, "state")})
+    return sorted({name for name, _, _ in _walk(packing.without_variables(state), "state")})
 
 
 def get_slot(state: Any, name: str, path: Any = None) -> Any:
     """The slot `name`: the whole tree, or, with `path`, one parameter's slot (TF's `get_slot(var, name)`).
 
     Args:
-      state: an optimizer state (any nesting of chains, partitions and wrappers).
+      state: an optimizer state (any nesting of chains, partitions and wrappers; Flax NNX's
+        `nnx.Optimizer.opt_state` or `nnx.state(optimizer)` too).
       name: the slot name (`"m"`, `"accumulator"`, ...; see `slot_names`).
       path: a parameter's key path, as a slash-separated string (``"dense/kernel"``) or a
-        tuple of keys (``("dense", "kernel")``); None for the whole tree.
+        tuple of keys (``("dense", "kernel")``), with or without NNX's trailing ``"/value"``;
+        None for the whole tree.
 
     Returns:
       The slot tree (with the structure of the params), or one array.
 
     Raises:
-      KeyError: for an unknown slot name or path (the message lists the known ones).
+      KeyError: for an unknown slot name or path (the message names the closest known ones).
       ValueError: when two transforms of the state keep overlapping slots of that name.
 
     Example:
@@ -100,22 +133,26 @@ def get_slot(state: Any, name: str, path: Any = None) -> Any:
         >>> gradtx.get_slot(state, "accumulator", "dense/kernel")
         Array([0.1, 0.1], dtype=float32)
     """
-    found = [(where, tree) for n, where, tree in _walk(state, "state") if n == name]
+    state = packing.without_variables(state)
+    names = slot_names(state)
+    if names:
+        found = [(where, tree) for n, where, tree in _walk(state, "state") if n == name]
+    else:  # no state types (`nnx.state(optimizer)`, a restored dict): the slot lies under the key `name`
+        found = list(_under_key(state, name, "state"))
     if not found:
-        raise _protocol.UnknownNameError(
-            f"`get_slot`: no slot named {name!r}; the state has {slot_names(state)}."
-        )
+        has = _some(name, names, "slots") if names else f"no slots (nor a key {name!r})"
+        raise _protocol.UnknownNameError(f"`get_slot`: no slot named {name!r}; the state has {has}.")
     tree = found[0][1] if len(found) == 1 else _merge(name, found)
     if path is None:
         return tree
     want = path if isinstance(path, str) else "/".join(str(p) for p in path)
-    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
-    for key_path, leaf in leaves:
-        if _masks.path_str(key_path) == want:
-            return leaf
+    leaves = {_masks.path_str(p): leaf for p, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+    for key in (want, want.removesuffix("/value")):  # NNX's key paths end in `/value`
+        if key in leaves:
+            return leaves[key]
     raise _protocol.UnknownNameError(
         f"`get_slot`: the slot {name!r} has no parameter {want!r}; it has "
-        f"{[_masks.path_str(p) for p, _ in leaves]}."
+        f"{_some(want, list(leaves), 'parameters')}."
     )
 
 

@@ -19,6 +19,10 @@ run on the buffers as they are, with the per-leaf numbers; a leaf-wise one (LARS
 `clip_by_norm`, a foreign transform) is given per-leaf views by `leaf_wise`, so a chain
 mixes both. Nothing else in gradtx packs, concatenates or reshapes leaves.
 
+Where the loop keeps its parameters leaf by leaf (`nnx.Optimizer`, Flax's `TrainState`),
+`packed(tx)` is a transform over ordinary trees whose state is packed: each update packs
+the gradients, runs `tx` on the buffers and gives the updates back leaf by leaf.
+
 Layout. Leaves of a float dtype with at most `max_leaf_size` elements on a device (a
 sharded leaf counts its shard) are packed; the others (large leaves, integer leaves, empty
 ones) are kept as they are, as their own buffers. A buffer holds the leaves of one dtype
@@ -39,7 +43,18 @@ from gradtx.packing import _flax
 from gradtx.packing._layout import MAX_LEAF_SIZE, Group, Layout, layout_of  # noqa: F401  (Group: see Layout)
 from gradtx.packing._leaf_wise import leaf_wise
 from gradtx.packing._packed import Packed, has_packed, is_packed, pack, repack, unpack  # noqa: F401  (for gradtx)
+from gradtx.packing._wrapped import packed, without_variables  # noqa: F401  (for gradtx)
 
 _flax.register()  # Flax's serialization stores packed trees leaf by leaf (when Flax is installed)
 
-__all__ = ["MAX_LEAF_SIZE", "Layout", "Packed", "is_packed", "layout_of", "leaf_wise", "pack", "unpack"]
+__all__ = [
+    "MAX_LEAF_SIZE",
+    "Layout",
+    "Packed",
+    "is_packed",
+    "layout_of",
+    "leaf_wise",
+    "pack",
+    "packed",
+    "unpack",
+]
