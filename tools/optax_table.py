@@ -24,7 +24,7 @@ START, END = "<!-- optax-table:start -->", "<!-- optax-table:end -->"
 ELSEWHERE = {
     "multi_transform": "`gradtx.partition`",
     "MultiTransformState": "`gradtx.partition`'s state",
-    "flatten": "`gradtx.packing.pack` (packed parameters)",
+    "flatten": "`gradtx.packing.packed(tx)` (state in a few buffers; `pack` for packed parameters)",
     "tree_map_params": "`jax.tree.map` over `state`",
 }
 """optax names whose counterpart has another gradtx name (not in `optax_compat` yet)."""
@@ -51,7 +51,7 @@ def _gradtx_column(name: str) -> str:
     if obj is None or inspect.ismodule(obj):
         return ""
     first = ((inspect.getdoc(obj) or "").splitlines() or [""])[0]
-    return "TF's numbers" if f"not `optax.{name}`" in first else "yes"
+    return "no (see above)" if f"not `optax.{name}`" in first else "yes"
 
 
 def render() -> str:

@@ -154,15 +154,20 @@ def clip_by_global_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.Gradi
 
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
-        norm = _tree.global_norm(updates)
-        c = jnp.asarray(_tree.resolve(max_norm, state.count), norm.dtype)
-        scale = c * jnp.minimum(1.0 / norm, 1.0 / c) + (norm - norm)
-
-        def leaf(g):
-            v = _tree.values_of(g)
-            return _tree.with_values(g, v * scale.astype(v.dtype))
-
-        out = _tree.map_updates("clip_by_global_norm", leaf, updates)
+        out, norm = clip_to_global_norm(updates, _tree.resolve(max_norm, state.count))
         return out, ClipByGlobalNormState(_tree.increment(state.count), norm.astype(jnp.float32))
 
     return _protocol.ElementWise(init_fn, update_fn)
+
+
+def clip_to_global_norm(updates: Any, max_norm: Any) -> tuple[Any, jax.Array]:
+    """`clip_by_global_norm`'s step for a resolved `max_norm`: (the clipped updates, their norm before)."""
+    norm = _tree.global_norm(updates)
+    c = jnp.asarray(max_norm, norm.dtype)
+    scale = c * jnp.minimum(1.0 / norm, 1.0 / c) + (norm - norm)
+
+    def leaf(g):
+        v = _tree.values_of(g)
+        return _tree.with_values(g, v * scale.astype(v.dtype))
+
+    return _tree.map_updates("clip_by_global_norm", leaf, updates), norm

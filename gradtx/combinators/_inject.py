@@ -164,7 +164,7 @@ def inject_hyperparams(
     static_args: str | Iterable[str] = (),
     hyperparam_dtype: Any = None,
 ) -> Callable[..., _protocol.GradientTransformation]:
-    """Make the numeric hyperparameters of any factory part of the state, so changing them never recompiles.
+    """Hyperparameters as state (never recompiled): not `optax.inject_hyperparams` (`optax_compat`'s).
 
     `inject_hyperparams(gradtx.adam)(learning_rate=1e-3)` behaves like `gradtx.adam(1e-3)`,
     but its state is `InjectHyperparamsState(count, hyperparams, inner_state)` with
@@ -180,6 +180,9 @@ def inject_hyperparams(
     where the factory annotates the argument `ScalarOrSchedule`; other callables stay
     static). Ints, bools, integer, bool and complex arrays, PRNG keys (typed or uint32),
     strings, containers and transforms stay static, as do the names in `static_args`.
+    optax's (`optax_compat.inject_hyperparams`) differs: it injects ints and every callable,
+    keeps floats in the params' widest dtype (not float32) and has stateful schedules (its
+    state has a `hyperparams_states` field).
 
     Args:
       factory: any gradtx (or optax) factory returning a transform.

@@ -28,7 +28,6 @@ from gradtx import (
     chain,
     clip,
     clip_by_block_rms,
-    clip_by_global_norm,
     identity,
     named_chain,
     scale,
@@ -76,11 +75,18 @@ from gradtx.optax_compat._combinators import (
     add_decayed_weights,
     apply_if_finite,
     global_norm,
-    inject_hyperparams,
-    masked,
 )
+from gradtx.optax_compat._inject import (
+    InjectHyperparamsState,
+    InjectStatefulHyperparamsState,
+    WrappedSchedule,
+    inject_hyperparams,
+    inject_stateful_hyperparams,
+)
+from gradtx.optax_compat._masked import MaskedNode, MaskedState, masked
 from gradtx.optax_compat._multi_steps import MultiSteps, MultiStepsState
 from gradtx.optax_compat._scalings import (
+    clip_by_global_norm,
     ema,
     scale_by_adadelta,
     scale_by_factored_rms,
@@ -145,6 +151,10 @@ __all__ = [
     "FactoredState",
     "GradientTransformation",
     "GradientTransformationExtraArgs",
+    "InjectHyperparamsState",
+    "InjectStatefulHyperparamsState",
+    "MaskedNode",
+    "MaskedState",
     "MultiSteps",
     "MultiStepsState",
     "OptState",
@@ -166,6 +176,7 @@ __all__ = [
     "Schedule",
     "TraceState",
     "Updates",
+    "WrappedSchedule",
     "adabelief",
     "adadelta",
     "adafactor",
@@ -191,6 +202,7 @@ __all__ = [
     "global_norm",
     "identity",
     "inject_hyperparams",
+    "inject_stateful_hyperparams",
     "join_schedules",
     "lamb",
     "lars",
@@ -250,7 +262,22 @@ __all__ = [
 ]
 
 
+def _is_optax_loss(name: str) -> bool:
+    """Whether `optax.<name>` is one of optax's losses (read from optax when it is installed)."""
+    try:
+        import optax.losses
+    except ImportError:
+        return False
+    return not name.startswith("_") and name in dir(optax.losses)
+
+
 def __getattr__(name: str) -> Any:
+    if name == "losses" or _is_optax_loss(name):
+        where = "optax.losses" if name == "losses" else f"optax.losses.{name}"
+        raise AttributeError(
+            f"`gradtx.optax_compat` has no `{name}`: optax's losses are not optimizers and gradtx has none; "
+            f"take them from optax itself (`import optax` beside this module: `{where}`)."
+        )
     raise AttributeError(
         f"`gradtx.optax_compat` has no `{name}`: it is not an optax name, or gradtx does not give "
         "optax's numbers under it yet (the names it has: `gradtx.optax_compat.__all__`)."

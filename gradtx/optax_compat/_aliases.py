@@ -12,6 +12,8 @@ import jax.numpy as jnp
 
 import gradtx
 from gradtx import _base, _protocol
+from gradtx.optax_compat import _combinators as C
+from gradtx.optax_compat import _masked
 from gradtx.optax_compat import _scalings as S
 from gradtx.optax_compat import _transforms as T
 
@@ -69,7 +71,7 @@ def lion(
 ) -> _protocol.GradientTransformation:
     return gradtx.chain(
         T.scale_by_lion(b1, b2, mu_dtype),
-        gradtx.add_decayed_weights(weight_decay, mask=mask),
+        C.add_decayed_weights(weight_decay, mask),
         gradtx.scale_by_learning_rate(learning_rate),
     )
 
@@ -143,7 +145,7 @@ def adafactor(
     if momentum is not None:
         tx.append(S.ema(momentum, debias=False, accumulator_dtype=dtype_momentum))
     if weight_decay_rate is not None:
-        tx.append(gradtx.add_decayed_weights(weight_decay_rate, mask=weight_decay_mask))
+        tx.append(C.add_decayed_weights(weight_decay_rate, weight_decay_mask))
     tx.append(gradtx.scale(-1))
     return gradtx.chain(*tx)
 
@@ -206,7 +208,7 @@ def adadelta(
     weight_decay_mask: Any = None,
 ) -> _protocol.GradientTransformation:
     return gradtx.chain(
-        gradtx.add_decayed_weights(weight_decay, mask=weight_decay_mask),
+        C.add_decayed_weights(weight_decay, weight_decay_mask),
         S.scale_by_adadelta(rho, eps),
         S.scale_by_learning_rate(learning_rate),
     )
@@ -227,8 +229,8 @@ def lars(
     nesterov: bool = False,
 ) -> _protocol.GradientTransformation:
     return gradtx.chain(
-        gradtx.masked(gradtx.add_decayed_weights(weight_decay), weight_decay_mask),
-        gradtx.masked(
+        C.add_decayed_weights(weight_decay, weight_decay_mask),
+        _masked.masked(
             gradtx.scale_by_trust_ratio(trust_coefficient=trust_coefficient, eps=eps), trust_ratio_mask
         ),
         gradtx.scale_by_learning_rate(learning_rate),

@@ -10,6 +10,7 @@ from typing import Any
 
 import gradtx
 from gradtx import _base, _protocol
+from gradtx.optax_compat import _combinators as C
 from gradtx.optax_compat import _transforms as T
 from gradtx.optax_compat._aliases import _documented
 
@@ -65,7 +66,7 @@ def adamw(
 ) -> _protocol.GradientTransformation:
     return gradtx.chain(
         T.scale_by_adam(b1, b2, eps, eps_root, mu_dtype, nesterov=nesterov),
-        gradtx.add_decayed_weights(weight_decay, mask=mask),
+        C.add_decayed_weights(weight_decay, mask),
         gradtx.scale_by_learning_rate(learning_rate),
     )
 
@@ -145,7 +146,7 @@ def lamb(
 ) -> _protocol.GradientTransformation:
     return gradtx.chain(
         T.scale_by_adam(b1, b2, eps, eps_root),
-        gradtx.add_decayed_weights(weight_decay, mask=mask),
+        C.add_decayed_weights(weight_decay, mask),
         gradtx.scale_by_trust_ratio(),
         gradtx.scale_by_learning_rate(learning_rate),
     )
@@ -165,7 +166,7 @@ def adan(
 ) -> _protocol.GradientTransformation:
     return gradtx.chain(
         T.scale_by_adan(b1=b1, b2=b2, b3=b3, eps=eps, eps_root=eps_root),
-        gradtx.add_decayed_weights(weight_decay, mask=mask),
+        C.add_decayed_weights(weight_decay, mask),
         gradtx.scale_by_learning_rate(learning_rate),
     )
 
@@ -210,6 +211,6 @@ def adamaxw(
 ) -> _protocol.GradientTransformation:
     return gradtx.chain(
         T.scale_by_adamax(b1, b2, eps),
-        gradtx.add_decayed_weights(weight_decay, mask=mask),
+        C.add_decayed_weights(weight_decay, mask),
         gradtx.scale_by_learning_rate(learning_rate),
     )

@@ -1,44 +1,19 @@
 """optax's wrappers under optax's signatures (argument names, positions, defaults): gradtx's inside.
 
 No math and no state of their own: each passes its arguments on to the gradtx combinator of
-the same name, so an optax call written with keywords or positions (`inject_hyperparams(
-inner_factory=...)`, `add_decayed_weights(1e-4, mask)`) runs unchanged.
+the same name, so an optax call written with keywords or positions (`apply_if_finite(
+inner=...)`, `add_decayed_weights(1e-4, mask)`) runs unchanged. A masked `add_decayed_weights`
+is optax's: `masked(add_decayed_weights(weight_decay), mask)` (_masked.py). `inject_hyperparams`
+is optax's own combinator (_inject.py).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import gradtx
 from gradtx import _base, _protocol
-
-
-def inject_hyperparams(
-    inner_factory: Callable[..., Any], static_args: str | Iterable[str] = (), hyperparam_dtype: Any = None
-) -> Callable[..., _protocol.GradientTransformation]:
-    """optax's `inject_hyperparams`: `gradtx.inject_hyperparams` under optax's signature.
-
-    Args:
-      inner_factory: a factory of transforms (`optax_compat.adam`, ...).
-      static_args: the names of arguments that stay static (not injected).
-      hyperparam_dtype: the dtype of the injected values (default: float32 for floats).
-
-    Returns:
-      A factory with `inner_factory`'s arguments whose numeric ones live in the state.
-
-    Raises:
-      TypeError: for a factory that is not callable or static names it does not take.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from gradtx import optax_compat as optax
-        >>> tx = optax.inject_hyperparams(optax.adam)(learning_rate=0.1)
-        >>> float(tx.init(jnp.zeros(1)).hyperparams["learning_rate"])
-        0.10000000149011612
-    """
-    return gradtx.inject_hyperparams(
-        inner_factory, static_args=static_args, hyperparam_dtype=hyperparam_dtype
-    )
+from gradtx.optax_compat import _masked
 
 
 @_base.api
@@ -66,49 +41,18 @@ def apply_if_finite(inner: Any, max_consecutive_errors: int) -> _protocol.Gradie
 
 
 @_base.api
-def masked(
-    inner: Any, mask: Any, *, mask_compatible_extra_args: bool = False
-) -> _protocol.GradientTransformation:
-    """optax's `masked`: `gradtx.masked` under optax's signature (extra arguments are passed unmasked).
-
-    Args:
-      inner: the transform to apply to the selected parameters.
-      mask: a tree of bools (or a prefix of one), or a function of the params giving one.
-      mask_compatible_extra_args: optax's option to mask extra arguments shaped like the params;
-        only False (optax's default) is built here.
-
-    Returns:
-      A transform with state `MaskedState(inner_state)`.
-
-    Raises:
-      NotImplementedError: for `mask_compatible_extra_args=True`.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from gradtx import optax_compat as optax
-        >>> tx = optax.masked(optax.scale(0.5), {"a": True, "b": False})
-        >>> g = {"a": jnp.ones(1), "b": jnp.ones(1)}
-        >>> tx.update(g, tx.init(g))[0]["b"]
-        Array([1.], dtype=float32)
-    """
-    if mask_compatible_extra_args:
-        raise NotImplementedError(
-            "`masked`: `mask_compatible_extra_args=True` is not built in gradtx.optax_compat yet; extra "
-            "arguments reach `inner` unmasked."
-        )
-    return gradtx.masked(inner, mask)
-
-
-@_base.api
 def add_decayed_weights(weight_decay: Any = 0.0, mask: Any = None) -> _protocol.GradientTransformation:
     """optax's `add_decayed_weights`: `gradtx.add_decayed_weights`, `mask` positional, decay 0 by default.
+
+    With a `mask` it is optax's `masked(add_decayed_weights(weight_decay), mask)`, state and all.
 
     Args:
       weight_decay: the decay (number, scalar array or schedule).
       mask: which parameters decay: a tree of bools (or a prefix), a function of the params, or None.
 
     Returns:
-      A transform adding `weight_decay * params` to the updates.
+      A transform adding `weight_decay * params` to the updates; with a `mask`, its state is
+      `MaskedState(inner_state)`.
 
     Raises:
       ValueError: for a negative decay.
@@ -120,7 +64,9 @@ def add_decayed_weights(weight_decay: Any = 0.0, mask: Any = None) -> _protocol.
         >>> tx.update(jnp.zeros(1), tx.init(jnp.ones(1)), jnp.ones(1))[0]
         Array([0.1], dtype=float32)
     """
-    return gradtx.add_decayed_weights(weight_decay, mask=mask)
+    if mask is None:
+        return gradtx.add_decayed_weights(weight_decay)
+    return _masked.masked(gradtx.add_decayed_weights(weight_decay), mask)
 
 
 def global_norm(updates: Any) -> Any:

@@ -1,6 +1,7 @@
 """optax's other scalings (SM3, factored RMS, RMS, RSS, Rprop, trace, EMA) under optax's names and layouts.
 
-As `_transforms`: each is a gradtx rule given optax's state class by `restated`.
+As `_transforms`: each is a gradtx rule given optax's state class by `restated`; and optax's
+`clip_by_global_norm`, gradtx's clip in optax's `EmptyState`.
 """
 
 from __future__ import annotations
@@ -8,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import gradtx
-from gradtx import _base, _protocol
+from gradtx import _base, _checks, _protocol
 from gradtx._update_rule import restated
+from gradtx.combinators._clip import clip_to_global_norm
 from gradtx.optax_compat import _states
 
 
@@ -306,3 +308,38 @@ def scale_by_learning_rate(
     if learning_rate is None:
         return gradtx.identity()
     return gradtx.scale_by_learning_rate(learning_rate, flip_sign=flip_sign)
+
+
+@_base.api
+def clip_by_global_norm(max_norm: Any) -> _protocol.GradientTransformation:
+    """optax's `clip_by_global_norm`: `gradtx.clip_by_global_norm`'s clip with optax's `EmptyState`.
+
+    The updates are scaled together so their global L2 norm is at most `max_norm` (the
+    arithmetic is gradtx's, `u * (c * min(1/n, 1/c))`, equal to optax's `u / n * c` to
+    rounding). The state is optax's `EmptyState()`: gradtx's keeps a count and the last norm.
+
+    Args:
+      max_norm: the largest allowed global norm, > 0 (a number or a scalar array, as optax's).
+
+    Returns:
+      An `ElementWise` transform with state `EmptyState()`.
+
+    Raises:
+      TypeError: for a schedule (`gradtx.clip_by_global_norm` takes one).
+      ValueError: for a `max_norm` that is not positive.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from gradtx import optax_compat as optax
+        >>> tx = optax.clip_by_global_norm(1.0)
+        >>> tx.update({"a": jnp.array([3.0]), "b": jnp.array([4.0])}, tx.init(None))[0]
+        {'a': Array([0.6], dtype=float32), 'b': Array([0.8], dtype=float32)}
+    """
+    if _checks.is_schedule(max_norm):
+        raise TypeError(
+            f"`clip_by_global_norm`: optax's takes a number or a scalar array as `max_norm`, got the "
+            f"schedule {max_norm!r}; `gradtx.clip_by_global_norm` takes schedules (its state keeps a count)."
+        )
+    _checks.check_positive("clip_by_global_norm", "max_norm", max_norm)
+    clip = gradtx.stateless(lambda updates, params: clip_to_global_norm(updates, max_norm)[0])
+    return _protocol.ElementWise(*clip)

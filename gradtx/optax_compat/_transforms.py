@@ -160,21 +160,22 @@ def scale_by_yogi(
 def scale_by_lion(
     b1: Any = 0.9, b2: Any = 0.99, mu_dtype: Any = None, *, mode: str = "hard", smooth_beta: float = 1.0
 ) -> _protocol.GradientTransformation:
-    """optax's `scale_by_lion` (its default `mode="hard"`): `gradtx.scale_by_lion` in `ScaleByLionState(count,
-    mu)`.
+    """optax's `scale_by_lion`: `gradtx.scale_by_lion` in `ScaleByLionState(count, mu)`.
 
     Args:
       b1: the interpolation between momentum and gradient that is signed, in [0, 1].
       b2: decay of the momentum, in [0, 1].
       mu_dtype: dtype of `mu` (default: each param's dtype).
-      mode: `"hard"` (the sign); optax's `"smooth"` and `"refined"` are not built here.
-      smooth_beta: unused with `mode="hard"` (optax's argument).
+      mode: `"hard"` (the sign), `"smooth"` (`tanh(smooth_beta x)`) or `"refined"` (`x` where
+        `|x| < 1`, else its sign).
+      smooth_beta: the slope of `mode="smooth"`, > 0.
 
     Returns:
       An `ElementWise` transform with state `ScaleByLionState(count, mu)`.
 
     Raises:
-      ValueError: for a beta outside [0, 1], or a `mode` other than `"hard"`.
+      ValueError: for a beta outside [0, 1], an unknown `mode` (here, not at the first update
+        as optax) or a non-positive `smooth_beta`.
 
     Example:
         >>> import jax.numpy as jnp
@@ -182,13 +183,7 @@ def scale_by_lion(
         >>> optax.scale_by_lion().init(jnp.zeros(2))._fields
         ('count', 'mu')
     """
-    if mode != "hard":
-        raise ValueError(
-            f"`scale_by_lion`: `mode` must be 'hard' here, got {mode!r} (optax's smooth and refined "
-            "modes are not built in gradtx.optax_compat yet)."
-        )
-    del smooth_beta
-    inner = gradtx.scale_by_lion(b1, b2, mu_dtype=mu_dtype)
+    inner = gradtx.scale_by_lion(b1, b2, mu_dtype=mu_dtype, mode=mode, smooth_beta=smooth_beta)
     return restated(inner, _states.ScaleByLionState, {"m": "mu"})
 
 

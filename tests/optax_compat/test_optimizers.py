@@ -64,6 +64,8 @@ CASES = [
     ("scale_by_belief", (), {}),
     ("scale_by_yogi", (), {}),
     ("scale_by_lion", (), {}),
+    ("scale_by_lion", (0.5, 0.9), {"mode": "smooth", "smooth_beta": 2.0}),
+    ("scale_by_lion", (), {"mode": "refined"}),
     ("scale_by_novograd", (), {}),
     ("scale_by_sm3", (), {}),
     ("scale_by_adan", (), {}),
@@ -166,11 +168,18 @@ def test_a_missing_name_says_so():
         compat.not_an_optimizer  # noqa: B018
 
 
+def test_a_loss_says_where_to_find_it():
+    with pytest.raises(AttributeError, match=r"losses are not optimizers.*`optax.losses.l2_loss`"):
+        compat.l2_loss  # noqa: B018
+    with pytest.raises(AttributeError, match=r"has no `losses`"):
+        compat.losses  # noqa: B018
+
+
 def test_errors_name_the_function_called():
     with pytest.raises(ValueError, match="`adam`.*`b1`"):
         compat.adam(1e-3, b1=1.5)
     with pytest.raises(ValueError, match="`scale_by_lion`: `mode`"):
-        compat.scale_by_lion(mode="smooth")
+        compat.scale_by_lion(mode="sideways")
 
 
 def test_radam_refuses_a_threshold_that_would_give_nan():
