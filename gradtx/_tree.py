@@ -218,8 +218,10 @@ def check_shapes(fn_name: str, updates: Any, params: Any = None, state: Any = No
     In `state` (a NamedTuple), every slot field (annotated `Updates`) with the tree structure
     of the updates is checked leaf by leaf where the slot leaf is an array of the update's
     rank: windows `[n, *shape]`, factored or per-dimension statistics have other ranks or
-    structures and are left alone. Shapes are static, so this costs nothing at run time;
-    key paths are computed only for the error.
+    structures and are left alone, as is a state class that declares
+    `slots_shaped_like_params = False` (Adafactor's, whose unused slots are `zeros((1,))`).
+    Shapes are static, so this costs nothing at run time; key paths are computed only for
+    the error.
 
     Raises:
       ValueError: naming the key path, both shapes and what to do.
@@ -241,6 +243,8 @@ def check_shapes(fn_name: str, updates: Any, params: Any = None, state: Any = No
                     f"(leaf by leaf shapes must agree)."
                 )
     if not (isinstance(state, tuple) and hasattr(state, "_fields")):
+        return
+    if not getattr(type(state), "slots_shaped_like_params", True):
         return
     for field in state._fields:
         if _protocol.mark_of(type(state), field) is not _protocol.SLOT:

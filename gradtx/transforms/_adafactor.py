@@ -22,14 +22,17 @@ from gradtx._update_rule import update_rule
 class ScaleByFactoredRmsState(NamedTuple):
     """State of `scale_by_factored_rms`: per leaf, either the factored statistics or the full one.
 
-    A leaf that is factored keeps `v_row` and `v_col` and a scalar placeholder in `v`; a
-    leaf that is not keeps `v` (shaped like it) and scalar placeholders in the other two.
+    A leaf that is factored keeps `v_row` and `v_col` and a placeholder `zeros((1,))` in `v`;
+    a leaf that is not keeps `v` (shaped like it) and placeholders in the other two (optax's
+    layout, so its checkpoints load).
     """
 
     count: _protocol.Count  # int32: completed updates
     v_row: _protocol.Updates  # factored leaves: mean of g^2 over the largest axis (starts at 0)
     v_col: _protocol.Updates  # factored leaves: mean of g^2 over the second largest axis (starts at 0)
     v: _protocol.Updates  # other leaves: the element-wise second moment (starts at 0)
+
+    slots_shaped_like_params = False  # placeholders and row/column statistics (see `_tree.check_shapes`)
 
 
 def factored_dims(
@@ -56,13 +59,13 @@ def _decay_rate_pow(count: jax.Array, exponent: Any) -> jax.Array:
 
 def _factored_stat(p, which: int, *, factored: bool, min_dim_size_to_factor: int) -> jax.Array:
     """Slot `which` of `(v_row, v_col, v)` for the parameter `p`: a factored leaf has its row and column
-    statistics and a scalar `v`, any other leaf its full `v` and scalar `v_row`, `v_col`."""
+    statistics, any other leaf its full `v`; an unused slot is `zeros((1,))` (optax's placeholder)."""
     shape = tuple(jnp.shape(p))
     dims = factored_dims(shape, factored, min_dim_size_to_factor)
     if dims is None:
-        return _placement.filled(p, 0.0) if which == 2 else _placement.reduced(p, ())
+        return _placement.filled(p, 0.0) if which == 2 else _placement.reduced(p, ()).reshape(1)
     if which == 2:
-        return _placement.reduced(p, ())
+        return _placement.reduced(p, ()).reshape(1)
     axis = dims[1] if which == 0 else dims[0]  # v_row averages over the largest axis, v_col the second
     return _placement.reduced(p, tuple(i for i in range(len(shape)) if i != axis))
 

@@ -28,11 +28,11 @@ def _run(tx, steps=5):
     return params, state
 
 
-def _assert_same(ours, theirs, *, shapes=True):
-    """The same tree, node classes included (by name: ours are gradtx's classes), and the same numbers."""
+def _assert_same(ours, theirs):
+    """The same tree, node classes included (by name: ours are gradtx's classes), shapes and numbers."""
     assert str(jax.tree.structure(ours)) == str(jax.tree.structure(theirs))
     for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
-        assert jnp.shape(a) == jnp.shape(b) or not shapes
+        assert jnp.shape(a) == jnp.shape(b)
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
@@ -65,10 +65,7 @@ MASKED_DECAY = {
 def test_a_masked_weight_decay_has_optax_s_masked_state(name, mask):
     ours, theirs = _run(MASKED_DECAY[name](compat, mask)), _run(MASKED_DECAY[name](optax, mask))
     assert "MaskedState" in str(jax.tree.structure(theirs[1]))
-    # A known difference: optax's adafactor keeps `zeros((1,))` where a slot is unused (v_row and v_col
-    # of a leaf that is not factored, v of one that is); gradtx's `scale_by_factored_rms` keeps 0-d
-    # placeholders (`_factored_stat`), so only the values are compared there.
-    _assert_same(ours, theirs, shapes=name != "adafactor")
+    _assert_same(ours, theirs)
 
 
 def test_clip_by_global_norm_keeps_optax_s_empty_state():

@@ -65,13 +65,13 @@ def test_twenty_steps_equal_optax(name):
 
 def test_factored_statistics_have_one_entry_per_row_and_column():
     """`v_row` has an entry per index of the second largest axis, `v_col` of the largest (of a (3, 2, 5)
-    leaf: axes 0 and 2, the others kept); a vector is not factored."""
+    leaf: axes 0 and 2, the others kept); a vector is not factored; unused slots are optax's `zeros((1,))`."""
     params, grads = _problem(steps=1)
     tx = gradtx.scale_by_factored_rms(min_dim_size_to_factor=3)
     state = tx.init(params)
-    assert state.v_row["w"].shape == (4,) and state.v_col["w"].shape == (6,) and state.v["w"].shape == ()
+    assert state.v_row["w"].shape == (4,) and state.v_col["w"].shape == (6,) and state.v["w"].shape == (1,)
     assert state.v_row["conv"].shape == (3, 2) and state.v_col["conv"].shape == (2, 5)
-    assert state.v["b"].shape == (4,) and state.v_row["b"].shape == () and state.v_col["b"].shape == ()
+    assert state.v["b"].shape == (4,) and state.v_row["b"].shape == (1,) and state.v_col["b"].shape == (1,)
     _, new = tx.update(grads[0], state, params)
     g2 = np.asarray(grads[0]["w"], np.float64) ** 2 + 1e-30
     np.testing.assert_allclose(new.v_row["w"], g2.mean(axis=0), rtol=1e-6)  # beta2 = 1 - 1^-0.8 = 0 at t = 1
