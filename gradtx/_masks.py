@@ -108,6 +108,12 @@ def resolve_prefix(fn_name: str, arg: str, tree: Any, params: Any, value: Callab
     return treedef.unflatten([_spread(v, sub) for v, sub in zip(values, subs, strict=True)])
 
 
+def is_placeholder(params: Any) -> bool:
+    """A node without leaves that is no container of its own: `optax.tree.map_params`'s stand-in for the
+    params, which a mask is not resolved against (optax's `masked` passes it on whole)."""
+    return params is not None and not isinstance(params, (dict, list, tuple)) and not jax.tree.leaves(params)
+
+
 def resolve_mask(fn_name: str, mask: Any, params: Any, *, arg: str = "mask") -> Any:
     """A tree of Python bools with the structure of `params` (None where params are None).
 

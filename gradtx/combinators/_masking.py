@@ -66,6 +66,8 @@ def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
     inner = _base.member(inner)
 
     def init_fn(params):
+        if _masks.is_placeholder(params):  # `optax.tree.map_params` finds the slots: they stay whole
+            return MaskedState(inner.init(params))
         m = _masks.resolve_mask("masked", mask, params)
         return MaskedState(inner.init(_masks.select("masked", m, params)))
 
@@ -110,7 +112,8 @@ def freeze(mask: Mask) -> _protocol.GradientTransformation:
         return jnp.zeros_like(g)
 
     def init_fn(params):
-        _masks.resolve_mask("freeze", mask, params)  # fail early on a bad mask
+        if not _masks.is_placeholder(params):  # fail early on a bad mask
+            _masks.resolve_mask("freeze", mask, params)
         return _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):

@@ -53,7 +53,7 @@ def add_decayed_weights(
     scheduled = _tree.any_schedule(weight_decay)
 
     def init_fn(params):
-        if mask is not None:
+        if mask is not None and not _masks.is_placeholder(params):  # fail early on a bad mask
             _masks.resolve_mask(fn, mask, params)
         return AddDecayedWeightsState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
 
@@ -147,7 +147,7 @@ def decoupled_weight_decay(
     inner = _base.member(tx)
 
     def init_fn(params):
-        if mask is not None:
+        if mask is not None and not _masks.is_placeholder(params):  # fail early on a bad mask
             _masks.resolve_mask(fn, mask, params)
         return DecoupledWeightDecayState(_tree.zero_count(), inner.init(params))
 

@@ -30,11 +30,6 @@ def _is_function(mask: Any) -> bool:
     return bool(leaves) and all(callable(x) for x in leaves)
 
 
-def _is_placeholder(params: Any) -> bool:
-    """A node without leaves that is no container of its own: `optax.tree.map_params`'s placeholder."""
-    return params is not None and not isinstance(params, (dict, list, tuple)) and not jax.tree.leaves(params)
-
-
 def _one(value: Any, selected: Any) -> Any:
     """A mask leaf's bool: the one it resolved to on every parameter under it (its own over none); the
     resolved bools themselves where they differ (key-path patterns that happen to fit the params)."""
@@ -109,7 +104,7 @@ def masked(
     inner = _base.member(inner)
 
     def init_fn(params):
-        if _is_placeholder(params):  # `optax.tree.map_params` finds the slots: they stay whole
+        if _masks.is_placeholder(params):  # `optax.tree.map_params` finds the slots: they stay whole
             return MaskedState(inner.init(params))
         return MaskedState(inner.init(_hide(_layout(mask, params), params)))
 

@@ -193,3 +193,28 @@ def test_masked_and_freeze_take_an_empty_container_for_empty_params_as_optax(emp
         gradtx.masked(gradtx.adam(0.1), other).init(empty)
     with pytest.raises(TypeError, match=r"`masked`: `mask` must be a tree of bools"):
         gradtx.masked(gradtx.adam(0.1), None)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda m: gradtx.masked(gradtx.adam(0.1), m),
+        lambda m: gradtx.chain(gradtx.freeze(m), gradtx.adam(0.1)),
+        lambda m: gradtx.chain(gradtx.add_decayed_weights(0.1, mask=m), gradtx.momentum(0.1, 0.9)),
+        lambda m: gradtx.decoupled_weight_decay(gradtx.adam(0.1), 0.1, mask=m),
+    ],
+    ids=["masked", "freeze", "add_decayed_weights", "decoupled_weight_decay"],
+)
+def test_optax_map_params_maps_the_slots_of_states_with_a_dict_mask(make):
+    """`optax.tree.map_params` inits with a leafless placeholder for the params: the mask is not resolved
+    against it (optax's `masked` passes it on whole), so the slots are found and mapped."""
+    optax = pytest.importorskip("optax")
+    params = {"a": jnp.ones(3), "b": jnp.ones(2)}
+    tx = make({"a": True, "b": False})
+    state = tx.init(params)
+    mapped = optax.tree.map_params(tx.init, lambda x: x + 6.0, state)
+    for (path, new), old in zip(
+        jax.tree_util.tree_flatten_with_path(mapped)[0], jax.tree.leaves(state), strict=True
+    ):
+        slot = any(getattr(k, "key", None) in ("a", "b") for k in path)
+        np.testing.assert_array_equal(new, old + 6.0 if slot else old)
