@@ -68,7 +68,8 @@ class FactoredState(NamedTuple):
     v_col: _protocol.Updates  # column statistics of factored leaves
     v: _protocol.Updates  # full statistics of the other leaves
 
-    slots_shaped_like_params = False  # placeholders `zeros((1,))` and row/column statistics
+
+setattr(FactoredState, "slots_shaped_like_params", False)  # noqa: B010  (placeholders, row/column statistics)
 
 
 class TraceState(NamedTuple):

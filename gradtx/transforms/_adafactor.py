@@ -32,7 +32,9 @@ class ScaleByFactoredRmsState(NamedTuple):
     v_col: _protocol.Updates  # factored leaves: mean of g^2 over the second largest axis (starts at 0)
     v: _protocol.Updates  # other leaves: the element-wise second moment (starts at 0)
 
-    slots_shaped_like_params = False  # placeholders and row/column statistics (see `_tree.check_shapes`)
+
+# placeholders and row/column statistics: not compared with the params' shapes (`_tree.check_shapes`)
+setattr(ScaleByFactoredRmsState, "slots_shaped_like_params", False)  # noqa: B010  (not a field)
 
 
 def factored_dims(
