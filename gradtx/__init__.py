@@ -4,8 +4,8 @@ Every optimizer is a pure `(init, update)` pair over pytrees (`GradientTransform
 structurally identical to optax's). Building blocks live in `gradtx.transforms`,
 combinators in `gradtx.combinators`, the TF-named optimizers in `gradtx.optimizers`,
 learning-rate schedules in `gradtx.schedules`, row-sparse gradients in `gradtx.sparse`,
-packed parameters in `gradtx.packing`, and the name registry in `gradtx.registry`; the
-public names of the first three are re-exported here.
+packed parameters in `gradtx.packing`, optax's pytree utilities in `gradtx.tree`, and the
+name registry in `gradtx.registry`; the public names of the first three are re-exported here.
 """
 
 # ruff: noqa: F401  (this module re-exports)
@@ -20,6 +20,7 @@ from gradtx import (
     sparse,
     train,
     transforms,
+    tree,
 )
 from gradtx._base import apply_updates, with_extra_args_support
 from gradtx._catalog import OPTIMIZER_NAMES  # registers every built-in factory
@@ -96,6 +97,7 @@ __all__ = sorted(
         "schedules",
         "sparse",
         "transforms",
+        "tree",
         "update_rule",
         "with_extra_args_support",
     ]

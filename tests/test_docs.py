@@ -28,6 +28,7 @@ PUBLIC_MODULES = [
     "gradtx.registry",
     "gradtx.checkpoint",
     "gradtx.packing",
+    "gradtx.tree",
 ]
 
 

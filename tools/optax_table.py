@@ -25,7 +25,7 @@ ELSEWHERE = {
     "multi_transform": "`gradtx.partition`",
     "MultiTransformState": "`gradtx.partition`'s state",
     "flatten": "`gradtx.packing.packed(tx)` (state in a few buffers; `pack` for packed parameters)",
-    "tree_map_params": "`jax.tree.map` over `state`",
+    "tree_map_params": "`gradtx.optax_compat.tree.map_params`, the same function",
 }
 """optax names whose counterpart has another gradtx name (not in `optax_compat` yet)."""
 

@@ -39,6 +39,7 @@ from gradtx import (
     skip_large_updates,
     skip_not_finite,
     stateless,
+    tree,
     with_extra_args_support,
     zero_nans,
 )
@@ -253,6 +254,7 @@ __all__ = [
     "sm3",
     "stateless",
     "trace",
+    "tree",
     "warmup_constant_schedule",
     "warmup_cosine_decay_schedule",
     "warmup_exponential_decay_schedule",

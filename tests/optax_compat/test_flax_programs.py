@@ -16,7 +16,6 @@ their cross-entropy with `jax.nn.log_softmax`: the same code in both runs.
 
 from __future__ import annotations
 
-import types
 from collections.abc import Mapping
 
 import jax
@@ -245,14 +244,6 @@ def train_cnn(optax, images, labels, steps=30, batch=64, nan_at=8, set_lr_at=(14
     return np.array(losses), state
 
 
-# A known gap (gradtx.tree is issue 24): `gradtx.optax_compat` has no `tree` (optax.tree.get / set / ...),
-# so `optax.tree.set(state, learning_rate=x)` raises AttributeError under `import gradtx.optax_compat as
-# optax`. Until it has one, the program runs with optax's own `tree` lent to the module (it works on
-# optax_compat's states: pytrees with optax's field names); drop `_COMPAT_WITH_TREE` when the xfail passes.
-_COMPAT_WITH_TREE = types.SimpleNamespace(**{n: getattr(compat, n) for n in compat.__all__}, tree=optax.tree)
-
-
-@pytest.mark.xfail(strict=True, raises=AttributeError, reason="optax_compat has no `tree` yet (issue 24)")
 def test_optax_compat_has_optax_s_tree_helpers():
     assert callable(compat.tree.set) and callable(compat.tree.get)
 
@@ -260,7 +251,7 @@ def test_optax_compat_has_optax_s_tree_helpers():
 def test_linen_cnn_train_state_with_optax_compat_equals_optax():
     images, labels = _digits()
     losses_theirs, state_theirs = train_cnn(optax, images, labels)
-    losses_ours, state_ours = train_cnn(_COMPAT_WITH_TREE, images, labels)
+    losses_ours, state_ours = train_cnn(compat, images, labels)
     assert losses_theirs[-1] < losses_theirs[0]
     np.testing.assert_allclose(losses_ours, losses_theirs, rtol=1e-5)
     _assert_close(state_ours.params, state_theirs.params)
