@@ -27,6 +27,8 @@ class Contender:
       note: what it is, for the table.
       same_math: whether it computes the workload's update (False for cost probes and
         deliberately different variants; the test of this package checks the others agree).
+      own_memory: whether it keeps more than params + grads + state by design (a workload
+        target judges its peak memory instead of the suite-wide goal).
     """
 
     name: str
@@ -37,6 +39,7 @@ class Contender:
     bytes: int | None = None
     note: str = ""
     same_math: bool = True
+    own_memory: bool = False
 
 
 def nbytes(tree: Any) -> int:

@@ -109,6 +109,7 @@ def measure(
             "peak_bytes": r.peak_bytes,
             "temp_bytes": r.temp_bytes,
             "peak_ratio": None if r.peak_bytes is None else r.peak_bytes / r.live_bytes,
+            "own_memory": c.own_memory,
         }
     del runners
     gc.collect()
@@ -164,7 +165,7 @@ def memory_target(results: list[dict]) -> dict:
             for w in results
             if w.get("optimizer_only", True)
             for name, row in w["rows"].items()
-            if name.startswith("gradtx") and row["peak_ratio"] is not None
+            if name.startswith("gradtx") and row["peak_ratio"] is not None and not row.get("own_memory")
         ),
         key=lambda x: x[2],
         default=None,

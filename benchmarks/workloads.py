@@ -220,6 +220,12 @@ def many_small_adam(s: Sizes) -> Workload:
                 grads=packing.pack(grads, layout=packed.layout),
                 note="the same alias on packed parameters and gradients (gradtx.packing)",
             ),
+            gradtx_contender(
+                "gradtx packed(tx)",
+                packing.packed(gradtx.adam(LR, eps=EPS)),
+                note="params and gradients leaf by leaf, Adam's state packed (packing.packed: nnx.Optimizer)",
+                own_memory=True,  # the gradients packed into one buffer: a copy of them
+            ),
             jnp_adam("jnp"),
             jnp_sgd("jnp sgd"),
         ],
@@ -233,11 +239,26 @@ def many_small_adam(s: Sizes) -> Workload:
                 a="gradtx packed",
             ),
             _ratio_target(
+                f"{count}, adam with packed state (packing.packed), params leaf by leaf: step, "
+                "gradtx / optax",
+                "step_ratio",
+                0.5,
+                a="gradtx packed(tx)",
+            ),
+            _ratio_target(
                 f"{count}, adam on packed parameters: compile, gradtx / optax",
                 "compile_ratio",
                 0.2,
                 a="gradtx packed",
             ),
+            {
+                "label": f"{count}, adam with packed state: peak memory / (params + grads + state), one "
+                "packed copy of the gradients",
+                "metric": "peak_ratio",
+                "a": "gradtx packed(tx)",
+                "op": "<=",
+                "goal": 1.3,
+            },
             {
                 "label": f"{count}, adam on packed parameters: peak memory / (params + grads + state)",
                 "metric": "peak_ratio",

@@ -75,7 +75,7 @@ def test_smoke_run_writes_results_and_report(tmp_path):
             assert row["min_ms"] > 0 and row["median_ms"] >= row["min_ms"] and row["compile_s"] > 0
             assert row["peak_bytes"] >= row["live_bytes"]  # the step holds at least its arguments
     labels = [t["label"] for t in out["targets"]]
-    assert any("peak memory" in label for label in labels) and len(labels) == 15 + 3 * 2 + 1
+    assert any("peak memory" in label for label in labels) and len(labels) == 17 + 3 * 2 + 1
     assert len(out["catalogue"]["rows"]) == 3 and len(out["tracing"]["rows"]) == 1
     for row in out["catalogue"]["rows"].values():
         assert row["step_ratio"] > 0 and row["gradtx_compile_s"] > 0 and row["optax_compile_s"] > 0
