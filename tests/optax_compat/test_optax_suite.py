@@ -87,6 +87,10 @@ NOT_RUN = {
     "against 1.0 to 7 places); gradtx's numbers are optax's bit for bit",
     "LBFGSTest": "optax's L-BFGS and its line searches are not in optax_compat yet (they run optax's own "
     "code only)",
+    "AliasTest.test_state_shape_dtype_shard_stability": "40 s; every registered optimizer's state "
+    "placement and dtypes under jit are tests/test_placement.py's and tests/test_state_dtypes.py's",
+    "AliasTest.test_gradient_accumulation": "12 s; MultiSteps over optax_compat's optimizers is "
+    "tests/optax_compat/test_multi_steps.py's and test_flax_programs.py's",
     "AccumulationTest.test_multi_steps_mixed_precision": "a minute of eager steps (as long with optax); "
     "tests/optax_compat/test_multi_steps.py compares MultiSteps' dtypes with optax's",
 }
