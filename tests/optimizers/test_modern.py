@@ -79,6 +79,8 @@ CASES = {
 def test_twenty_steps_equal_optax(name, jit):
     ours, theirs = CASES[name]
     params, grads = _problem()
+    if not jit:  # eager: 5 steps (jit and eager agree for every optimizer: test_contract's own test)
+        grads = grads[:5]
     actual, _ = helpers.run(ours(), params, grads, jit=jit)
     expected, _ = helpers.run(theirs(), params, grads, jit=jit)
     for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
