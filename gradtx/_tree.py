@@ -76,6 +76,12 @@ def soft_threshold(x: jax.Array, threshold: jax.Array) -> jax.Array:
     return jnp.sign(x) * jnp.maximum(jnp.abs(x) - threshold, 0.0)
 
 
+def by_l1(l1: jax.Array, shrunk: jax.Array, plain: jax.Array) -> jax.Array:
+    """TF's choice between the L1-shrunk and the plain proximal step: `shrunk` where `l1 > 0`, `plain` where
+    `l1 == 0`, and NaN for a NaN or negative `l1` (a schedule's value: TF would step as if it were 0)."""
+    return jnp.where(l1 > 0, shrunk, jnp.where(l1 == 0, plain, jnp.nan))
+
+
 # --------------------------------------------------------------------------- norms
 # TF measures a row-sparse gradient (IndexedSlices) by its values as they are, duplicates
 # included; low-precision leaves are summed in float32.

@@ -145,8 +145,8 @@ def partition(
       A `GradientTransformation` whose state is `{label: inner_state}`.
 
     Raises:
-      TypeError: for a non-transform value.
-      ValueError: (at init) for a label with no transform.
+      TypeError: for a non-transform value, or `param_labels=None`.
+      ValueError: (at init) for a label with no transform, or a parameter with no label.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -163,6 +163,11 @@ def partition(
         )
     for label, tx in transforms.items():
         _checks.check_transform("partition", f"transforms[{label!r}]", tx)
+    if param_labels is None:  # no labels at all: every update would be None and nothing would train
+        raise TypeError(
+            "`partition`: `param_labels` must be a tree of labels (shaped like the params or a prefix of "
+            "them) or a function `params -> labels`, got None."
+        )
     txs = {k: _base.member(v) for k, v in transforms.items()}
 
     def labels_of(params):
@@ -173,6 +178,22 @@ def partition(
             raise ValueError(
                 f"`partition`: `param_labels` uses {', '.join(unknown)}, which have no transform; "
                 f"`transforms` has {sorted(map(repr, txs))}."
+            )
+        unlabelled = [
+            path
+            for (path, x), p in zip(
+                jax.tree_util.tree_flatten_with_path(labels, is_leaf=lambda x: x is None)[0],
+                treedef.flatten_up_to(params),
+                strict=True,
+            )
+            if x is None and p is not None
+        ]
+        if unlabelled:
+            raise ValueError(
+                f"`partition`: `param_labels` gives no label to the parameters at "
+                f"{', '.join(jax.tree_util.keystr(k) for k in unlabelled[:5])}"
+                f"{f' (and {len(unlabelled) - 5} more)' if len(unlabelled) > 5 else ''}; label every "
+                f"parameter with one of {sorted(map(repr, txs))} (a `set_to_zero()` transform freezes some)."
             )
         return {k: treedef.unflatten([None if x is None else x == k for x in leaves]) for k in txs}
 

@@ -94,7 +94,7 @@ def _adagrad_da_leaf(g, g_acc, gg_acc, var, h):
     denom = h.l2 * (h.step * h.learning_rate) + jnp.sqrt(gg_acc)
     shrunk = h.learning_rate * -1.0 * _tree.soft_threshold(g_acc, h.step * h.l1) / denom
     plain = h.learning_rate * g_acc * -1.0 / denom
-    new_var = jnp.where(h.l1 > 0, shrunk, plain)
+    new_var = _tree.by_l1(h.l1, shrunk, plain)
     return var - new_var, g_acc, gg_acc
 
 

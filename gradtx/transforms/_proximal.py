@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 from jax import lax
 
 from gradtx import _base, _checks, _protocol, _tree
@@ -23,7 +22,7 @@ def _prox(prox: jax.Array, rate: jax.Array, l1: jax.Array, l2: jax.Array) -> jax
     `rate` is the scalar `lr` (ProximalGradientDescent) or the per-element Adagrad rate.
     """
     shrunk = _tree.soft_threshold(prox, rate * l1) / (1.0 + l2 * rate)
-    return jnp.where(l1 > 0, shrunk, prox / (1.0 + l2 * rate))
+    return _tree.by_l1(l1, shrunk, prox / (1.0 + l2 * rate))
 
 
 class ScaleByProximalSGDState(NamedTuple):

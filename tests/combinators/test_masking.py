@@ -218,3 +218,11 @@ def test_optax_map_params_maps_the_slots_of_states_with_a_dict_mask(make):
     ):
         slot = any(getattr(k, "key", None) in ("a", "b") for k in path)
         np.testing.assert_array_equal(new, old + 6.0 if slot else old)
+
+
+def test_partition_refuses_no_labels_and_unlabelled_parameters():
+    with pytest.raises(TypeError, match=r"`partition`: `param_labels` must be a tree of labels .* got None"):
+        gradtx.partition({"x": gradtx.sgd(0.1)}, None)
+    tx = gradtx.partition({"x": gradtx.sgd(0.1)}, {"encoder": "x", "head": None})
+    with pytest.raises(ValueError, match=r"gives no label to the parameters at \['head'\]\['kernel'\]"):
+        tx.init(PARAMS)

@@ -152,3 +152,23 @@ def test_bad_types():
         scale_by_proximal_adagrad(0.1, initial_accumulator_value=lambda count: 0.1)
     with pytest.raises(TypeError, match=r"`scale_by_proximal_sgd`: `l1` must be a number, a scalar array or"):
         scale_by_proximal_sgd(0.1, l1="0.1")
+
+
+@pytest.mark.parametrize("bad_l1", [float("nan"), -1.0], ids=["nan", "negative"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda l1: gradtx.proximal_sgd(0.1, l1=l1),
+        lambda l1: gradtx.proximal_adagrad(0.1, l1=l1),
+        lambda l1: gradtx.adagrad_da(0.1, l1=l1),
+    ],
+    ids=["proximal_sgd", "proximal_adagrad", "adagrad_da"],
+)
+def test_a_schedule_giving_a_nan_or_negative_l1_makes_the_step_nan(make, bad_l1):
+    """TF's kernels test `l1 > 0` and step as if it were 0; a schedule's NaN is not swallowed here."""
+    tx = make(lambda count: jnp.asarray(bad_l1))
+    params = jnp.ones(2)
+    updates, _ = jax.jit(tx.update)(jnp.ones(2), tx.init(params), params)
+    assert bool(jnp.all(jnp.isnan(updates)))
+    zero = make(lambda count: jnp.asarray(0.0))  # and l1 == 0 is still the plain step
+    assert bool(jnp.all(jnp.isfinite(zero.update(jnp.ones(2), zero.init(params), params)[0])))
