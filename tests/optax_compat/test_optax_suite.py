@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import gradtx.optax_compat as compat
+from tests import optax_files
 
 optax = pytest.importorskip("optax")
 
@@ -200,26 +201,15 @@ def _not_run(why: str):
     return skipped
 
 
-def _load(relative: str) -> types.ModuleType:
-    path = OPTAX_DIR / relative
-    module = types.ModuleType(f"optax_suite.{relative.replace('/', '.')[:-3]}")
-    module.__file__ = str(path)
-    module.__dict__["__builtins__"] = {**vars(builtins), "__import__": _import}
-    exec(compile(path.read_text(), str(path), "exec"), module.__dict__)
-    return module
-
-
 def _suite_classes() -> dict[str, type]:
     """optax's test classes, each subclassed here (`Test_<file>_<class>`) with its methods guarded."""
     classes = {}
     for relative in TEST_FILES:
-        module = _load(relative)
+        module = optax_files.load(
+            OPTAX_DIR / relative, f"optax_suite.{relative[:-3].replace('/', '.')}", _import
+        )
         stem = relative.removesuffix("_test.py").replace("/", "_").replace("__", "_").strip("_")
-        for name, cls in vars(module).items():
-            if not (isinstance(cls, type) and issubclass(cls, unittest.TestCase)):
-                continue
-            if cls.__module__ != module.__name__:
-                continue
+        for name, cls in optax_files.case_classes(module):
             methods = {}
             for attr in dir(cls):
                 if attr.startswith("test"):

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import builtins
 import pathlib
-import sys
 import types
-import unittest
 
 import pytest
 
 import gradtx
 from gradtx.tree import _state
+from tests import optax_files
 
 optax = pytest.importorskip("optax")
 pytest.importorskip("absl.testing.parameterized")
@@ -46,28 +45,14 @@ def _import(name, globals=None, locals=None, fromlist=(), level=0):
     return parent
 
 
-def _load(filename: str) -> types.ModuleType:
-    path = pathlib.Path(optax.__file__).parent / "tree_utils" / filename
-    module = types.ModuleType(f"optax_tree_suite.{filename[:-3]}")
-    module.__file__ = str(path)
-    module.__dict__["__builtins__"] = {**vars(builtins), "__import__": _import}
-    sys.modules[module.__name__] = module  # (its dataclasses look their module up)
-    exec(compile(path.read_text(), str(path), "exec"), module.__dict__)
-    return module
-
-
 def _suite_classes() -> dict[str, type]:
     classes = {}
     for filename in TEST_FILES:
-        module = _load(filename)
-        for name, cls in vars(module).items():
-            if (
-                isinstance(cls, type)
-                and issubclass(cls, unittest.TestCase)
-                and cls.__module__ == module.__name__
-            ):
-                title = f"Test_{filename.removesuffix('_test.py').strip('_')}_{name}"
-                classes[title] = type(title, (cls,), {"__module__": __name__})
+        path = pathlib.Path(optax.__file__).parent / "tree_utils" / filename
+        module = optax_files.load(path, f"optax_tree_suite.{filename[:-3]}", _import)
+        for name, cls in optax_files.case_classes(module):
+            title = f"Test_{filename.removesuffix('_test.py').strip('_')}_{name}"
+            classes[title] = type(title, (cls,), {"__module__": __name__})
     return classes
 
 
