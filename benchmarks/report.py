@@ -95,31 +95,61 @@ def workload_table(w: dict, bandwidth: float) -> list[str]:
     return lines
 
 
-def _collectives(c: dict | None) -> str:
+def _collectives(c: dict | str | None) -> str:
     if c is None:
         return "—"
+    if isinstance(c, str):  # the step did not compile: the exception's class
+        return f"fails ({c})"
     other = sum(v for k, v in c.items() if k not in ("all-gather", "all-reduce"))
     return f"{c['all-gather']} / {c['all-reduce']} / {other}"
 
 
 def sharding_table(s: dict) -> list[str]:
-    """Collectives per compiled step on the 2-D mesh: gradtx per leaf, gradtx packed, optax."""
+    """Collectives per compiled step on the 2-D mesh: gradtx per leaf, gradtx packed, optax, on auto and
+    explicit axes."""
     intro = (
         f"Under `jax.jit` with `NamedSharding` on a {s['mesh']}, a tree of {s['tree']}; the "
         "compiled, donated step's collective instructions as *all-gather / all-reduce / other* "
-        "(reduce-scatter, collective-permute, all-to-all). Run by `python -m benchmarks.sharding`."
+        "(reduce-scatter, collective-permute, all-to-all), on a mesh of auto axes and, under "
+        "`jax.set_mesh`, on one of explicit axes (`AxisType.Explicit`). Run by "
+        "`python -m benchmarks.sharding`."
     )
     lines = [
         intro,
         "",
-        "| transform | gradtx (per leaf) | gradtx (packed parameters) | optax |",
-        "| --- | ---: | ---: | ---: |",
+        "| transform | gradtx (per leaf) | gradtx (packed parameters) | optax "
+        "| gradtx, explicit axes | optax, explicit axes |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, row in s["transforms"].items():
-        lines.append(
-            f"| {name} | {_collectives(row['gradtx'])} | {_collectives(row['gradtx packed'])} "
-            f"| {_collectives(row['optax'])} |"
-        )
+        cells = [row[k] for k in ("gradtx", "gradtx packed", "optax", "gradtx explicit", "optax explicit")]
+        lines.append(f"| {name} | " + " | ".join(_collectives(c) for c in cells) + " |")
+    return lines
+
+
+def state_bytes_table(s: dict) -> list[str]:
+    """Bytes of the optimizer state per device on the 2-D mesh, and their ratio to the replicated state's."""
+    intro = (
+        "The optimizer state's bytes on each device (every device holds the same), for the tree above "
+        "on the mesh of auto axes, as a jitted step returns it: initialised from replicated parameters; "
+        "from the sharded ones (each state leaf sharded like its parameter); and with ZeRO "
+        '(`gradtx.parallel.sharded_state(tx, "data", mesh=mesh)` under jit: each state leaf further '
+        "split over `data`), from the sharded parameters and from replicated ones (plain data parallelism)."
+    )
+    lines = [
+        intro,
+        "",
+        "| transform | replicated | gradtx, like params | optax, like params | gradtx ZeRO "
+        "| gradtx ZeRO, params replicated |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, row in s["state_bytes"].items():
+        full = row["replicated"]
+        cells = [f"{full / 2**10:,.1f} KiB"] + [
+            f"{row[k] / 2**10:,.1f} KiB ({row[k] / full:.2f}x)"
+            for k in ("gradtx", "optax", "zero", "zero, params replicated")
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -149,6 +179,12 @@ def platform_section(results: dict, chart: str | None) -> list[str]:
         lines += ["### Tracing and lowering", "", *tracing.table(results["tracing"]["rows"]), ""]
     if results.get("sharding"):
         lines += ["### Collectives per step on a 2-D mesh", "", *sharding_table(results["sharding"]), ""]
+        lines += [
+            "### Optimizer state per device on a 2-D mesh",
+            "",
+            *state_bytes_table(results["sharding"]),
+            "",
+        ]
     if chart:
         lines += [f"![{title} results]({chart})", ""]
     return lines
@@ -253,8 +289,9 @@ Rows named *gradtx* run the aliases leaf by leaf, as optax does (the default); *
 packed* runs the same alias on packed parameters (`gradtx.packing`: the leaves kept in a
 few buffers, the gradients arriving packed). The `train_step` workload times a whole step
 (forward, backward and update) of a model with many small leaves; its peak memory holds the
-activations, so the memory target leaves it out. The last table counts the collectives of
-a step under `jax.jit` with shardings on a 2-D mesh of 8 CPU devices (`benchmarks/sharding.py`).
+activations, so the memory target leaves it out. The last two tables count the collectives of
+a step under `jax.jit` with shardings on a 2-D mesh of 8 CPU devices, and the bytes of the
+optimizer state each device holds (`benchmarks/sharding.py`).
 
 Regenerate with `make bench` (CPU; rewrites `results/cpu.json`, this file and the charts).
 The code is in `benchmarks/`: `workloads.py` (workloads and targets), `trees.py`, `contenders.py`,

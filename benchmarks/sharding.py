@@ -1,5 +1,5 @@
 """Collectives per step under `jax.jit` with `NamedSharding` on a 2-D mesh: gradtx (per leaf and packed) vs
-optax.
+optax, and the optimizer state's bytes per device.
 
     python -m benchmarks.sharding --json /tmp/sharding.json   # benchmarks.run runs it in its own process
 
@@ -7,12 +7,18 @@ It needs 8 devices (8 simulated CPU devices, set before JAX starts), so `benchma
 starts it as a separate process. The tree is the one a pod shards: 6 layers of a kernel
 `w` sharded `P("data", "model")`, a bias `b` sharded `P("model")` and a norm scale `ln`
 replicated, on a 4 x 2 mesh `("data", "model")`. Each step is compiled with params and
-state donated, and the collective instructions of the compiled HLO are counted.
+state donated, and the collective instructions of the compiled HLO are counted: on a mesh
+of auto axes (`Mesh`), and under `jax.set_mesh` on one of explicit axes
+(`jax.make_mesh(..., axis_types=(AxisType.Explicit,) * 2)`). The state's bytes on each
+device (`addressable_shards`; every device holds the same) are those of the state a jitted
+step returns: from replicated parameters, from the sharded ones (the state sharded like
+them), and with ZeRO (`gradtx.parallel.sharded_state(tx, "data", mesh=mesh)` under jit).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import pathlib
 import re
@@ -27,37 +33,60 @@ def count(hlo: str) -> dict[str, int]:
     return {k: len(re.findall(rf"\b{k}(?:-start)?\(", hlo)) for k in KINDS}
 
 
+def per_device(tree: Any) -> int:
+    """Bytes of `tree`'s arrays held by each device (asserted the same on every one)."""
+    import jax
+
+    held: collections.Counter = collections.Counter()
+    for x in jax.tree.leaves(tree):
+        for shard in x.addressable_shards:
+            held[shard.device] += shard.data.nbytes
+    assert len(held) == 8 and len(set(held.values())) == 1, f"devices hold different bytes: {held}"
+    return next(iter(held.values()))
+
+
 def _measure(layers: int, rows: int, cols: int) -> dict[str, Any]:
     import jax
-    import jax.numpy as jnp
     import numpy as np
     import optax
-    from jax.sharding import Mesh, NamedSharding
+    import optax.contrib
+    from jax.sharding import AxisType, Mesh, NamedSharding
     from jax.sharding import PartitionSpec as P
 
     import gradtx
 
     mesh = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
+    explicit = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Explicit,) * 2)
     rng = np.random.default_rng(0)
     shapes = {"w": ((rows, cols), P("data", "model")), "b": ((cols,), P("model")), "ln": ((rows,), P())}
-    params = {
-        f"layer{i}": {
-            k: jax.device_put(
-                jnp.asarray(rng.standard_normal(s) * 0.1, jnp.float32), NamedSharding(mesh, spec)
-            )
-            for k, (s, spec) in shapes.items()
-        }
-        for i in range(layers)
-    }
-    grads = jax.tree.map(lambda p: p * 0.01, params)
+    host = [
+        {k: rng.standard_normal(s).astype(np.float32) * 0.1 for k, (s, _) in shapes.items()}
+        for _ in range(layers)
+    ]
 
-    def collectives(tx, params, grads, apply):
+    def place(mesh, *, replicated=False):  # the tree on `mesh`, sharded as `shapes` says (or replicated)
+        def put(x, spec):
+            return jax.device_put(x, NamedSharding(mesh, P() if replicated else spec))
+
+        return {f"layer{i}": {k: put(x, shapes[k][1]) for k, x in h.items()} for i, h in enumerate(host)}
+
+    def step_fn(tx, apply):
         def step(p, s, g):
             updates, s = tx.update(g, s, p)
             return apply(p, updates), s
 
-        compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, tx.init(params), grads).compile()
-        return count(compiled.as_text())
+        return step
+
+    def collectives(tx, params, apply):
+        grads = jax.tree.map(lambda p: p * 0.01, params)
+        step = jax.jit(step_fn(tx, apply), donate_argnums=(0, 1))
+        return count(step.lower(params, tx.init(params), grads).compile().as_text())
+
+    def or_failure(tx, params, apply):  # optax's muon under Explicit axes raises a ShardingTypeError
+        try:
+            return collectives(tx, params, apply)
+        except Exception as e:  # the class is not public
+            return type(e).__name__
 
     transforms = {
         "adam": (gradtx.adam(1e-3), optax.adam(1e-3)),
@@ -76,18 +105,47 @@ def _measure(layers: int, rows: int, cols: int) -> dict[str, Any]:
             gradtx.lars(0.1, momentum=0.9, weight_decay=1e-4),
             optax.lars(0.1, weight_decay=1e-4, trust_coefficient=0.001, momentum=0.9),
         ),
+        "muon": (gradtx.muon(0.02), optax.contrib.muon(0.02)),
         "shampoo": (gradtx.shampoo(0.1), None),
     }
-    packed, packed_grads = gradtx.packing.pack(params), gradtx.packing.pack(grads)
+    params = place(mesh)
+    packed = gradtx.packing.pack(params)
     out = {}
     for name, (ours, theirs) in transforms.items():
-        out[name] = {
-            "gradtx": collectives(ours, params, grads, gradtx.apply_updates),
-            "gradtx packed": collectives(ours, packed, packed_grads, gradtx.apply_updates),
-            "optax": None if theirs is None else collectives(theirs, params, grads, optax.apply_updates),
+        row = out[name] = {
+            "gradtx": collectives(ours, params, gradtx.apply_updates),
+            "gradtx packed": collectives(ours, packed, gradtx.apply_updates),
+            "optax": None if theirs is None else collectives(theirs, params, optax.apply_updates),
+        }
+        with jax.set_mesh(explicit):  # the same step on a mesh of explicit axes
+            on_explicit = place(explicit)
+            row["gradtx explicit"] = collectives(ours, on_explicit, gradtx.apply_updates)
+            row["optax explicit"] = (
+                None if theirs is None else or_failure(theirs, on_explicit, optax.apply_updates)
+            )
+
+    def state_bytes(tx, params):  # per device, of the state a jitted step returns
+        grads = jax.tree.map(lambda p: p * 0.01, params)
+        return per_device(jax.jit(step_fn(tx, optax.apply_updates))(params, tx.init(params), grads)[1])
+
+    states = {}
+    for name in ("adam", "clip_by_global_norm + adamw"):
+        ours, theirs = transforms[name]
+        zero = gradtx.parallel.sharded_state(ours, "data", mesh=mesh)
+        states[name] = {
+            "replicated": state_bytes(ours, place(mesh, replicated=True)),
+            "gradtx": state_bytes(ours, params),
+            "optax": state_bytes(theirs, params),
+            "zero": state_bytes(zero, params),
+            "zero, params replicated": state_bytes(zero, place(mesh, replicated=True)),
         }
     tree = f"{layers} layers of w {rows}x{cols} P('data', 'model'), b {cols} P('model'), ln {rows} replicated"
-    return {"mesh": "4 x 2 mesh ('data', 'model') of 8 CPU devices", "tree": tree, "transforms": out}
+    return {
+        "mesh": "4 x 2 mesh ('data', 'model') of 8 CPU devices",
+        "tree": tree,
+        "transforms": out,
+        "state_bytes": states,
+    }
 
 
 SIZES = {"full": (6, 256, 512), "smoke": (2, 8, 16)}

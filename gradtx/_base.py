@@ -13,8 +13,8 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from gradtx import _checks, _tree, _vma, packing
-from gradtx._protocol import ElementWise, GradientTransformation, LeafWise, Params, Updates
+from gradtx import _checks, _naming, _tree, _tree_checks, _vma, packing
+from gradtx._protocol import ElementWise, GradientTransformation, LeafWise, Params, SliceWise, Updates
 
 
 def api(factory: Callable[..., Any]) -> Callable[..., Any]:
@@ -30,9 +30,12 @@ def api(factory: Callable[..., Any]) -> Callable[..., Any]:
     (`_vma.typed_like_params`). Factories it calls inside (an alias's chain and building
     blocks) return their transforms as they are, so a step runs these checks once, not at
     every nesting level; `with_extra_args_support` (which every combinator applies to its
-    members) takes the inner transform of a wrapped member for the same reason.
+    members) takes the inner transform of a wrapped member for the same reason. Every
+    transform it returns carries its name (`gradtx._naming`: `adam`,
+    `chain(scale_by_adam, scale_by_learning_rate)`), which a checkpoint records.
     """
     name = factory.__name__
+    public_name = _naming.factory_name(factory)
     per_example_factory = takes_per_example_grads(factory)
 
     @functools.wraps(factory)
@@ -45,12 +48,15 @@ def api(factory: Callable[..., Any]) -> Callable[..., Any]:
             _checks._API_NAME.reset(token)
         if not isinstance(result, GradientTransformation):
             return result
+        tx_name = _naming.for_factory(public_name, result, args, kwargs)  # what a checkpoint records
         per_example = per_example_factory or takes_per_example_grads(result.update)
         if outer is not None:  # nested: the outermost factory wraps once
             if per_example and not takes_per_example_grads(result.update):
                 result = type(result)(result.init, per_example_grads(_passing(result.update)))
-            return result
-        return wrapped_once(name, result, per_example)
+            return _naming.named(result, tx_name)
+        if _naming.given_name(result.update) is None:  # a combinator holding it names it so (`unwrapped`)
+            _naming.label(result.update, tx_name)
+        return _naming.named(wrapped_once(name, result, per_example), tx_name)
 
     return wrapper
 
@@ -111,11 +117,18 @@ def _shape_checked(name: str, tx: GradientTransformation) -> GradientTransformat
     update = tx.update
 
     def update_fn(updates, state, params=None, **extra_args):
-        _tree.check_shapes(name, updates, params, state)
+        updates, params = _tree_checks.numbers_as_arrays(updates), _tree_checks.numbers_as_arrays(params)
+        _tree_checks.check_shapes(name, updates, params, state)
         new_updates, new_state = update(updates, state, params, **extra_args)
         return new_updates, _keep_dtypes(new_state, state)
 
-    return type(tx)(tx.init, update_fn)
+    init = tx.init
+
+    @functools.wraps(init)
+    def init_fn(params):
+        return init(_tree_checks.numbers_as_arrays(params))
+
+    return type(tx)(init_fn, update_fn)
 
 
 def refuse_complex(fn: str, updates: Any, params: Any, *, why: str) -> None:
@@ -238,8 +251,10 @@ def with_extra_args_support(tx: Any) -> GradientTransformation:
     _checks.check_transform("with_extra_args_support", "tx", tx)
     update = tx.update if _accepts_extra_args(tx.update) else _dropping_extra_args(tx.update)
     if isinstance(tx, (ElementWise, LeafWise)):
-        return tx if update is tx.update else type(tx)(tx.init, update)
-    return packing.leaf_wise(GradientTransformation(tx.init, update))
+        if update is tx.update:
+            return tx
+        return _naming.named(type(tx)(tx.init, update), _naming.name_of(tx))
+    return _naming.named(packing.leaf_wise(GradientTransformation(tx.init, update)), _naming.name_of(tx))
 
 
 def member(tx: Any) -> GradientTransformation:
@@ -257,10 +272,17 @@ def composite(
     """A transform that runs `members` on the trees it is given (a chain, a wrapper), of their kind.
 
     `ElementWise` when every member is (its own rule must then treat elements alike too:
-    routing, sums, element-wise arithmetic); `LeafWise` otherwise -- it passes packed trees
-    on, and its leaf-wise members unpack them (`with_extra_args_support` made them so).
+    routing, sums, element-wise arithmetic); `SliceWise` when each is `ElementWise` or
+    `SliceWise` (its own rule then reduces only through `_sliced.total`); `LeafWise`
+    otherwise -- it passes packed trees on, and its leaf-wise members unpack them
+    (`with_extra_args_support` made them so). The members are kept on the `update`
+    (`_gradtx_members`), so an error can name the one that is leaf-wise.
     """
     kind = ElementWise if all(isinstance(m, ElementWise) for m in members) else LeafWise
+    if kind is LeafWise and all(isinstance(m, (ElementWise, SliceWise)) for m in members):
+        kind = SliceWise  # runs on ZeRO's slices (`parallel.sharded_state`), per-leaf views when packed
+    # the members, read by `sharded_state`'s error naming a leaf-wise one
+    update_fn._gradtx_members = members  # type: ignore[attr-defined]
     return kind(init_fn, update_fn)
 
 

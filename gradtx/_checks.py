@@ -8,10 +8,12 @@ function named is the outermost public factory being called (`api_name`, set by
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import functools
 import math
 import numbers
-from typing import Any, Callable, TypeGuard
+from typing import Any, Callable, Iterator, TypeGuard
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +34,54 @@ def is_schedule(value: Any) -> TypeGuard[Callable[..., Any]]:
 
 def _is_traced(value: Any) -> bool:
     return isinstance(value, jax.core.Tracer)
+
+
+# --------------------------------------------------------------------------- traced values
+# A factory called with traced values (`inject_hyperparams` builds its inner transform each
+# step from the state's values) cannot raise for them. Inside `deferred()`, each check below
+# that meets a traced value records its condition -- the same `ok` as for a concrete value --
+# as a traced bool instead, and the caller makes the step's updates NaN where one fails
+# (`nan_unless`). Outside `deferred()` a traced value is not checked, as before.
+_DEFERRED: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("gradtx_deferred", default=None)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[list[Any]]:
+    """Collect, while active, the conditions the checks found on traced values (traced bool scalars).
+
+    Concrete values are checked as everywhere (they raise); only traced ones are collected.
+    """
+    conditions: list[Any] = []
+    token = _DEFERRED.set(conditions)
+    try:
+        yield conditions
+    finally:
+        _DEFERRED.reset(token)
+
+
+def _defer(value: Any, ok: Callable[[Any], Any]) -> None:
+    """Record `ok(value)` for a traced `value` inside `deferred()`; nothing outside it."""
+    conditions = _DEFERRED.get()
+    if conditions is not None and _is_traced(value) and jnp.ndim(value) == 0:
+        conditions.append(jnp.asarray(ok(value), bool))
+
+
+def nan_unless(conditions: list[Any], updates: Any) -> Any:
+    """`updates` with every float value NaN unless all `conditions` hold (one scalar select per leaf).
+
+    Row-sparse values and every other update object's float arrays included; ints (row
+    indices), bools and `None` are kept. No conditions: `updates` as they are.
+    """
+    if not conditions:
+        return updates
+    ok = functools.reduce(jnp.logical_and, conditions)
+
+    def poison(x: Any) -> Any:
+        if not jnp.issubdtype(x.dtype, jnp.inexact):
+            return x
+        return jnp.where(ok, x, jnp.asarray(jnp.nan, x.dtype))
+
+    return jax.tree.map(poison, updates)
 
 
 def _check_scalar_array(fn: str, name: str, value: Any) -> None:
@@ -129,7 +179,10 @@ def _concrete(fn: str, name: str, value: Any) -> float | None:
     Raises:
       ValueError: for NaN, an infinity, or an integer too large for a float.
     """
-    if is_schedule(value) or _is_traced(value):
+    if is_schedule(value):
+        return None
+    if _is_traced(value):
+        _defer(value, jnp.isfinite)
         return None
     try:
         v = float(value)
@@ -141,25 +194,28 @@ def _concrete(fn: str, name: str, value: Any) -> float | None:
     return v
 
 
-def _check(fn: str, name: str, value: Any, ok: Callable[[float], bool], allowed: str) -> None:
-    check_hyperparam(fn, name, value)
+def _check(fn: str, name: str, value: Any, ok: Callable[[Any], Any], allowed: str) -> None:
+    check_hyperparam(fn, name, value)  # finite (a traced value: deferred, see `deferred`)
+    if _is_traced(value):
+        _defer(value, ok)
+        return
     v = _concrete(fn, name, value)
     if v is not None and not ok(v):
         raise ValueError(f"`{api_name(fn)}`: `{name}` must be {allowed}, got {value!r}.")
 
 
 def check_positive(fn: str, name: str, value: Any) -> None:
-    """`value` must be > 0 (skipped for schedules and traced values)."""
+    """`value` must be > 0 (skipped for schedules; a traced value inside `deferred()` is collected)."""
     _check(fn, name, value, lambda v: v > 0, "> 0")
 
 
 def check_nonnegative(fn: str, name: str, value: Any) -> None:
-    """`value` must be >= 0 (skipped for schedules and traced values)."""
+    """`value` must be >= 0 (skipped for schedules; a traced value inside `deferred()` is collected)."""
     _check(fn, name, value, lambda v: v >= 0, ">= 0")
 
 
 def check_nonpositive(fn: str, name: str, value: Any) -> None:
-    """`value` must be <= 0 (skipped for schedules and traced values)."""
+    """`value` must be <= 0 (skipped for schedules; a traced value inside `deferred()` is collected)."""
     _check(fn, name, value, lambda v: v <= 0, "<= 0")
 
 
@@ -186,8 +242,8 @@ def check_in_range(
     """`value` must lie in the interval from `low` to `high` (open ends as flagged)."""
     lb, rb = ("(" if low_open else "["), (")" if high_open else "]")
 
-    def ok(v: float) -> bool:
-        return (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
+    def ok(v: Any) -> Any:  # `&`, not `and`: `v` may be traced (see `deferred`)
+        return (v > low if low_open else v >= low) & (v < high if high_open else v <= high)
 
     _check(fn, name, value, ok, f"in {lb}{low}, {high}{rb}")
 

@@ -16,6 +16,16 @@ its type and in the dataflow (placed, typed and varying like it in every mode), 
 folds it to a constant fill, so the compiled `init` neither reads the parameter nor moves
 data. Slots of other shapes (one entry per row, a stack of windows) are placed like the
 parameter along the axes they keep.
+
+Under Explicit axes a computation must also say where its results live when the types do not
+decide it: a contraction over a sharded dimension, or a matrix function (an SVD, Newton-Schulz)
+that needs a whole matrix. The matrix rules say it with three helpers, each the identity
+outside Explicit mode (Auto axes, `shard_map`, one device), so their formulas stay formulas
+and GSPMD still chooses for Auto axes: `whole(x)` gathers `x` onto every device,
+`placed_like(y, p)` puts a result back in `p`'s sharding (a local slice when `y` is whole),
+and `whole_sharding(x)` is the `out_sharding=` of a contraction whose result is to be whole
+(partial sums, then one all-reduce). A `lax.cond` branch that makes zeros for a computed
+result gives them its type: `zeros_of(t)` of the result's `eval_shape`.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import NamedSharding
+from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 
@@ -48,6 +58,84 @@ def _typed(p: jax.Array) -> NamedSharding | None:
 
 def _spec(sharding: NamedSharding, ndim: int) -> tuple[Any, ...]:
     return tuple(sharding.spec) + (None,) * (ndim - len(sharding.spec))
+
+
+def _if_explicit(sharding: Any) -> NamedSharding | None:
+    """`sharding` if it is a type's sharding on a mesh with Explicit axes (sharding in types), else None."""
+    if isinstance(sharding, NamedSharding) and AxisType.Explicit in sharding.mesh.axis_types:
+        return sharding
+    return None
+
+
+def _explicit(x: Any) -> NamedSharding | None:
+    """The sharding in the type of `x` (an array, a tracer, a `jax.ShapeDtypeStruct`) under Explicit axes."""
+    if isinstance(x, jax.ShapeDtypeStruct):
+        return _if_explicit(x.sharding)
+    if isinstance(x, jax.Array):
+        return _if_explicit(getattr(jax.typeof(x), "sharding", None))
+    return None
+
+
+def whole_sharding(x: Any) -> NamedSharding | None:
+    """The `out_sharding` of a contraction of `x` whose result is whole on every device, under Explicit
+    axes (partial sums, then one all-reduce); None otherwise (the contraction's own rule, GSPMD's choice).
+
+    Example: `jnp.tensordot(a, b, axes, out_sharding=whole_sharding(a))`.
+    """
+    sharding = _explicit(x)
+    return None if sharding is None else sharding.update(spec=P())
+
+
+def whole(x: jax.Array) -> jax.Array:
+    """`x` gathered whole onto every device under Explicit axes (one all-gather); `x` itself otherwise.
+
+    For what needs a whole matrix (an SVD, a Newton-Schulz iteration); `placed_like` puts the
+    result back.
+    """
+    sharding = _explicit(x)
+    if sharding is None or all(s is None for s in sharding.spec):
+        return x
+    return jax.sharding.reshard(x, sharding.update(spec=P()))
+
+
+def placed_like(y: jax.Array, p: Any) -> jax.Array:
+    """`y` in `p`'s sharding under Explicit axes (a local slice when `y` is whole); `y` itself otherwise.
+
+    Args:
+      y: a result shaped like `p`.
+      p: the array whose placement `y` takes (a parameter, an update, a slot).
+
+    Returns:
+      `y`, placed like `p`.
+    """
+    sharding = _explicit(p)
+    if sharding is None:
+        return y
+    want = _spec(sharding, jnp.ndim(p))
+    got = _explicit(y)
+    if got is not None and _spec(got, jnp.ndim(y)) == want:
+        return y
+    return jax.sharding.reshard(y, sharding.update(spec=P(*want)))
+
+
+def eval_shape(fn: Any, *args: Any) -> Any:
+    """`jax.eval_shape(fn, *args)` whose outputs keep their sharding types under Explicit axes.
+
+    (`jax.eval_shape` drops them on a mesh that mixes Explicit and Auto axes.)
+    """
+    closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*args)
+    leaves, treedef = jax.tree.flatten(shapes)
+    typed = []
+    for leaf, aval in zip(leaves, closed.out_avals, strict=True):
+        sharding = _if_explicit(getattr(aval, "sharding", None))
+        typed.append(leaf if sharding is None else leaf.update(sharding=sharding))
+    return jax.tree.unflatten(treedef, typed)
+
+
+def zeros_of(t: Any) -> jax.Array:
+    """Zeros of the abstract value `t` (a `jax.ShapeDtypeStruct` from `eval_shape` inside a trace), with the
+    sharding in its type under Explicit axes: the branches of a `lax.cond` must agree on it."""
+    return jnp.zeros(t.shape, t.dtype, out_sharding=_explicit(t))
 
 
 def filled(p: Any, value: Any, dtype: Any = None) -> jax.Array:

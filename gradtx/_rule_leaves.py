@@ -79,17 +79,35 @@ def transposed(treedef: Any, per_leaf: list[Any]) -> dict[str, Any]:
     return {k: treedef.unflatten([None if d is None else d[k] for d in per_leaf]) for k in names}
 
 
-def check_slot(fn: str, g: Any, slot: Any, field: str, updates: Any, i: int) -> None:
-    """A slot shaped like its parameter must have the gradient's shape (any rank): refuse at trace time."""
-    shape = tuple(g.dense_shape) if _tree.is_row_sparse(g) else jnp.shape(g)
+def shape_of(g: Any) -> tuple[int, ...]:
+    """A gradient leaf's shape (a row-sparse one's dense shape)."""
+    return tuple(g.dense_shape) if _tree.is_row_sparse(g) else tuple(jnp.shape(g))
+
+
+def check_slot(fn: str, g: Any, slot: Any, field: str, updates: Any, i: int, want: Any = None) -> None:
+    """A slot must have the shape `init` gives it for this gradient's parameter (`want`; by default the
+    gradient's own shape, any rank): refuse at trace time."""
+    shape = shape_of(g)
+    want = shape if want is None else tuple(want)
     s_shape = getattr(slot, "shape", None)
-    if s_shape is not None and tuple(s_shape) != tuple(shape):
+    if s_shape is not None and tuple(s_shape) != want:
         path = _tree.key_paths(updates)[i]
+        made = "" if want == shape else f" (`init` makes it {want} for such a parameter)"
         raise ValueError(
-            f"`{fn}`: the gradient at {path} has shape {tuple(shape)}, but the state's slot `{field}` "
-            f"there has shape {tuple(s_shape)}; pass a state made by `init` from params shaped like these "
-            "gradients."
+            f"`{fn}`: the gradient at {path} has shape {shape}, but the state's slot `{field}` "
+            f"there has shape {tuple(s_shape)}{made}; pass a state made by `init` from params shaped like "
+            "these gradients."
         )
+
+
+def slot_shape_for(spec: Callable[[Any], Any], g: Any, cache: dict[Any, Any]) -> Any:
+    """The shape a slot made by the function `spec` of the parameter has for gradient leaf `g`'s
+    parameter (traced abstractly, once per shape and dtype); None when `spec` gives no single array."""
+    key = (id(spec), shape_of(g), _tree.values_of(g).dtype)
+    if key not in cache:
+        out = jax.eval_shape(spec, jax.ShapeDtypeStruct(key[1], key[2]))
+        cache[key] = getattr(out, "shape", None)
+    return cache[key]
 
 
 def dtype_of(fn: str, g: Any, updates: Any, i: int) -> Any:
@@ -101,6 +119,39 @@ def dtype_of(fn: str, g: Any, updates: Any, i: int) -> Any:
             "an array; pass params and gradients as arrays (`jnp.asarray`)."
         )
     return dtype
+
+
+def refuse_integers(
+    fn: str, updates: Any, leaves: list[Any], treedef: Any, params: Any, flat_params: Any
+) -> None:
+    """Refuse (at trace time) an integer or boolean gradient, or a gradient for an integer parameter: the
+    formula's update, stored in an integer dtype or added to an integer parameter, would be rounded (every
+    step of a small learning rate to nothing) without a word."""
+    if flat_params is None and params is not None:
+        try:
+            flat_params = treedef.flatten_up_to(params)
+        except (ValueError, TypeError):  # another tree: the caller's shape check names it
+            flat_params = None
+    for i, g in enumerate(leaves):
+        if g is None:
+            continue
+        p = None if flat_params is None else flat_params[i]
+        what = (
+            "gradient"
+            if _tree.is_integer(g)
+            else "parameter"
+            if p is not None and _tree.is_integer(p)
+            else None
+        )
+        if what is None:
+            continue
+        dtype = _tree.values_of(g if what == "gradient" else p).dtype
+        raise TypeError(
+            f"`{fn}`: the {what} at {_tree.key_paths(updates)[i]} is {dtype}, but this rule's "
+            "updates are fractional and would be rounded away in an integer dtype (the parameter would never "
+            "move); train floating-point parameters, or keep integer leaves out of the optimizer "
+            "(`gradtx.partition` with `gradtx.set_to_zero()` for them, or `gradtx.freeze`)."
+        )
 
 
 def dense(g: Any) -> Any:

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _checks, _protocol, _scalars
+from gradtx import _checks, _protocol, _scalars, _sliced
 
 # --------------------------------------------------------------------------- hyperparameters
 
@@ -134,6 +134,7 @@ def clip_to_norm(x: jax.Array, c: jax.Array, axis: Any = None) -> jax.Array:
     The square root is taken only where the sum is positive (a finite gradient at 0).
     """
     l2sum = squared_norm(x, axis=axis, keepdims=True).astype(real_dtype(x.dtype))
+    l2sum = l2sum if axis is not None else _sliced.total(l2sum)  # the whole leaf's on ZeRO's slices too
     norm = jnp.where(l2sum > 0, jnp.sqrt(jnp.where(l2sum > 0, l2sum, 1)), l2sum)
     return (x * c) / jnp.maximum(norm, c)
 
@@ -147,7 +148,7 @@ def global_norm(tree: Any) -> jax.Array:
     if not leaves:
         return jnp.zeros([], jnp.float32)
     halves = jnp.stack([squared_norm(x) / 2 for x in leaves])
-    return jnp.sqrt(jnp.sum(halves) * 2)
+    return jnp.sqrt(_sliced.total(jnp.sum(halves)) * 2)  # exact on ZeRO's slices too (`_sliced`)
 
 
 # --------------------------------------------------------------------------- step counter
@@ -207,66 +208,10 @@ def flatten_updates(
     return leaves, flat_rest, treedef
 
 
-def _shape_of(x: Any) -> tuple[int, ...] | None:
-    """A leaf's shape (a row-sparse gradient's dense shape), or None for `None` and non-arrays."""
-    if x is None:
-        return None
-    if is_row_sparse(x):
-        return tuple(x.dense_shape)
-    shape = getattr(x, "shape", None)
-    return None if shape is None else tuple(shape)
-
-
-def check_shapes(fn_name: str, updates: Any, params: Any = None, state: Any = None) -> None:
-    """Refuse updates, and state slots, whose leaf shapes differ from the params' (at trace time).
-
-    Every update leaf must have its parameter's shape (a row-sparse one by its dense shape).
-    In `state` (a NamedTuple), every slot field (annotated `Updates`) with the tree structure
-    of the updates is checked leaf by leaf where the slot leaf is an array of the update's
-    rank: windows `[n, *shape]`, factored or per-dimension statistics have other ranks or
-    structures and are left alone, as is a state class that declares
-    `slots_shaped_like_params = False` (Adafactor's, whose unused slots are `zeros((1,))`).
-    Shapes are static, so this costs nothing at run time; key paths are computed only for
-    the error.
-
-    Raises:
-      ValueError: naming the key path, both shapes and what to do.
-    """
-    treedef: Any
-    leaves, treedef = jax.tree.flatten(updates, is_leaf=_is_update_leaf)
-    shapes = [_shape_of(x) for x in leaves]
-    if params is not None:
-        try:
-            flat_params = treedef.flatten_up_to(params)
-        except (ValueError, TypeError):
-            raise _protocol.tree_mismatch_error(fn_name, "updates", updates, "params", params) from None
-        for i, (shape, p) in enumerate(zip(shapes, flat_params, strict=True)):
-            p_shape = _shape_of(p)
-            if shape is not None and p_shape is not None and shape != p_shape:
-                raise ValueError(
-                    f"`{fn_name}`: the gradient at {key_paths(updates)[i]} has shape {shape}, but the "
-                    f"parameter there has shape {p_shape}; compute the gradients of these parameters "
-                    f"(leaf by leaf shapes must agree)."
-                )
-    if not (isinstance(state, tuple) and hasattr(state, "_fields")):
-        return
-    if not getattr(type(state), "slots_shaped_like_params", True):
-        return
-    for field in state._fields:
-        if _protocol.mark_of(type(state), field) is not _protocol.SLOT:
-            continue
-        try:
-            flat_slot = treedef.flatten_up_to(getattr(state, field))
-        except (ValueError, TypeError):
-            continue
-        for i, (shape, s) in enumerate(zip(shapes, flat_slot, strict=True)):
-            s_shape = _shape_of(s)
-            if shape is not None and s_shape is not None and len(s_shape) == len(shape) and s_shape != shape:
-                raise ValueError(
-                    f"`{fn_name}`: the gradient at {key_paths(updates)[i]} has shape {shape}, but the "
-                    f"state's slot `{field}` there has shape {s_shape}; pass a state made by `init` from "
-                    f"params shaped like these gradients."
-                )
+def is_integer(x: Any) -> bool:
+    """True for an integer or boolean array (or row-sparse values): no update moves it by a fraction."""
+    dtype = getattr(values_of(x), "dtype", None)
+    return dtype is not None and (jnp.issubdtype(dtype, jnp.integer) or jnp.issubdtype(dtype, jnp.bool_))
 
 
 def map_updates(
@@ -354,7 +299,7 @@ def all_finite(tree: Any) -> jax.Array:
     for leaf in jax.tree.leaves(tree):
         if jnp.issubdtype(leaf.dtype, jnp.inexact):
             ok = ok & jnp.all(jnp.isfinite(leaf))
-    return ok
+    return _sliced.total(ok, "all")
 
 
 # --------------------------------------------------------------------------- key paths

@@ -15,7 +15,7 @@ from typing import Any, Callable, Literal, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, _scalars, _tree, _vma, packing
+from gradtx import _base, _checks, _naming, _placement, _protocol, _scalars, _tree, _vma, packing
 from gradtx import _rule_leaves as _leaves
 
 
@@ -270,6 +270,10 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
     dict_fields = {f for f in live if _protocol.mark_of(state, f) is _protocol.SLOT_DICT}
     n_slots = len(slot_names)
     checked = [k for k, f in enumerate(slot_names) if f in like_param]
+    # slots made by a function of the parameter (windows, factored statistics, per-leaf scalars)
+    derived = [
+        k for k, f in enumerate(slot_names) if f in live and f not in like_param and f not in dict_fields
+    ]
     static = {k: _scalars.static(v) for k, v in hyper.items() if not _checks.is_schedule(v)}
     schedules = {k: v for k, v in hyper.items() if _checks.is_schedule(v)}
 
@@ -357,6 +361,7 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
             for f in slot_names
         ]
         flat_params = _leaves.flatten_up_to(name, treedef, updates, params, None) if reads_params else None
+        _leaves.refuse_integers(name, updates, leaves, treedef, params, flat_params)
         if real_only is not None:
             _base.refuse_complex(name, updates, params, why=real_only)
         scalars_for = _leaves.per_dtype(step_scalars(state, leaves, flat_params, extra_args), compute_dtype)
@@ -365,12 +370,17 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
             _leaves.over_tree(leaf, leaves, flat_slots, flat_params, scalars_for, outs, new_slots)
         else:
             path_list = _leaves.key_paths(updates) if paths else None
+            derived_shapes: dict[Any, Any] = {}
             for i, g in enumerate(leaves):  # one leaf at a time: the formula is one call away
                 if g is None:
                     continue
                 slot_args = [s[i] for s in flat_slots]
                 for k in checked:
                     _leaves.check_slot(name, g, slot_args[k], slot_names[k], updates, i)
+                for k in derived:
+                    want = _leaves.slot_shape_for(slot_specs[slot_names[k]], g, derived_shapes)
+                    if want is not None:
+                        _leaves.check_slot(name, g, slot_args[k], slot_names[k], updates, i, want)
                 w = (flat_params[i],) if reads_params else ()
                 h = scalars_for(_leaves.dtype_of(name, g, updates, i))
                 kw = {"path": path_list[i]} if paths else {}
@@ -393,4 +403,4 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
     else:
         result = packing.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn))  # per-leaf views
     result.init._gradtx_rule = declaration  # type: ignore[attr-defined]
-    return result
+    return _naming.named(result, name)  # a public factory returning it names it after itself

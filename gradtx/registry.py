@@ -56,6 +56,12 @@ TF_IGNORED_ARGS = (
 SPARSE_RULES = ("rows", "all_rows", "decayed_rows", "entries", "values", "dense", "custom")
 """What a row-sparse gradient does to an entry's transform (see `Entry.sparse`)."""
 
+NONFINITE = ("propagates", "sticks", "absorbed", "skipped", "ignored")
+"""What one non-finite gradient value does to an entry (see `Entry.nonfinite`)."""
+
+NONFINITE_VALUES = ("nan", "inf", "-inf")
+"""The gradient values an `Entry.nonfinite` dict is keyed by."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
@@ -82,6 +88,19 @@ class Entry:
         contract suite compares it with a reference written for it).
       extra_args: for transforms whose `update` needs extra arguments (e.g. AdamGS's
         `global_step`), a function of the 0-based step returning them.
+      nonfinite: what one NaN or infinite gradient value does, the later gradients finite
+        (checked by tests/test_nonfinite.py with `example`): "propagates" -- the params
+        become non-finite, at that step or at the first later one that applies it
+        (`accumulate_gradients`), a failure that shows; "sticks" -- the params stay finite
+        but a state value stays non-finite for good, so every later update is wrong and
+        nothing shows it (Lion's momentum at inf keeps its step at the learning rate);
+        "absorbed" -- params and state stay finite: the value is bounded or zeroed (a sign
+        step, clipping, `zero_nans`) and the step is taken; "skipped" -- params and state
+        go on as if the step had not happened (`apply_if_finite`); "ignored" -- the
+        gradient is not read (`set_to_zero`). One value for NaN, inf and -inf alike, or a
+        dict keyed by "nan", "inf" and "-inf". A wrapper is measured around its example's
+        transform and, unless it skips, passes on the behaviour of the transform it wraps.
+        `apply_if_finite` is the guard: it skips such steps (tested around every optimizer).
     """
 
     name: str
@@ -92,6 +111,12 @@ class Entry:
     reference: str = ""
     sparse: str = "rows"
     extra_args: Callable[[int], dict] | None = None
+    nonfinite: str | Mapping[str, str] = "propagates"
+
+    def on_nonfinite(self, value: str) -> str:
+        """What a gradient value `value` ("nan", "inf" or "-inf") does to the entry (see `nonfinite`)."""
+        _checks.check_one_of("Entry.on_nonfinite", "value", value, NONFINITE_VALUES)
+        return self.nonfinite if isinstance(self.nonfinite, str) else self.nonfinite[value]
 
     def extra(self, step: int) -> dict:
         """The extra arguments of `update` at 0-based step `step` (`{}` for most entries)."""
@@ -128,7 +153,8 @@ def register(entry: Entry, *, override: bool = False) -> Entry:
 
     Raises:
       ValueError: on a name collision (`entry.name` taken, without `override`; an alias
-        taken by another entry) or an unknown kind.
+        taken by another entry), an unknown kind, sparse rule or `nonfinite` behaviour.
+      TypeError: for a `nonfinite` that is neither a string nor a dict.
 
     Example:
         >>> import gradtx
@@ -141,6 +167,7 @@ def register(entry: Entry, *, override: bool = False) -> Entry:
     """
     _checks.check_one_of("register", "kind", entry.kind, KINDS)
     _checks.check_one_of("register", "sparse", entry.sparse, SPARSE_RULES)
+    _check_nonfinite(entry)
     _checks.check_bool("register", "override", override)
     if entry.name in _ENTRIES and not override:
         raise ValueError(
@@ -158,6 +185,26 @@ def register(entry: Entry, *, override: bool = False) -> Entry:
     for n in (entry.name, *entry.aliases):
         _LOOKUP[_key(n)] = entry.name
     return entry
+
+
+def _check_nonfinite(entry: Entry) -> None:
+    """`entry.nonfinite` is one of `NONFINITE`, or a dict from each of `NONFINITE_VALUES` to one."""
+    value = entry.nonfinite
+    if isinstance(value, str):
+        _checks.check_one_of("register", "nonfinite", value, NONFINITE)
+        return
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            f"`register`: `nonfinite` of {entry.name!r} must be a string or a dict keyed by "
+            f"{', '.join(map(repr, NONFINITE_VALUES))}, got {value!r} of type {type(value).__name__}."
+        )
+    if set(value) != set(NONFINITE_VALUES):
+        raise ValueError(
+            f"`register`: `nonfinite` of {entry.name!r} must have the keys "
+            f"{', '.join(map(repr, NONFINITE_VALUES))}, got {', '.join(map(repr, value))}."
+        )
+    for key, behaviour in value.items():
+        _checks.check_one_of("register", f"nonfinite[{key!r}]", behaviour, NONFINITE)
 
 
 def unregister(name: str) -> Entry:
@@ -357,6 +404,8 @@ def from_config(config: Mapping[str, Any]) -> _protocol.GradientTransformation:
 __all__ = [
     "Entry",
     "KINDS",
+    "NONFINITE",
+    "NONFINITE_VALUES",
     "SPARSE_RULES",
     "TF_ARG_NAMES",
     "TF_IGNORED_ARGS",

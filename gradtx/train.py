@@ -15,7 +15,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _masks, _protocol, _tree, combinators, packing, registry
+from gradtx import _base, _checks, _masks, _naming, _protocol, _tree, combinators, packing, registry
 from gradtx._workflow import apply_gradients, compute_gradients, minimize  # noqa: F401  (gradtx.train's names)
 
 OPTIMIZER_SUMMARIES = ("learning_rate", "loss", "gradients", "gradient_norm", "global_gradient_norm")
@@ -217,7 +217,8 @@ def optimize_loss(
     initial_lr = (
         None if learning_rate is None else _lr_at(learning_rate, learning_rate_decay_fn, jnp.int32(0))
     )
-    build_optimizer(initial_lr)  # fail now on an unknown name or a bad factory
+    probe = build_optimizer(initial_lr)  # fail now on an unknown name or a bad factory
+    optimizer_name = _naming.name_of(probe)
 
     pre = combinators.chain(
         *([combinators.add_noise(gradient_noise_scale, seed)] if gradient_noise_scale is not None else []),
@@ -317,6 +318,7 @@ def optimize_loss(
         )
         return new_state, metrics
 
+    _naming.label(step, f"optimize_loss({optimizer_name})")  # what a checkpoint of its TrainState records
     return OptimizeLoss(init, step)
 
 

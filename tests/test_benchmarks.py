@@ -80,9 +80,15 @@ def test_smoke_run_writes_results_and_report(tmp_path):
     for row in out["catalogue"]["rows"].values():
         assert row["step_ratio"] > 0 and row["gradtx_compile_s"] > 0 and row["optax_compile_s"] > 0
     assert all(r["gradtx_min_s"] > 0 and r["ratio"] > 0 for r in out["tracing"]["rows"])
-    assert out["sharding"]["transforms"]["adam"]["gradtx"] == out["sharding"]["transforms"]["adam"]["optax"]
+    adam = out["sharding"]["transforms"]["adam"]
+    assert adam["gradtx"] == adam["optax"] and adam["gradtx explicit"] == adam["optax explicit"]
+    assert all(isinstance(r["gradtx explicit"], dict) for r in out["sharding"]["transforms"].values())
+    for row in out["sharding"]["state_bytes"].values():  # bytes per device
+        assert row["zero"] <= row["gradtx"] < row["replicated"] / 3
+        assert row["zero, params replicated"] < row["replicated"] / 3
     text = report.main(["--results", str(tmp_path), "--out", str(tmp_path / "RESULTS.md")])
     assert "### Collectives per step on a 2-D mesh" in text
+    assert "### Optimizer state per device on a 2-D mesh" in text
     assert "### Every optimizer optax also has" in text and "### Tracing and lowering" in text
     assert (tmp_path / "cpu.png").stat().st_size > 10_000
     for name in workloads.ALL:

@@ -21,7 +21,7 @@ import optax
 import pytest
 
 import gradtx
-from gradtx import _tree
+from gradtx import _tree, _tree_checks
 
 TRANSFORMS = pathlib.Path(gradtx.__file__).parent / "transforms"
 
@@ -94,8 +94,8 @@ def test_the_adam_moment_is_five_frames_below_update():
 def test_the_shape_checks_run_once_per_step(monkeypatch):
     """`api`'s trace-time checks run at the factory the user called, not at every nesting level."""
     calls = []
-    original = _tree.check_shapes
-    monkeypatch.setattr(_tree, "check_shapes", lambda *a, **k: calls.append(a[0]) or original(*a, **k))
+    original = _tree_checks.check_shapes
+    monkeypatch.setattr(_tree_checks, "check_shapes", lambda *a, **k: calls.append(a[0]) or original(*a, **k))
     params = {"w": jnp.zeros(3)}
     for tx, name in [
         (gradtx.adam(0.1), "adam"),
@@ -150,7 +150,8 @@ def test_a_state_of_other_params_is_refused_whatever_its_rank(shape):
     p = {"a": jnp.ones((4, 4))}
     state = tx.init({"a": jnp.ones(shape)})
     with pytest.raises(
-        ValueError, match=r"`scale_by_adam`: the gradient at \['a'\] has shape \(4, 4\), but the state"
+        ValueError,
+        match=r"`adam`: the gradient at \['a'\] has shape \(4, 4\), but the state's ScaleByAdamState",
     ):
         tx.update(p, state, p)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 
 from gradtx import _tree, combinators, optimizers
-from gradtx._catalog._entries import transform, wrapper
+from gradtx._catalog._entries import BOUNDS_INF, transform, wrapper
 
 
 def _halve(grads, params):
@@ -25,7 +25,7 @@ def _by_rank(params):
 
 transform("clip_variables", combinators.clip_variables, {"max_norm": 1.0, "dims": {"kernel": [1]}})
 # TF clips an IndexedSlices by its values as they are (duplicates included): "values".
-transform("clip", combinators.clip, {"max_delta": 0.5}, sparse="values")
+transform("clip", combinators.clip, {"max_delta": 0.5}, sparse="values", nonfinite=BOUNDS_INF)
 transform("clip_by_norm", combinators.clip_by_norm, {"max_norm": 0.5}, sparse="values")
 transform("clip_by_global_norm", combinators.clip_by_global_norm, {"max_norm": 0.5}, sparse="values")
 transform("transform_gradients", combinators.transform_gradients, {"fn": _halve})
@@ -53,6 +53,7 @@ wrapper(
     combinators.apply_if_finite,
     {"tx": optimizers.adam(0.05), "max_consecutive_errors": 3},
     sparse="all_rows",
+    nonfinite="skipped",
 )
 wrapper(
     "decoupled_weight_decay",

@@ -9,7 +9,7 @@ it, as optax's numbers need (its slots move on every row).
 from __future__ import annotations
 
 from gradtx import optimizers, transforms
-from gradtx._catalog._entries import optimizer, transform
+from gradtx._catalog._entries import BOUNDS_INF, SIGN_OF_MOMENTUM, optimizer, transform
 
 OPTAX = "optax"
 """The module of optax's optimizers, for `Entry.reference`."""
@@ -21,7 +21,15 @@ def _sign_rate(count):
     return 0.05 * 0.99**count
 
 
-optimizer("lion", optimizers.lion, ("Lion",), {"learning_rate": _sign_rate}, f"{OPTAX}.lion", sparse="dense")
+optimizer(
+    "lion",
+    optimizers.lion,
+    ("Lion",),
+    {"learning_rate": _sign_rate},
+    f"{OPTAX}.lion",
+    sparse="dense",
+    nonfinite=SIGN_OF_MOMENTUM,
+)
 optimizer("radam", optimizers.radam, ("RAdam",), {"learning_rate": 0.05}, f"{OPTAX}.radam", sparse="dense")
 optimizer(
     "adabelief",
@@ -55,7 +63,14 @@ optimizer(
     f"{OPTAX}.nadamw",
     sparse="dense",
 )
-optimizer("sign_sgd", optimizers.sign_sgd, ("SignSGD",), {"learning_rate": _sign_rate}, f"{OPTAX}.sign_sgd")
+optimizer(
+    "sign_sgd",
+    optimizers.sign_sgd,
+    ("SignSGD",),
+    {"learning_rate": _sign_rate},
+    f"{OPTAX}.sign_sgd",
+    nonfinite=BOUNDS_INF,
+)
 optimizer(
     "signum",
     optimizers.signum,
@@ -63,11 +78,26 @@ optimizer(
     {"learning_rate": _sign_rate, "beta": 0.9},
     f"{OPTAX}.signum",
     sparse="dense",
+    nonfinite=SIGN_OF_MOMENTUM,
 )
-optimizer("rprop", optimizers.rprop, ("Rprop",), {"learning_rate": 0.1}, f"{OPTAX}.rprop", sparse="dense")
+optimizer(
+    "rprop",
+    optimizers.rprop,
+    ("Rprop",),
+    {"learning_rate": 0.1},
+    f"{OPTAX}.rprop",
+    sparse="dense",
+    nonfinite=BOUNDS_INF,
+)
 
-transform("scale_by_sign", transforms.scale_by_sign)
-transform("scale_by_lion", transforms.scale_by_lion, {"b1": 0.9, "b2": 0.99}, sparse="dense")
+transform("scale_by_sign", transforms.scale_by_sign, nonfinite=BOUNDS_INF)
+transform(
+    "scale_by_lion",
+    transforms.scale_by_lion,
+    {"b1": 0.9, "b2": 0.99},
+    sparse="dense",
+    nonfinite=SIGN_OF_MOMENTUM,
+)
 transform(
     "scale_by_radam",
     transforms.scale_by_radam,
@@ -97,4 +127,5 @@ transform(
     transforms.scale_by_rprop,
     {"learning_rate": 0.1, "eta_minus": 0.5, "eta_plus": 1.2},
     sparse="dense",
+    nonfinite=BOUNDS_INF,
 )

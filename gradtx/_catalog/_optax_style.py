@@ -15,10 +15,20 @@ def _even_steps(count):
     return count % 2 == 0
 
 
-transform("set_to_zero", combinators.set_to_zero)
-transform("zero_nans", combinators.zero_nans)
-# Densified first: duplicate rows are summed before the bound applies.
-transform("keep_params_nonnegative", combinators.keep_params_nonnegative, sparse="dense")
+transform("set_to_zero", combinators.set_to_zero, nonfinite="ignored")
+transform(
+    "zero_nans",
+    combinators.zero_nans,
+    nonfinite={"nan": "absorbed", "inf": "propagates", "-inf": "propagates"},
+)
+# Densified first: duplicate rows are summed before the bound applies. An update of -inf is raised to
+# -param (the param lands at 0), one of +inf is not bounded.
+transform(
+    "keep_params_nonnegative",
+    combinators.keep_params_nonnegative,
+    sparse="dense",
+    nonfinite={"nan": "propagates", "inf": "propagates", "-inf": "absorbed"},
+)
 transform(
     "adaptive_grad_clip", combinators.adaptive_grad_clip, {"clipping": 0.1, "eps": 1e-3}, sparse="dense"
 )

@@ -36,6 +36,7 @@ register(
         example={"tx": _SGD, "axis_name": "data", "replicas_to_aggregate": 1},
         reference=f"{TF1}.SyncReplicasOptimizer",
         sparse="dense",
+        nonfinite="skipped",  # a replica's non-finite gradient is dropped (`replica_ok`)
     )
 )
 register(

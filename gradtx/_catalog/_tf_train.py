@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gradtx import optimizers
-from gradtx._catalog._entries import TF1, optimizer
+from gradtx._catalog._entries import FTRL, TF1, optimizer
 
 optimizer(
     "sgd",
@@ -54,6 +54,7 @@ optimizer(
     ("Ftrl",),
     {"learning_rate": 0.5, "l1": 0.001, "l2": 0.001, "l2_shrinkage": 0.001},
     f"{TF1}.FtrlOptimizer",
+    nonfinite=FTRL,
 )
 optimizer(
     "proximal_adagrad",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gradtx import combinators, transforms
-from gradtx._catalog._entries import global_step_arg, transform
+from gradtx._catalog._entries import FTRL, global_step_arg, transform
 
 
 def _custom_sgd_slots(param):
@@ -32,7 +32,10 @@ transform("scale_by_adagrad_da", transforms.scale_by_adagrad_da, {"learning_rate
 transform("scale_by_adadelta", transforms.scale_by_adadelta, {"rho": 0.9, "eps": 1e-3})
 transform("scale_by_adam", transforms.scale_by_adam, {"b1": 0.9, "b2": 0.999, "eps": 1e-8}, sparse="all_rows")
 transform(
-    "scale_by_ftrl", transforms.scale_by_ftrl, {"learning_rate": 0.5, "l1": 0.001, "l2_shrinkage": 0.001}
+    "scale_by_ftrl",
+    transforms.scale_by_ftrl,
+    {"learning_rate": 0.5, "l1": 0.001, "l2_shrinkage": 0.001},
+    nonfinite=FTRL,
 )
 transform(
     "scale_by_proximal_adagrad", transforms.scale_by_proximal_adagrad, {"learning_rate": 0.5, "l1": 0.001}

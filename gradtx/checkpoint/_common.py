@@ -1,4 +1,5 @@
-"""What both checkpoint formats share: their error, trees read leaf by leaf by key path, atomic files.
+"""What both checkpoint formats share: their error, trees read leaf by leaf by key path, atomic files,
+the name of the transform that wrote a state.
 
 A `Packed` node (`gradtx.packing`) is read as the leaves it holds, each under the key path
 the unpacked tree gives it, so a checkpoint does not depend on whether a run packed its
@@ -13,7 +14,7 @@ from typing import Any, Callable
 
 import jax
 
-from gradtx import packing
+from gradtx import _naming, packing
 
 ROOT = "<root>"
 """The name under which a tree that is a single array is stored."""
@@ -26,6 +27,54 @@ class CheckpointError(ValueError):
     type that differs, or the part of the file that cannot be read. A `ValueError`, so code
     that catches those keeps working.
     """
+
+
+def transform_name(transform: Any) -> str:
+    """The name a checkpoint records for the transform that made a state: its factories, nested.
+
+    An optimizer is named by the factory called (`adam`, `nadam`, `optax_compat.adam`, also
+    when made by `gradtx.get`), a combinator by its name and its members' names
+    (`chain(scale_by_adam, scale_by_learning_rate)`, `inject_hyperparams(adam)`), a wrapper
+    that keeps its member's state as it is (`parallel.cross_shard`) by its member's name, the
+    `optimize_loss` trainer of a `TrainState` as `optimize_loss(adam)`. Hyperparameters are
+    not part of it: `adam(0.1)` and `adam(0.2)` have the same name, `adam` and `nadam`
+    (whose states have the same class) do not. A transform of another library is named by
+    its package and the function that made its `update` (`optax.chain`). The name is kept
+    on the transform's `update` function: the state is unchanged.
+
+    Args:
+      transform: a transform (gradtx's or optax's: anything with `init` and `update`), or an
+        `optimize_loss` trainer.
+
+    Returns:
+      The name, e.g. `"adam"`.
+
+    Raises:
+      TypeError: if `transform` is neither a transform nor an `optimize_loss` trainer.
+
+    Example:
+        >>> import gradtx
+        >>> gradtx.checkpoint.transform_name(gradtx.adam(0.1))
+        'adam'
+        >>> tx = gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.nadam(1e-3))
+        >>> gradtx.checkpoint.transform_name(tx)
+        'chain(clip_by_global_norm, nadam)'
+    """
+    return checked_transform_name("transform_name", transform)
+
+
+def checked_transform_name(fn: str, transform: Any) -> str:
+    """`transform_name(transform)`, or the `TypeError` of `fn` (the function given it) for a non-transform."""
+    if _naming.is_transform(transform):
+        return _naming.name_of(transform)
+    name = _naming.given_name(getattr(transform, "step", None))  # an `optimize_loss` trainer
+    if name is None or not callable(getattr(transform, "init", None)):
+        raise TypeError(
+            f"`{fn}`: `transform` must be the transform that made the state (with `init` and `update`) "
+            f"or the `optimize_loss` trainer of a `TrainState`, got {transform!r} of type "
+            f"{type(transform).__name__}."
+        )
+    return name
 
 
 def nodes(tree: Any) -> list[tuple[str, Any]]:

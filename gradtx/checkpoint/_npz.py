@@ -1,10 +1,12 @@
 """`save_npz` / `load_npz`: any gradtx tree as one `.npz` file, written atomically, read only when it fits.
 
 The file is a zip archive (NumPy's `.npz`): first a small JSON header, `__gradtx__.json`,
-listing every leaf (its key path, shape and dtype) and the class of every NamedTuple in
-the tree (the optimizer's state types); then one `.npy` member per leaf, named by its key
-path. `load_npz` reads the header, compares it with the target and refuses any difference
-before it reads a single array; it then checks each member's own `.npy` header against the
+listing every leaf (its key path, shape and dtype), the class of every NamedTuple in
+the tree (the optimizer's state types) and, when the saver passed it, the name of the
+transform that made the state (`transform_name`: `adam`, `nadam`, ...; two optimizers
+can share a state class); then one `.npy` member per leaf, named by its key path.
+`load_npz` reads the header, compares it with the target and refuses any difference before
+it reads a single array; it then checks each member's own `.npy` header against the
 listing before reading its data, so a file can never make it allocate more than the target
 holds. bfloat16 and the other ml_dtypes are stored as their bits (unsigned integers of the
 same width) and the header keeps their names.
@@ -31,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx import packing
+from gradtx import _checks, packing
 from gradtx.checkpoint import _common
 from gradtx.checkpoint._common import CheckpointError
 
@@ -65,37 +67,43 @@ def _stored(value: np.ndarray) -> np.ndarray:
     return value.view(f"u{value.dtype.itemsize}") if value.dtype.kind == "V" else value
 
 
-def save_npz(path: str | os.PathLike, tree: Any) -> None:
+def save_npz(path: str | os.PathLike, tree: Any, *, transform: Any = None) -> None:
     """Write every array of `tree` to `path` (an `.npz` file), keyed by its key path, atomically.
 
-    The file also records each leaf's shape and dtype and the class of each state in the
-    tree, which `load_npz` checks. An existing file at `path` is replaced only once the new
-    one is complete and on disk: a crash while saving leaves the old checkpoint intact.
+    The file also records each leaf's shape and dtype, the class of each state in the
+    tree and, given `transform`, its name (`transform_name`), which `load_npz` checks. An
+    existing file at `path` is replaced only once the new one is complete and on disk: a
+    crash while saving leaves the old checkpoint intact.
 
     Args:
       path: the file to write (no suffix is added).
       tree: a pytree of arrays (optimizer state, `TrainState`, params; packed or not).
+      transform: the transform whose state `tree` is (or holds), or the `optimize_loss`
+        trainer of a `TrainState`: `load_npz` then refuses to load the file into another
+        one's state. None records no name.
 
     Raises:
       TypeError: for a leaf that is not a numeric array (e.g. a typed PRNG key: store its
-        `jax.random.key_data`, as gradtx's own states do).
+        `jax.random.key_data`, as gradtx's own states do), or a `transform` that is not one.
 
     Example:
         >>> import tempfile, os, jax.numpy as jnp, gradtx
         >>> tx = gradtx.adam(1e-3)
         >>> state = tx.init({"w": jnp.ones(2)})
         >>> path = os.path.join(tempfile.mkdtemp(), "state.npz")
-        >>> gradtx.checkpoint.save_npz(path, state)
-        >>> restored = gradtx.checkpoint.load_npz(path, tx.init({"w": jnp.zeros(2)}))
+        >>> gradtx.checkpoint.save_npz(path, state, transform=tx)
+        >>> restored = gradtx.checkpoint.load_npz(path, tx.init({"w": jnp.zeros(2)}), transform=tx)
         >>> bool((gradtx.get_slot(restored, "m", "w") == gradtx.get_slot(state, "m", "w")).all())
         True
     """
+    name = None if transform is None else _common.checked_transform_name("save_npz", transform)
     arrays = [(key, _to_numpy(key, leaf)) for key, leaf in _entries(tree)]
     header = {
         "format": FORMAT,
         "version": VERSION,
         "leaves": [{"key": k, "shape": list(v.shape), "dtype": v.dtype.name} for k, v in arrays],
         "types": _common.state_types(tree),
+        **({} if name is None else {"transform": name}),  # a key older readers ignore: still version 2
     }
 
     def write(f: IO[bytes]) -> None:
@@ -181,6 +189,21 @@ def _read_header(path: Any, zf: zipfile.ZipFile, limit: int) -> dict[str, Any]:
     return header
 
 
+def _check_transform(path: Any, header: dict[str, Any], name: str | None) -> None:
+    """The transform that wrote the file must be `name` (if both are known)."""
+    stored = header.get("transform")
+    if stored is not None and not isinstance(stored, str):
+        raise CheckpointError(f"`load_npz`: the header of {path} is malformed (transform {stored!r}).")
+    if name is None or stored is None or stored == name:
+        return
+    raise CheckpointError(
+        f"`load_npz`: {path} holds the state of `{stored}`, but `transform` is `{name}`: another "
+        "optimizer, whose state may have the same layout but means something else to it. Pass the "
+        f"transform that wrote it (`{stored}`), or `allow_other_transform=True` to load it anyway (to "
+        "continue a run with another optimizer on purpose)."
+    )
+
+
 def _check_types(path: Any, header: dict[str, Any], target: Any) -> None:
     if "types" not in header:  # the first format did not record them
         return
@@ -228,25 +251,37 @@ def _open(path: Any) -> zipfile.ZipFile:
         ) from err
 
 
-def load_npz(path: str | os.PathLike, target: Any) -> Any:
+def load_npz(
+    path: str | os.PathLike, target: Any, *, transform: Any = None, allow_other_transform: bool = False
+) -> Any:
     """Read a tree written by `save_npz`, with the structure, shapes and dtypes of `target`.
 
     The file's listing of leaves and state classes is compared with `target` before any
     array is read: every key path, shape and dtype, and the class of every state (a
-    `ScaleByAdamState` where the target has one), must agree. Packed and unpacked trees
-    read each other's files.
+    `ScaleByAdamState` where the target has one), must agree. Given `transform`, the
+    transform that wrote the file must be the same one (`transform_name`): `adam`'s state
+    is refused by `nadam` or `lazy_adam`, although the states are alike, while `adam(0.1)`
+    and `adam(0.2)` are the same transform (a resumed run may change hyperparameters). A
+    file saved without a transform, or by an older gradtx, is not checked. Packed and
+    unpacked trees read each other's files.
 
     Args:
       path: the file to read.
       target: a tree of the expected structure: arrays or `jax.ShapeDtypeStruct`s.
+      transform: the transform whose state `target` is (or holds), or the `optimize_loss`
+        trainer of a `TrainState`; None skips the check.
+      allow_other_transform: load a file written by another transform all the same (to
+        continue a run with another optimizer on purpose).
 
     Returns:
       The restored tree (jax arrays).
 
     Raises:
       CheckpointError: (a `ValueError`) if the file's key paths, shapes, dtypes or state
-        classes differ from `target`'s (the message names the first differences), or if the
-        file is corrupt, truncated or not a gradtx checkpoint.
+        classes differ from `target`'s (the message names the first differences), if it was
+        written by another transform than `transform`, or if the file is corrupt, truncated
+        or not a gradtx checkpoint.
+      TypeError: if `transform` is not a transform or `allow_other_transform` not a bool.
       FileNotFoundError: if there is no file at `path`.
 
     Example:
@@ -258,17 +293,21 @@ def load_npz(path: str | os.PathLike, target: Any) -> Any:
         >>> gradtx.get_slot(gradtx.checkpoint.load_npz(path, target), "momentum", "w")
         Array([0., 0.], dtype=float32)
     """
+    _checks.check_bool("load_npz", "allow_other_transform", allow_other_transform)
+    name = None if transform is None else _common.checked_transform_name("load_npz", transform)
     nodes = _common.nodes(target)
     parts = [_common.leaves_of(k, n, lambda p: jax.eval_shape(packing.unpack, p)) for k, n in nodes]
     wanted = {key: _spec(like) for part in parts for key, like in part}
     expected = [{"key": k, "shape": list(s), "dtype": d.name} for k, (s, d) in wanted.items()]
-    limit = 4096 + 2 * len(json.dumps({"leaves": expected, "types": _common.state_types(target)}))
+    listing = {"leaves": expected, "types": _common.state_types(target), "transform": name}
+    limit = 4096 + 2 * len(json.dumps(listing))
     with _open(path) as zf:
         header = _read_header(path, zf, limit)
         try:
             listed = {e["key"]: (tuple(int(d) for d in e["shape"]), e["dtype"]) for e in header["leaves"]}
         except (KeyError, TypeError, ValueError) as err:
             raise CheckpointError(f"`load_npz`: the header of {path} is malformed ({err!r}).") from err
+        _check_transform(path, header, None if allow_other_transform else name)
         _check_types(path, header, target)
         missing, extra = sorted(set(wanted) - set(listed)), sorted(set(listed) - set(wanted))
         if missing or extra:

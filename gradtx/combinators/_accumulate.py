@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _checks, _placement, _protocol, _tree, _vma, sparse
+from gradtx import _base, _checks, _placement, _protocol, _sliced, _tree, _vma, sparse
 from gradtx.combinators import _carry
 
 
@@ -41,7 +41,9 @@ def skip_not_finite(updates: Any, gradient_step: jax.Array, params: Any) -> tupl
     """
     del gradient_step, params
     leaves = [x for x in jax.tree.leaves(updates) if jnp.issubdtype(x.dtype, jnp.inexact)]
-    bad = sum((jnp.sum(~jnp.isfinite(x)).astype(jnp.int32) for x in leaves), jnp.zeros([], jnp.int32))
+    bad = _sliced.total(
+        sum((jnp.sum(~jnp.isfinite(x)).astype(jnp.int32) for x in leaves), jnp.zeros([], jnp.int32))
+    )
     return bad > 0, {"should_skip": bad > 0, "num_not_finite": bad}
 
 
@@ -233,7 +235,7 @@ def accumulate_gradients(
             out, new_inner = inner.update(grads, inner_state, params, **extra_args)
             return sparse.densify(out), jax.tree.map(jnp.zeros_like, acc), new_inner
 
-        out_types, _, inner_types = jax.eval_shape(run, acc, state.inner_state)
+        out_types, _, inner_types = _placement.eval_shape(run, acc, state.inner_state)  # with sharding types
         # the inner state in the containers the inner transform returns (a plain dict that
         # `optax.tree.set` put where `inject_hyperparams` returns its `Hyperparams`)
         kept = _carry.as_returned(fn, state.inner_state, inner_types)
@@ -243,7 +245,7 @@ def accumulate_gradients(
             return out, acc, _like(new_inner, inner_state)
 
         def waiting(acc, inner_state):
-            return jax.tree.map(lambda t: jnp.zeros(t.shape, t.dtype), out_types), acc, inner_state
+            return jax.tree.map(_placement.zeros_of, out_types), acc, inner_state  # placed like `applied`'s
 
         apply = mini_step >= k
         out, acc, inner_state = lax.cond(apply, applied, waiting, acc, kept)
@@ -292,6 +294,11 @@ def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientT
     `last_finite` and `total_notfinite` equal optax's at every step (the inner state is
     read for this only at steps whose update is not finite). The counters saturate at
     int32's maximum.
+
+    It is the guard for every optimizer: without it, what one NaN or inf does depends on
+    the rule (`registry.entry(name).nonfinite`): most make the params non-finite, but Lion's
+    and Signum's momentum stays infinite for good behind finite params, and FTRL pins the
+    param to 0. With it, params and state go on as if the step had not happened.
 
     Args:
       tx: the transform to protect.

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx import _base, _checks, _protocol, _tree, packing
 
 
 class ClipState(NamedTuple):
@@ -40,7 +40,8 @@ def clip(max_delta: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformat
 
     .. math:: u \leftarrow \min(\max(u, -\delta), \delta)
 
-    Row-sparse updates are clipped in their values.
+    Row-sparse updates are clipped in their values. An update of +-inf becomes
+    +-`max_delta`, NaN stays NaN; wrap in `apply_if_finite` to skip such steps.
 
     Args:
       max_delta: the bound, >= 0 (number, scalar array or schedule).
@@ -105,7 +106,8 @@ def clip_by_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.GradientTran
 
         return _tree.map_updates("clip_by_norm", leaf, updates)
 
-    return _stateless("clip_by_norm", max_norm, apply)
+    # per tensor, its norm through `_sliced`: exact on ZeRO's slices (`sharded_state` takes it in `shard_map`)
+    return _protocol.SliceWise(*packing.leaf_wise(_stateless("clip_by_norm", max_norm, apply)))
 
 
 class ClipByGlobalNormState(NamedTuple):

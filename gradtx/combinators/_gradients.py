@@ -8,7 +8,7 @@ from typing import Callable, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _masks, _protocol, _tree
+from gradtx import _base, _checks, _masks, _protocol, _sliced, _tree, packing
 
 
 @_base.api
@@ -115,19 +115,22 @@ def add_noise(
             # each leaf's noise depends on its own key path only, not on the other leaves
             k = jax.random.fold_in(base, zlib.crc32(_masks.path_str(path).encode()) & 0x7FFFFFFF)
             dense = g.todense() if _tree.is_row_sparse(g) else g
-            draw = (
-                jax.random.truncated_normal(k, -2.0, 2.0, dense.shape, jnp.float32)
-                if truncated
-                else jax.random.normal(k, dense.shape, jnp.float32)
-            )
-            return dense + (draw * _tree.scalar(s)).astype(dense.dtype)
+
+            def draw(shape):  # the whole leaf's noise (ZeRO's slices cut theirs from it: `_sliced`)
+                if truncated:
+                    return jax.random.truncated_normal(k, -2.0, 2.0, shape, jnp.float32)
+                return jax.random.normal(k, shape, jnp.float32)
+
+            noise = _sliced.leaf_part(path, dense, draw)
+            return dense + (noise * _tree.scalar(s)).astype(dense.dtype)
 
         out = jax.tree_util.tree_map_with_path(
             noisy, updates, is_leaf=lambda x: x is None or _tree.is_row_sparse(x)
         )
         return out, AddNoiseState(_tree.increment(state.count), state.key)
 
-    return _protocol.GradientTransformation(init_fn, update_fn)
+    # per leaf (key paths), exact on ZeRO's slices: `sharded_state` takes it inside `shard_map`
+    return _protocol.SliceWise(*packing.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn)))
 
 
 @_base.api

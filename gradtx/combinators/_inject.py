@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx import _base, _checks, _naming, _protocol, _tree
 
 
 class Hyperparams(dict):
@@ -184,6 +184,19 @@ def inject_hyperparams(
     keeps floats in the params' widest dtype (not float32) and has stateful schedules (its
     state has a `hyperparams_states` field).
 
+    Each step builds the factory from that step's values (set ones and schedules' values), so
+    the factory's own construction checks -- finiteness and the ranges its `Raises:` lists
+    (`learning_rate >= 0`, FTRL's `learning_rate > 0`, a beta in `[0, 1)`, `eps >= 0`, ...) --
+    see every value: a concrete one (an eager step) raises the factory's `ValueError`, as at
+    construction; a traced one (a step under `jax.jit`) cannot raise, so the same conditions
+    are tested in the step and, if one fails, every float update of that step is NaN (row-sparse
+    values too; ints and `None` kept): the params go visibly non-finite instead of, say, a
+    negative rate ascending. It costs a few scalar tests and one select fused into the update's
+    own loop (no extra pass). The inner state of such a step is what the bad value made it; a
+    valid value steps again. Not checked in the step: static arguments (ints, bools, strings,
+    `static_args`: checked once, at construction, they cannot change) and the few conditions a
+    factory tests by hand on a known value rather than through its declared checks.
+
     Args:
       factory: any gradtx (or optax) factory returning a transform.
       static_args: the names of arguments to keep static even if numeric: one name (a
@@ -198,7 +211,9 @@ def inject_hyperparams(
       TypeError: if `factory` is not callable, `static_args` is neither a string nor an
         iterable of strings, or the arguments do not fit its signature.
       ValueError: for a name in `static_args` that is not an argument of `factory`: here, or
-        for a factory taking `**kwargs`, when the returned function is called without it.
+        for a factory taking `**kwargs`, when the returned function is called without it;
+        the factory's own error for a value it refuses, at construction and in an eager step
+        (a jitted step gives NaN updates instead, see above).
 
     Example:
         >>> import jax, jax.numpy as jnp, gradtx
@@ -271,14 +286,18 @@ def inject_hyperparams(
             values.update(
                 {k: jnp.asarray(v(state.count), dtype) for k, v in numeric.items() if _checks.is_schedule(v)}
             )
-            new_updates, inner = build(values).update(updates, state.inner_state, params, **extra_args)
-            return new_updates, InjectHyperparamsState(
+            with _checks.deferred() as conditions:  # the factory's checks on traced values: NaN if one fails
+                inner_tx = build(values)
+            new_updates, inner = inner_tx.update(updates, state.inner_state, params, **extra_args)
+            return _checks.nan_unless(conditions, new_updates), InjectHyperparamsState(
                 _tree.increment(state.count), Hyperparams(values), inner
             )
 
         kind_of = build(values_at(_tree.zero_count()))  # the inner one's kind
+        tx_name = f"inject_hyperparams({_naming.factory_name(factory)})"  # what a checkpoint records
         if _checks._API_NAME.get() is not None:  # inside another factory: it wraps once
-            return _base.composite(init_fn, update_fn, kind_of)
-        return _base.wrapped_once(f"inject_hyperparams({name})", _base.composite(init_fn, update_fn, kind_of))
+            return _naming.named(_base.composite(init_fn, update_fn, kind_of), tx_name)
+        raw = _base.composite(init_fn, update_fn, kind_of)
+        return _naming.named(_base.wrapped_once(f"inject_hyperparams({name})", raw), tx_name)
 
     return wrapped

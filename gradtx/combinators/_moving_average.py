@@ -14,7 +14,7 @@ class MovingAverageState(NamedTuple):
     """State of `moving_average`."""
 
     count: _protocol.Count  # int32: completed updates (TF's num_updates after the step's increment, - 1)
-    averages: Any  # the shadow variables, one per parameter (start at the initial parameters)
+    averages: _protocol.Updates  # the shadow variables, one per parameter (start at the initial parameters)
     inner_state: Any
 
 

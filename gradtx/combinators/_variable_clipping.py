@@ -89,6 +89,12 @@ def clip_variables(
                     f"`{_checks.api_name(fn)}`: axes {list(dims[hits[0]])} are out of range for "
                     f"{_masks.path_str(path)!r} of shape {tuple(p.shape)}."
                 )
+            if hits and _tree.is_integer(p):
+                raise TypeError(
+                    f"`{_checks.api_name(fn)}`: the parameter {_masks.path_str(path)!r} is {p.dtype}; its "
+                    "projection onto a norm ball is fractional and would be rounded away. Clip "
+                    "floating-point parameters only."
+                )
             used.update(hits)
             out.append(tuple(a % len(p.shape) for a in dims[hits[0]]) if hits else None)
         if set(dims) - used and flat:  # (no leaves at all: a placeholder, as optax.tree.map_params passes)

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _protocol, _tree, sparse
+from gradtx import _base, _protocol, _sliced, _tree, sparse
 
 
 def _zeros(g: Any) -> Any:
@@ -90,7 +90,7 @@ def zero_nans() -> _protocol.GradientTransformation:
         out, found = _tree.split_map(
             "zero_nans", leaf, 2, updates, state.found_nan, names=("updates", "state.found_nan")
         )
-        return out, ZeroNansState(found)
+        return out, ZeroNansState(_sliced.total(found, "any"))  # one reduction for all flags (`_sliced`)
 
     return _protocol.ElementWise(init_fn, update_fn)
 
@@ -105,7 +105,8 @@ def keep_params_nonnegative() -> _protocol.GradientTransformation:
     A parameter the update would take below zero is set to exactly zero instead; a
     parameter that is already negative is moved to zero. Put it last in a chain (after the
     learning rate), where the updates are the final ones. A row-sparse update is densified
-    first (its duplicate rows are summed before the bound applies).
+    first (its duplicate rows are summed before the bound applies). An update of -inf sets
+    the parameter to 0, +inf and NaN reach it; wrap in `apply_if_finite` to skip such steps.
 
     Returns:
       An `ElementWise` transform with state `EmptyState()`.

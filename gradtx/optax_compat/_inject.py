@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx import _base, _checks, _naming, _protocol, _tree, _tree_checks
 
 
 class InjectHyperparamsState(NamedTuple):
@@ -156,7 +156,7 @@ def _outermost(label: str, raw: _protocol.GradientTransformation) -> _protocol.G
     checked = _base.wrapped_once(label, raw)
 
     def update_fn(updates, state, params=None, **extra_args):
-        _tree.check_shapes(label, updates, params, state)
+        _tree_checks.check_shapes(label, updates, params, state)
         new_updates, new_state = raw.update(updates, state, params, **extra_args)
         inner = _base._keep_dtypes(new_state.inner_state, state.inner_state)
         return new_updates, new_state._replace(inner_state=inner)
@@ -183,6 +183,13 @@ def inject_hyperparams(
     `hyperparams` dict can be edited between steps (`state.hyperparams["learning_rate"] = 0.01`,
     `optax.tree.set(state, learning_rate=0.01)`) for the values not scheduled.
 
+    Unlike optax's, each step's values pass the factory's checks, as `gradtx.inject_hyperparams`'
+    do: an eager step raises the factory's `ValueError` for a value it refuses (a negative rate,
+    a beta outside `[0, 1)`, NaN); a jitted step, whose values are traced, gives NaN for every
+    float update instead (one select fused into the update; the state's layout is optax's).
+    Injected ints meet checks that want a Python int (`min_dim_size_to_factor`): name them in
+    `static_args`.
+
     Args:
       inner_factory: a factory of transforms (`optax_compat.adam`, ...).
       static_args: the names of arguments that stay static (one name, or an iterable of names).
@@ -194,7 +201,8 @@ def inject_hyperparams(
     Raises:
       TypeError: for a factory without a signature, a `static_args` that is not a name or an
         iterable, or arguments that do not fit the factory's signature.
-      ValueError: for a name in `static_args` that the factory does not take.
+      ValueError: for a name in `static_args` that the factory does not take; the factory's own
+        error for a value it refuses, at construction and in an eager step (jitted: NaN updates).
 
     Example:
         >>> import jax.numpy as jnp
@@ -277,17 +285,20 @@ def inject_hyperparams(
                 }
             )
             states = {k: f.update(state.hyperparams_states[k], **extra_args) for k, f in scheduled.items()}
-            new_updates, inner = build(values).update(updates, state.inner_state, params, **extra_args)
-            return new_updates, InjectStatefulHyperparamsState(
+            with _checks.deferred() as conditions:  # the factory's checks on traced values: NaN if one fails
+                inner_tx = build(values)
+            new_updates, inner = inner_tx.update(updates, state.inner_state, params, **extra_args)
+            return _checks.nan_unless(conditions, new_updates), InjectStatefulHyperparamsState(
                 _tree.increment(state.count), values, states, inner
             )
 
         # built once here from the values as given: the factory checks them now, and its kind is ours
         probe = build({**numeric, **{k: f(f.init()) for k, f in scheduled.items()}})
         raw = _base.composite(init_fn, update_fn, probe)
+        tx_name = f"optax_compat.inject_hyperparams({_naming.factory_name(inner_factory)})"
         if _checks._API_NAME.get() is not None:  # inside another factory: it wraps once
-            return raw
-        return _outermost(f"inject_hyperparams({name})", raw)
+            return _naming.named(raw, tx_name)
+        return _naming.named(_outermost(f"inject_hyperparams({name})", raw), tx_name)
 
     return wrapped_transform
 

@@ -319,14 +319,15 @@ def clip_by_global_norm(max_norm: Any) -> _protocol.GradientTransformation:
     rounding). The state is optax's `EmptyState()`: gradtx's keeps a count and the last norm.
 
     Args:
-      max_norm: the largest allowed global norm, > 0 (a number or a scalar array, as optax's).
+      max_norm: the largest allowed global norm, >= 0 (a number or a scalar array, as optax's; 0
+        zeroes the updates, as optax's does).
 
     Returns:
       An `ElementWise` transform with state `EmptyState()`.
 
     Raises:
       TypeError: for a schedule (`gradtx.clip_by_global_norm` takes one).
-      ValueError: for a `max_norm` that is not positive.
+      ValueError: for a negative `max_norm`.
 
     Example:
         >>> import jax.numpy as jnp
@@ -340,6 +341,6 @@ def clip_by_global_norm(max_norm: Any) -> _protocol.GradientTransformation:
             f"`clip_by_global_norm`: optax's takes a number or a scalar array as `max_norm`, got the "
             f"schedule {max_norm!r}; `gradtx.clip_by_global_norm` takes schedules (its state keeps a count)."
         )
-    _checks.check_positive("clip_by_global_norm", "max_norm", max_norm)
+    _checks.check_nonnegative("clip_by_global_norm", "max_norm", max_norm)  # optax's own tests step with 0
     clip = gradtx.stateless(lambda updates, params: clip_to_global_norm(updates, max_norm)[0])
     return _protocol.ElementWise(*clip)

@@ -43,6 +43,10 @@ class ScaleByNovogradState(NamedTuple):
     nu: _protocol.Updates  # per-leaf second moment of the gradient's norm
 
 
+# `nu` is one scalar per leaf: only `mu` is compared with the params' shapes (`_tree_checks.check_shapes`)
+setattr(ScaleByNovogradState, "slots_shaped_like_params", ("mu",))  # noqa: B010  (not a field)
+
+
 class ScaleBySM3State(NamedTuple):
     """State of `scale_by_sm3` (optax's layout: no count)."""
 

@@ -41,7 +41,10 @@ def lion(
     `chain(scale_by_lion(b1, b2, mu_dtype=mu_dtype), add_decayed_weights(weight_decay,
     mask=mask), scale_by_learning_rate(learning_rate))`: the numbers and defaults of
     `optax.lion`. Its only slot is the momentum `m`. Take a rate 3-10x smaller than AdamW's
-    and a weight decay 3-10x larger. A row-sparse gradient is densified.
+    and a weight decay 3-10x larger. A row-sparse gradient is densified. A gradient of
+    +-inf leaves `m` infinite for good: the params stay finite but that element moves by the
+    rate in one direction whatever the later gradients (NaN reaches the params); wrap in
+    `apply_if_finite` to skip such steps.
 
     Args:
       learning_rate: the learning rate (number, scalar array or schedule).
@@ -79,7 +82,9 @@ def sign_sgd(learning_rate: _protocol.ScalarOrSchedule) -> _protocol.GradientTra
     r"""signSGD: every element moves by the learning rate against its gradient's sign.
 
     `chain(scale_by_sign(), scale_by_learning_rate(learning_rate))`: `optax.sign_sgd`. A
-    row-sparse gradient moves its rows only (the sign of each row's summed gradient).
+    row-sparse gradient moves its rows only (the sign of each row's summed gradient). A
+    gradient of +-inf is taken as its sign, NaN reaches the params; wrap in
+    `apply_if_finite` to skip such steps.
 
     Args:
       learning_rate: the learning rate (number, scalar array or schedule).
@@ -115,7 +120,9 @@ def signum(
     `chain(ema(beta, mu_dtype=mu_dtype), scale_by_sign(), scale_by_learning_rate(learning_rate))`:
     `optax.signum` (`mu_dtype` is its `accumulator_dtype`). The average is not
     bias-corrected (the sign does not need it). A row-sparse gradient is densified (the
-    average decays on every row).
+    average decays on every row). A gradient of +-inf leaves the average infinite for good:
+    the params stay finite but that element moves by the rate in one direction whatever the
+    later gradients (NaN reaches the params); wrap in `apply_if_finite` to skip such steps.
 
     Args:
       learning_rate: the learning rate (number, scalar array or schedule).
@@ -158,7 +165,8 @@ def rprop(
     scale_by_learning_rate(1.0))`: `optax.rprop`'s chain and defaults, applying the current
     step's update as the paper and `torch.optim.Rprop` do (optax 0.2.8 applies the previous
     step's, see `scale_by_rprop`). `learning_rate` is the initial step size. Use it with
-    full-batch gradients. A row-sparse gradient is densified.
+    full-batch gradients. A row-sparse gradient is densified. A gradient of +-inf is taken
+    as its sign, NaN reaches the params; wrap in `apply_if_finite` to skip such steps.
 
     Args:
       learning_rate: the initial step size of every element, > 0 (a schedule is read once, at count 0).

@@ -31,7 +31,9 @@ def ftrl(
 
     This is `chain(scale_by_ftrl(...), scale_by_learning_rate(1.0))`: the rate is inside
     the closed form. Row-sparse gradients change the touched rows only, which is how FTRL
-    trains huge sparse linear models.
+    trains huge sparse linear models. A NaN gradient leaves `accum` and `linear` NaN for
+    good and pins the param to 0 (as TF does), +-inf does that where it has the param's
+    sign and makes the param NaN where not; wrap in `apply_if_finite` to skip such steps.
 
     Args:
       learning_rate: the learning rate (number, scalar array or schedule).

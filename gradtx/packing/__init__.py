@@ -30,6 +30,9 @@ and one placement: leaves on one device (or replicated) are flattened into a 1-D
 leaves sharded over mesh axes `(a1, ..., am)` (a `NamedSharding`) go into a buffer of shape
 `(k1, ..., km, length)` sharded `P(a1, ..., am, None)`, each device's shard of every leaf
 flattened into that device's row. Packing and unpacking then move no data between devices.
+On a mesh of Explicit axes (sharding in types, `jax.make_mesh`'s default) a leaf sharded
+over them is kept as it is, its type fixing the sharding of every reshape, whether it is a
+placed array or a traced one (`packed(tx)` packs under `jit`); its replicated leaves are packed.
 
 Views. `unpack` slices each leaf out at an offset that XLA sees as a runtime value (the
 output of a `lax.cond` it cannot fold), so all leaves of one shape share one compiled

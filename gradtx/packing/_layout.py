@@ -73,6 +73,8 @@ def _placement(leaf: Any, shape: tuple) -> tuple[Any, tuple, tuple, Any] | None:
     `dims[d]` are the positions in `axes` that dim `d` is split over.
     """
     if isinstance(leaf, jax.core.Tracer):
+        if any(s is not None for s in getattr(jax.typeof(leaf).sharding, "spec", ())):
+            return None  # sharded over explicit axes (in its type): kept as it is, as a placed leaf below
         return ("unplaced",), (), tuple(() for _ in shape), None
     sharding = getattr(leaf, "sharding", None)
     if sharding is None:

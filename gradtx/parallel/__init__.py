@@ -12,7 +12,10 @@ devices of one host and across hosts (`jax.distributed`).
 - `model_average`, `elastic_average`, `agn`: local steps, periodic communication.
 - `sharded_state`: ZeRO-1, each replica keeps 1/N of the optimizer state (inside
   `shard_map`, or under plain `jax.jit` with a mesh); `unshard_state` / `shard_state` move
-  its state to another number of devices.
+  its state to another number of devices; `restore_target` gives a checkpoint's target on
+  another mesh (orbax restores into it).
+- `step_deadline`: a watchdog around a step of a multi-process run; a process whose step
+  does not finish in time (a hung peer blocks every collective) exits with a clear message.
 
 What the gradients are is part of the contract: each replica's own (TF's per-shard
 loss). Under `jax.shard_map(..., check_vma=True)` differentiate with respect to
@@ -64,6 +67,8 @@ from gradtx.parallel._cross_shard import (
     replica_key,
     tower_reduce,
 )
+from gradtx.parallel._deadline import step_deadline
+from gradtx.parallel._restore import restore_target
 from gradtx.parallel._sharded import sharded_state
 from gradtx.parallel._sharded_layout import ShardedState, shard_state, unshard_state
 from gradtx.parallel._sync import (
@@ -90,8 +95,10 @@ __all__ = [
     "model_average",
     "per_replica",
     "replica_key",
+    "restore_target",
     "shard_state",
     "sharded_state",
+    "step_deadline",
     "sync_replicas",
     "tower_reduce",
     "unshard_state",

@@ -6,22 +6,43 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import _base, _checks, _naming, _protocol, _sliced, _tree, _vma, sparse
 from gradtx.parallel import _axes, _elementwise
 from gradtx.parallel._cross_shard import REDUCTIONS
-from gradtx.parallel._sharded_layout import ShardedState, gathered, my_slice, padded, split
+from gradtx.parallel._sharded_layout import ShardedState, Slices, gathered, my_slice, padded, split
 
 
-def _refuse_leaf_wise(fn: str, axes: tuple) -> ValueError:
+def _leaf_wise_members(tx: Any) -> list[str]:
+    """The names of the innermost members of `tx` that run on whole leaves only (`tx`'s own if none)."""
+    if isinstance(tx, (_protocol.ElementWise, _protocol.SliceWise)):
+        return []
+    members = getattr(_base.unwrapped(tx).update, "_gradtx_members", ())
+    found = [name for m in members for name in _leaf_wise_members(m)]
+    return found or [_naming.name_of(tx)]
+
+
+def _refuse_leaf_wise(fn: str, tx: Any, axes: tuple) -> ValueError:
+    outer = _naming.name_of(tx)
+    names = ", ".join(f"`{m}`" for m in dict.fromkeys(_leaf_wise_members(tx)))
+    where = "" if names == f"`{outer}`" else f" (in `{outer}`)"
     return ValueError(
-        f"`{fn}`: `tx` is leaf-wise (a per-tensor rule such as LARS, Shampoo or `clip_by_norm`, a "
-        f"key-path mask, or a transform of unknown kind), but inside `shard_map` / `pmap` each replica "
-        f"holds a flat slice of every parameter, not whole tensors. Use `sharded_state(tx, "
+        f"`{fn}`: {names}{where} is leaf-wise: it needs whole tensors (a per-tensor norm or statistic, "
+        f"a matrix's shape, a key-path mask, or a transform of unknown kind), but inside `shard_map` / "
+        f"`pmap` each replica holds a flat slice of every parameter. Use `sharded_state(tx, "
         f"{axes[0] if len(axes) == 1 else axes!r}, mesh=mesh)` under `jax.jit`, where XLA computes such "
-        f"rules on sharded tensors exactly, or `cross_shard`; declare an optax transform that treats "
-        f"elements alike with `gradtx.ElementWise(*tx)`."
+        f"rules on sharded tensors exactly, or `cross_shard`. Element-wise rules and gradtx's reductions "
+        f"over the gradients (`clip_by_global_norm`, `clip_by_norm`, `apply_if_finite`, `zero_nans`, "
+        f"`add_noise`) run on the slices; declare an optax transform that treats elements alike with "
+        f"`gradtx.ElementWise(*tx)`."
     )
+
+
+def _row(x: Any, axes: tuple) -> jax.Array:
+    """A state leaf as this replica's row of the global state; under `check_vma=True` typed as varying over
+    `axes` (it is one replica's), whatever the rule computed it from, so `init` and `update` give one type."""
+    return _vma.typed_like(jnp.asarray(x)[None], jax.lax.axis_index(axes))
 
 
 @_base.api
@@ -42,13 +63,22 @@ def sharded_state(
     parameters), and the updated slices are all-gathered into full updates. Every replica
     thus stores only 1/N of `tx`'s slots, and the compiled step has one reduce-scatter and
     one all-gather per leaf where data parallelism has one all-reduce. The numbers equal
-    those of `tx` on the reduced gradient, because `tx` must be element by element: a
-    leaf-wise `tx` (LARS, Shampoo, `clip_by_norm`) is refused when built, and an element-wise
-    one that reduces over elements (`clip_by_global_norm`, `apply_if_finite`, GGT, noise) is
-    refused when traced (the jaxpr of its update is read): on slices they would see 1/N
-    of each tensor. The padding never reaches the parameters. Row-sparse gradients are
-    densified. `init` must run inside the mapped function too (it needs N and the
-    replica's index); its state leaves it with `out_specs=P(axis_name)`.
+    those of `tx` on the reduced gradient (to float rounding), because `tx` must be exact on
+    slices: element by element, or reducing over the gradients only as gradtx's rules
+    declare it. A global-norm clip (`clip_by_global_norm`, `optax_compat`'s), `clip_by_norm`
+    (per tensor), `apply_if_finite` and `zero_nans` compute their reduction over the
+    replica's slices (a sum of squares, an all-finite test), and one all-reduce of that
+    scalar (or of one per leaf) over `axis_name` makes it the whole one -- so
+    `chain(clip_by_global_norm(c), adamw(...))` adds one scalar all-reduce to the step.
+    `add_noise` has each replica draw every leaf's whole noise and keep its slice: the same
+    numbers as unsharded, at the cost of drawing (not storing) the whole gradient's noise
+    on every replica. Rules that need whole tensors (LARS, LAMB's trust ratio, Shampoo,
+    Adafactor, key-path masks) are refused when built, naming the member, and an
+    element-wise one that mixes elements otherwise (GGT, optax's own clip declared
+    `ElementWise`) is refused when traced (the jaxpr of its update is read): on slices
+    they would see 1/N of each tensor. The padding never reaches the parameters. Row-sparse
+    gradients are densified. `init` must run inside the mapped function too (it needs N
+    and the replica's index); its state leaves it with `out_specs=P(axis_name)`.
 
     The gradients follow `cross_shard`'s contract: each replica's own (any `check_vma`
     mode; under `check_vma=True` differentiate with respect to
@@ -72,7 +102,8 @@ def sharded_state(
 
     Args:
       tx: the transform whose state is sharded (gradtx or optax); inside `shard_map`
-        element-wise (`gradtx.ElementWise`).
+        element-wise (`gradtx.ElementWise`) or one of gradtx's global or per-tensor
+        reductions above.
       axis_name: the mapped axis (or tuple of axes) of the replicas; under `jit`, the
         mesh axis (or axes) the state is split over.
       reduction: "mean" or "sum" of the replicas' gradients (`shard_map` / `pmap`).
@@ -123,14 +154,15 @@ def sharded_state(
             raise ValueError(f"`{fn}`: `mesh` has the axes {mesh.axis_names}, not {missing[0]!r}.")
     inner = _base.member(tx)
     element_wise = isinstance(inner, _protocol.ElementWise)
-    if mesh is None and not element_wise:
-        raise _refuse_leaf_wise(fn, axes)
+    on_slices = element_wise or isinstance(inner, _protocol.SliceWise)
+    if mesh is None and not on_slices:
+        raise _refuse_leaf_wise(fn, tx, axes)
 
     def mapped() -> bool:
         if mesh is None or _axes.is_bound(axes):
             _axes.bound_size(fn, axes)  # the error of an unbound axis
-            if not element_wise:
-                raise _refuse_leaf_wise(fn, axes)
+            if not on_slices:
+                raise _refuse_leaf_wise(fn, tx, axes)
             return True
         return False
 
@@ -139,7 +171,7 @@ def sharded_state(
             return ShardedState(inner=jax.tree.map(lambda x: split(x, mesh, axes), inner.init(params)))
         n = _axes.bound_size(fn, axes)
         slices = jax.tree.map(lambda p: my_slice(jnp.asarray(p), n, axes), params)
-        return ShardedState(inner=jax.tree.map(lambda x: jnp.asarray(x)[None], inner.init(slices)))
+        return ShardedState(inner=jax.tree.map(lambda x: _row(x, axes), inner.init(slices)))
 
     def jit_update(updates, state, params, extra_args):
         grads = sparse.densify(updates)
@@ -171,25 +203,35 @@ def sharded_state(
         g_slices = _tree.map_updates(fn, reduce_slice, grads)
         p_slices = None if params is None else jax.tree.map(lambda p: my_slice(p, n, axes), params)
         inner_state = jax.tree.map(lambda x: x[0], state.inner)
-        reason = _elementwise.cross_element_reason(
-            lambda g, s, p: inner.update(g, s, p, **extra_args), g_slices, inner_state, p_slices
-        )
-        if reason is not None:
-            raise ValueError(
-                f"`{fn}`: `tx` is not element by element: its update uses {reason}, so on a replica's "
-                f"slice of each parameter it would see 1/N of the elements (a global norm, a random "
-                f"draw or a per-tensor rule would change silently). Use `sharded_state(tx, "
-                f"{axis_name!r}, mesh=mesh)` under `jax.jit`, where XLA reduces over the whole tensors, "
-                f"or `cross_shard`."
+        shapes = {
+            jax.tree_util.keystr(k): tuple(np.shape(g)) for k, g in jax.tree_util.tree_leaves_with_path(grads)
+        }
+        with _sliced.holding(Slices(n, axes, shapes)):  # the rule's global reductions: one collective each
+            args = (g_slices, inner_state, p_slices)
+            data = [
+                *(True for _ in jax.tree.leaves(g_slices)),
+                *_elementwise.data_leaves(inner.init, g_slices),
+                *(True for _ in jax.tree.leaves(p_slices)),
+            ]
+            reason = _elementwise.cross_element_reason(
+                lambda g, s, p: inner.update(g, s, p, **extra_args), args, data
             )
-        u_slices, new_inner = inner.update(g_slices, inner_state, p_slices, **extra_args)
+            if reason is not None:
+                raise ValueError(
+                    f"`{fn}`: `tx` is not element by element: its update uses {reason}, so on a replica's "
+                    f"slice of each parameter it would see 1/N of the elements (a reduction that does not "
+                    f"go through `gradtx._sliced.total`, a random draw or a per-tensor rule would change "
+                    f"silently). Use `sharded_state(tx, {axis_name!r}, mesh=mesh)` under `jax.jit`, where "
+                    f"XLA reduces over the whole tensors, or `cross_shard`."
+                )
+            u_slices, new_inner = inner.update(g_slices, inner_state, p_slices, **extra_args)
 
         def gather(u, g):
             full = _axes.all_gather(u, axes, checked) if u.size else jnp.zeros((0,), u.dtype)
             return full[: g.size].reshape(g.shape)
 
         out = _tree.map_updates(fn, gather, u_slices, grads, names=("updates", "gradients"))
-        return out, ShardedState(inner=jax.tree.map(lambda x: jnp.asarray(x)[None], new_inner))
+        return out, ShardedState(inner=jax.tree.map(lambda x: _row(x, axes), new_inner))
 
     if element_wise:  # on packed parameters: the buffers are sliced as they are
         return _protocol.ElementWise(init_fn, update_fn)

@@ -24,7 +24,7 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from gradtx import _base, _protocol
+from gradtx import _base, _protocol, _vma
 
 
 class ShardedState(NamedTuple):
@@ -43,6 +43,11 @@ class ShardedState(NamedTuple):
     inner: _protocol.OptState
 
 
+# `inner` holds slices of the params (shard_map): not compared with the params' shapes
+# (`_tree_checks.check_shapes`)
+setattr(ShardedState, "inner_states_shaped_like_params", False)  # noqa: B010  (not a field)
+
+
 # --------------------------------------------------------------------------- shard_map layout
 
 
@@ -59,6 +64,42 @@ def padded(x: jax.Array, n: int) -> jax.Array:
 
 def my_slice(x: jax.Array, n: int, axes: tuple) -> jax.Array:
     return jax.lax.dynamic_index_in_dim(padded(x, n), jax.lax.axis_index(axes), axis=0, keepdims=False)
+
+
+class Slices:
+    """What `gradtx._sliced` runs while a transform is given this replica's slices (`sharded_state`).
+
+    `total` combines the replicas' partial reductions with one collective over `axes` (a
+    pytree of partials is one all-reduce); `leaf_part` makes the whole leaf's array (its
+    shape read from `shapes`, by key path) and keeps this replica's slice of it.
+    """
+
+    def __init__(self, n: int, axes: tuple, shapes: dict[str, tuple[int, ...]]) -> None:
+        self.n, self.axes, self.shapes = n, axes, shapes
+
+    def total(self, partial: Any, op: str) -> Any:
+        if op == "sum":
+            out = jax.lax.psum(partial, self.axes)
+        elif op in ("max", "min"):
+            out = (jax.lax.pmax if op == "max" else jax.lax.pmin)(partial, self.axes)
+        else:  # all / any of bools: min / max of 0 and 1
+            as_int = jax.tree.map(lambda x: jnp.asarray(x).astype(jnp.int32), partial)
+            combined = (jax.lax.pmax if op == "any" else jax.lax.pmin)(as_int, self.axes)
+            out = jax.tree.map(lambda x: x.astype(bool), combined)
+        # typed (check_vma=True) as the partial was, so a rule's `cond` branches and state keep their types
+        return jax.tree.map(_vma.typed_like, out, partial)
+
+    def leaf_part(self, path: Any, x: jax.Array, make: Any) -> jax.Array:
+        key = jax.tree_util.keystr(tuple(path))
+        shape = self.shapes.get(key)
+        if shape is None or tuple(x.shape) != (slice_len(math.prod(shape), self.n),):
+            raise ValueError(
+                f"`sharded_state`: a rule makes an array shaped like the whole parameter at "
+                f"{key or '<root>'} (gradient noise), but the tree it was given does not match the "
+                f"parameters' (a combinator inside `sharded_state` changed its structure); put that rule "
+                f"directly in `sharded_state`'s chain."
+            )
+        return my_slice(make(shape), self.n, self.axes)
 
 
 # --------------------------------------------------------------------------- jit layout

@@ -48,9 +48,10 @@ def sync_replicas(
     the same property -- with backups (`total_num_replicas > replicas_to_aggregate`) no
     replica's data is always the one left out, and over N steps with every replica valid
     each replica's gradient counts R times (a fixed order would train on replicas 0..R-1
-    only). When a step brings fewer than needed, they are accumulated across steps until
-    enough have arrived (TF's case `total_num_replicas < replicas_to_aggregate`, or failing
-    replicas); then
+    only). When a step brings fewer than needed (failing replicas, or R larger than the
+    number of replicas N: TF's case `total_num_replicas < replicas_to_aggregate`, which
+    must be asked for by passing `total_num_replicas=N`), they are accumulated across steps
+    until enough have arrived; then
 
     .. math::
         u = \mathrm{tx}\Big(\frac{1}{R} \sum_{\text{taken}} g_r\Big)
@@ -67,7 +68,8 @@ def sync_replicas(
     is the choice of which gradients count: failed (non-finite, `replica_ok=False`) or stale
     ones are dropped without poisoning the update, and R < N subsamples the replicas'
     gradients fairly. To tolerate a dead or hanging device, restart on a smaller mesh
-    (`sharded_state`'s `shard_state` moves a ZeRO state to it).
+    (`sharded_state`'s `shard_state` moves a ZeRO state to it); `step_deadline` ends a
+    process whose peer hangs instead of leaving it waiting.
 
     Row-sparse gradients are densified (the accumulator is dense). Under
     `jax.shard_map(..., check_vma=True)` each replica's own gradient is needed: a
@@ -76,9 +78,12 @@ def sync_replicas(
     Args:
       tx: the transform applied to the aggregated gradient (gradtx or optax).
       axis_name: the mapped axis (or tuple of axes) of the replicas.
-      replicas_to_aggregate: R, the number of replica gradients averaged per update.
+      replicas_to_aggregate: R, the number of replica gradients averaged per update. At
+        most the number of replicas N unless `total_num_replicas` is passed: an R > N
+        without it is refused at trace time (each update would silently take several steps).
       total_num_replicas: the number of replicas; optional, checked against the size of
-        `axis_name` at trace time (in SPMD every replica runs every step).
+        `axis_name` at trace time (in SPMD every replica runs every step). Passing it
+        allows `replicas_to_aggregate` > N: gradients accumulate across steps, as in TF.
 
     Returns:
       A `GradientTransformation` with state `SyncReplicasState`. Its `update` takes the
@@ -86,8 +91,9 @@ def sync_replicas(
       (the int global step at which this replica's gradient was computed).
 
     Raises:
-      ValueError: for a count below 1; at trace time, when `axis_name` is not bound or
-        `total_num_replicas` differs from the axis size.
+      ValueError: for a count below 1; at trace time, when `axis_name` is not bound,
+        `total_num_replicas` differs from the axis size, or `replicas_to_aggregate`
+        exceeds the axis size and `total_num_replicas` is not given.
       TypeError: if `tx` is not a transform or a count is not an int.
 
     Example:
@@ -133,7 +139,15 @@ def sync_replicas(
         if total_num_replicas is not None and total_num_replicas != n:
             raise ValueError(
                 f"`{fn}`: `total_num_replicas`={total_num_replicas}, but the axis {axis_name!r} "
-                f"has {n} replicas; every replica of the axis takes part (leave it None)."
+                f"has {n} replicas; every replica of the axis takes part (pass {n}, or leave it None "
+                f"when `replicas_to_aggregate` <= {n})."
+            )
+        if total_num_replicas is None and r > n:
+            raise ValueError(
+                f"`{fn}`: `replicas_to_aggregate`={r}, but the axis {axis_name!r} has {n} replicas: no "
+                f"step brings {r} gradients, so an update would be applied only every {-(-r // n)} steps "
+                f"or less often. Pass `replicas_to_aggregate` <= {n}, or `total_num_replicas={n}` to "
+                f"accumulate across steps as TF does (total_num_replicas < replicas_to_aggregate)."
             )
         checked = _axes.vma_checked(axes)
         grads = sparse.densify(updates)

@@ -33,7 +33,7 @@ class ScaleByFactoredRmsState(NamedTuple):
     v: _protocol.Updates  # other leaves: the element-wise second moment (starts at 0)
 
 
-# placeholders and row/column statistics: not compared with the params' shapes (`_tree.check_shapes`)
+# placeholders and row/column statistics: not compared with the params' shapes (`_tree_checks.check_shapes`)
 setattr(ScaleByFactoredRmsState, "slots_shaped_like_params", False)  # noqa: B010  (not a field)
 
 

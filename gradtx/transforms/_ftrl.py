@@ -74,7 +74,10 @@ def scale_by_ftrl(
     the learning rate is fixed. The new weights depend on the old ones only through the
     :math:`z` update, so the first step jumps to the closed form. The rate is inside, so
     an alias follows this block with `scale_by_learning_rate(1.0)`. Row-sparse gradients
-    change the touched rows only (`SparseApplyFtrl[V2]`).
+    change the touched rows only (`SparseApplyFtrl[V2]`). A NaN gradient leaves `accum` and
+    `linear` (:math:`z`) NaN for good: :math:`|z| > \ell_1` is then false and the weight
+    stays 0, as in TF's kernel. +-inf does the same where it has the weight's sign and
+    makes the weight NaN where not; wrap in `apply_if_finite` to skip such steps.
 
     Args:
       learning_rate: the learning rate (number, scalar array or schedule), > 0.

@@ -29,14 +29,19 @@ class ScaleByGGTState(NamedTuple):
     )  # TF non-slot "grad_buffer": the last `window` first moments, [window, *shape] per leaf
 
 
+# `grad_buffer` is [window, *shape]: only `moment1` is compared with the params' shapes
+# (`_tree_checks.check_shapes`)
+setattr(ScaleByGGTState, "slots_shaped_like_params", ("moment1",))  # noqa: B010  (not a field)
+
+
 def _mm(a, b):
     """A matrix product in full precision (TPUs and TF32 GPUs would round float32 inputs otherwise)."""
     return jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
 
 
-def _dot(a, b, axes):
+def _dot(a, b, axes, out_sharding=None):
     """`tensordot` in full precision."""
-    return jnp.tensordot(a, b, axes=axes, precision=jax.lax.Precision.HIGHEST)
+    return jnp.tensordot(a, b, axes=axes, precision=jax.lax.Precision.HIGHEST, out_sharding=out_sharding)
 
 
 def _compute_dtype(p: Any) -> Any:
@@ -46,9 +51,11 @@ def _compute_dtype(p: Any) -> Any:
 
 
 def _inner(a: jax.Array, b: jax.Array) -> jax.Array:
-    """`a[i] . b[j]` over every element of a leaf: `a` [W, *shape] with `b` [W, *shape] or [*shape]."""
+    """`a[i] . b[j]` over every element of a leaf: `a` [W, *shape] with `b` [W, *shape] or [*shape]; whole on
+    every device (under Explicit axes: each device's partial sums, then one all-reduce)."""
     rest = tuple(range(1, a.ndim))
-    return _dot(a, b, (rest, rest if b.ndim == a.ndim else tuple(range(b.ndim))))
+    axes = (rest, rest if b.ndim == a.ndim else tuple(range(b.ndim)))
+    return _dot(a, b, axes, out_sharding=_placement.whole_sharding(a))
 
 
 MAX_WINDOW = 4096
@@ -118,8 +125,10 @@ def scale_by_ggt(
 
     Only the small :math:`W \times W` Gram matrix is decomposed. TF concatenates every
     variable into one vector; gradtx keeps the moments leaf by leaf and sums the Gram
-    matrix and :math:`M^T m_t` over the leaves (under sharding, one reduction each), which
-    is the same quantity: the order of the leaves does not change the result. Element-wise
+    matrix and :math:`M^T m_t` over the leaves (under sharding, one reduction each: with
+    Explicit mesh axes, each device's partial sums all-reduced, the moments and the buffer
+    staying sharded like the params), which is the same quantity: the order of the leaves
+    does not change the result. Element-wise
     in the sense of `gradtx.ElementWise` (every element is treated alike), so it runs on
     packed parameters as they are. The learning rate is separable: follow with
     `scale_by_learning_rate(lr)` for `var -= lr * u`.

@@ -101,12 +101,16 @@ def scale_by_lars(
     _checks.check_nonnegative(fn, "eeta", eeta)
     _checks.check_nonnegative(fn, "eps", eps)
     _checks.check_bool(fn, "nesterov", nesterov)
-    if isinstance(skip, str) or not all(isinstance(s, str) for s in skip):
+    if (
+        isinstance(skip, str)
+        or not isinstance(skip, (list, tuple, set, frozenset))
+        or not all(isinstance(s, str) for s in skip)
+    ):
         raise TypeError(
-            f"`{_checks.api_name(fn)}`: `skip` must be a sequence of strings (key-path substrings), "
-            f"got {skip!r}."
+            f"`{_checks.api_name(fn)}`: `skip` must be a list, tuple or set of strings (key-path "
+            f"substrings), got {skip!r}."
         )
-    skip = tuple(skip)
+    skip = tuple(sorted(skip)) if isinstance(skip, (set, frozenset)) else tuple(skip)
     return update_rule(
         fn,
         ScaleByLarsState,

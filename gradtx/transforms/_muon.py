@@ -10,7 +10,7 @@ from typing import Any, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx import _base, _checks, _placement, _protocol, _tree
 from gradtx._update_rule import Slot, update_rule
 from gradtx.transforms._bias_corrected_adam import corrections, first_moment_estimate
 
@@ -63,7 +63,9 @@ def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive):
     m_hat = first_moment_estimate(m, g, h.beta, h, nesterov)
     if g.ndim != 2:
         return m_hat, m
-    out = jax.vmap(lambda x: _newton_schulz(x, coeffs, h.eps))(m_hat[None])[0]
+    # whole on every device (Explicit axes: one all-gather), orthogonalised there, sliced back
+    out = jax.vmap(lambda x: _newton_schulz(x, coeffs, h.eps))(_placement.whole(m_hat)[None])[0]
+    out = _placement.placed_like(out, m_hat)
     return (jnp.sum(m_hat * out) * out if adaptive else out), m
 
 
@@ -94,7 +96,10 @@ def scale_by_muon(
     u_t\rangle\, u_t`. Leaves that are not matrices get :math:`\hat m_t` itself (the `muon`
     alias gives them to another optimizer). These are the numbers of
     `optax.contrib.scale_by_muon` (Frobenius preconditioning). A row-sparse gradient is
-    densified first.
+    densified first. Under `jax.jit` with Explicit mesh axes (`jax.set_mesh`), a sharded
+    matrix is gathered whole onto every device (one all-gather per sharded mesh axis), its
+    iteration runs there without communication, and its update is sliced back to the
+    parameter's sharding; with Auto axes XLA chooses.
 
     Args:
       ns_coeffs: :math:`(a, b, c)`, used in each of `ns_steps` iterations, or a sequence of

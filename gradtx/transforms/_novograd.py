@@ -18,6 +18,10 @@ class ScaleByNovogradState(NamedTuple):
     v: _protocol.Updates  # per leaf, a scalar: the moving average of ||g||^2 (starts at ||g_1||^2)
 
 
+# `v` is one scalar per leaf: only `m` is compared with the params' shapes (`_tree_checks.check_shapes`)
+setattr(ScaleByNovogradState, "slots_shaped_like_params", ("m",))  # noqa: B010  (not a field)
+
+
 def _novograd_leaf(g, m, v, w, h):
     """One leaf: `(update, m, v)`; `v` starts at the first step's `||g||^2`."""
     norm2 = _tree.squared_norm(g).astype(v.dtype)

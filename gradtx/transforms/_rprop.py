@@ -69,7 +69,9 @@ def scale_by_rprop(
     (iRprop-). :math:`\Delta_0` is the learning rate. Rprop is meant for full-batch
     gradients: noise in the sign undoes the adaptation. The update is the step to descend
     along, not yet negated (`gradtx.rprop` does that). A row-sparse gradient is densified
-    first (untouched rows: a zero gradient, which resets their last update).
+    first (untouched rows: a zero gradient, which resets their last update). A gradient of
+    +-inf is taken as its sign, NaN makes the update NaN; wrap in `apply_if_finite` to skip
+    such steps.
 
     This is the rule `optax.scale_by_rprop` writes into its state (its step sizes and
     `prev_updates` are these); optax 0.2.8 returns the previous step's update instead of

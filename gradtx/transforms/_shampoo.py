@@ -60,6 +60,7 @@ def _weighted_average(slot, decay, decay_t, rest):
     """
     if _is_number(decay) and decay == 0.0:
         return rest, slot  # the slot is not written
+    rest = _placement.placed_like(rest, slot)  # Explicit axes: where the slot is (a whole `rest` is sliced)
     if _is_number(decay) and decay == 1.0:
         value = slot + rest
     else:
@@ -150,9 +151,11 @@ def _diagonal_dimension(pg, x, i, mat_g_i, mat_h_i, scalars, config):
     """
     axes = tuple(j for j in range(x.ndim) if j != i)
     rest = scalars.mat_gbar_weight * jnp.sum(x * x, axis=axes)
-    value, slot = _weighted_average(mat_g_i, config.mat_gbar_decay, scalars.mat_gbar_decay, rest)
+    # the statistic where `rest` is (whole with a gathered leaf, else sharded along i like its slot)
+    statistic = _placement.placed_like(mat_g_i, rest)
+    value, slot = _weighted_average(statistic, config.mat_gbar_decay, scalars.mat_gbar_decay, rest)
     pg = jnp.transpose(pg, (*range(1, x.ndim), 0)) * jnp.power(value + scalars.eps, scalars.neg_alpha)
-    return pg, slot, mat_h_i
+    return pg, _placement.placed_like(slot, mat_g_i), mat_h_i
 
 
 def _root(d, scalars, config, rank):
@@ -175,17 +178,21 @@ def _matrix_dimension(pg, x, i, mat_g_i, mat_h_i, scalars, config):
     # multiply-adds round alike whether the weight is a literal 1 or a traced value
     scaled = (scalars.mat_gbar_weight * config.precond_update_interval) * x
     rest = jnp.tensordot(scaled, x, axes=(axes, axes), precision=_HIGHEST)
-    value, slot = _weighted_average(mat_g_i, config.mat_gbar_decay, scalars.mat_gbar_decay, rest)
+    # the statistic and the kept root whole (gathered if `sharded_state` split them), the slots put back
+    statistic = _placement.whole(mat_g_i)
+    value, slot = _weighted_average(statistic, config.mat_gbar_decay, scalars.mat_gbar_decay, rest)
     if config.precond_update_interval > 1:
-        value = jnp.where(scalars.update_stats, value, mat_g_i)
-        slot = jnp.where(scalars.update_stats, slot, mat_g_i)
+        value = jnp.where(scalars.update_stats, value, statistic)
+        slot = jnp.where(scalars.update_stats, slot, statistic)
     root = _root(x.shape[i], scalars, config, x.ndim)
     if config.svd_interval > 1:
-        h = jax.lax.cond(scalars.update_roots, root, lambda v: mat_h_i, value)
+        kept = _placement.whole(mat_h_i)
+        h = jax.lax.cond(scalars.update_roots, root, lambda v: kept, value)
     else:
         h = root(value)
     pg = jnp.tensordot(pg, h, axes=([0], [0]), precision=_HIGHEST)
-    return pg, slot, (h if config.svd_interval > 1 else mat_h_i)
+    new_root = _placement.placed_like(h, mat_h_i) if config.svd_interval > 1 else mat_h_i
+    return pg, _placement.placed_like(slot, mat_g_i), new_root
 
 
 def _compute_dtype(p: Any) -> Any:
@@ -236,8 +243,12 @@ def _shampoo_leaf(g, gbar, mat_g, mat_h, h, *, config):
         for x in (h.gbar_decay, h.gbar_weight, h.mat_gbar_decay, h.mat_gbar_weight, h.eps, h.alpha)
     )
     dims = _dims(g.shape)
-    x = g.astype(dt).reshape(dims)
+    # a matrix statistic, its root and their products need the whole leaf (Explicit axes: gathered, the update
+    # sliced back at the end); a leaf with diagonal statistics only stays sharded (its sums: all-reduces)
+    whole = _placement.whole if any(d <= config.max_matrix_size for d in dims) else (lambda v: v)
+    x = whole(g.astype(dt).reshape(dims))
     pg, new_gbar = _weighted_average(gbar.reshape(dims), config.gbar_decay, gd_t, gw_t * x)
+    pg = whole(pg)  # already whole unless `gbar` is averaged in
     alpha = config.alpha
     neg_alpha = jnp.asarray(-alpha / len(dims), dt) if _is_number(alpha) else -alpha_t / len(dims)
     update_stats = h.t % config.precond_update_interval == 0
@@ -249,7 +260,8 @@ def _shampoo_leaf(g, gbar, mat_g, mat_h, h, *, config):
         pg, slot, root = step(pg, x, i, mat_g[i], mat_h[i], scalars, config)
         new_g.append(slot)
         new_h.append(root)
-    return pg.reshape(g.shape), new_gbar.reshape(g.shape), tuple(new_g), tuple(new_h)
+    update = _placement.placed_like(pg.reshape(g.shape), g)  # a whole one is sliced (no communication)
+    return update, new_gbar.reshape(g.shape), tuple(new_g), tuple(new_h)
 
 
 @_base.api
@@ -301,7 +313,10 @@ def scale_by_shampoo(
     A scalar leaf is treated as a vector of length 1 (contrib divides by the rank 0 and
     fails), which gives it Adagrad's step :math:`(G + \epsilon)^{-\alpha}\bar g`. Row-sparse
     gradients are densified. The arithmetic runs in float32 (float64 for float64 leaves);
-    updates are cast back to each leaf's dtype.
+    updates are cast back to each leaf's dtype. Under Explicit mesh axes (`jax.set_mesh`) a
+    sharded leaf with a matrix statistic is gathered whole (its gradient, and an averaged
+    `gbar`: one all-gather per sharded mesh axis each), computed on every device with no
+    further communication and its update sliced back; diagonal-only leaves stay sharded.
 
     Args:
       max_matrix_size: dimensions up to this size get a full matrix; larger ones a diagonal.

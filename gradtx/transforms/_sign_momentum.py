@@ -53,7 +53,8 @@ def scale_by_sign() -> _protocol.GradientTransformation:
     Followed by the learning rate this is signSGD (`optax.sign_sgd`); after `ema(beta)` it
     is Signum (the sign of the momentum, `optax.signum`). A row-sparse gradient keeps its
     rows: their duplicates are summed, then the sign is taken (the untouched rows' sign is
-    0, so this is also the dense rule).
+    0, so this is also the dense rule). An update of +-inf becomes +-1, NaN stays NaN; wrap
+    in `apply_if_finite` to skip such steps.
 
     Args:
       (none)
@@ -95,7 +96,9 @@ def scale_by_lion(
     AdamW's and its weight decay 3-10x larger. These are the numbers of
     `optax.scale_by_lion`, whose other `mode`s replace the sign by
     :math:`\tanh(\beta_s x)` (`"smooth"`) or by :math:`x` where :math:`|x| < 1` (`"refined"`).
-    A row-sparse gradient is densified first (the momentum of every row decays).
+    A row-sparse gradient is densified first (the momentum of every row decays). A gradient
+    of +-inf leaves `m` infinite for good and the update at +-1 whatever the later
+    gradients (NaN makes the update NaN); wrap in `apply_if_finite` to skip such steps.
 
     Args:
       b1: the weight of the momentum in the update's direction, in [0, 1].

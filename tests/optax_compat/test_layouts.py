@@ -82,8 +82,13 @@ def test_clip_by_global_norm_keeps_optax_s_empty_state():
 def test_clip_by_global_norm_refuses_what_optax_s_cannot_take():
     with pytest.raises(TypeError, match=r"`clip_by_global_norm`: optax's takes a number .* got the schedule"):
         _scalings.clip_by_global_norm(compat.linear_schedule(1.0, 0.1, 10))
-    with pytest.raises(ValueError, match=r"`clip_by_global_norm`: `max_norm` must be > 0, got 0.0"):
-        _scalings.clip_by_global_norm(0.0)
+    with pytest.raises(ValueError, match=r"`clip_by_global_norm`: `max_norm` must be >= 0, got -1.0"):
+        _scalings.clip_by_global_norm(-1.0)
+    grads = {"a": jnp.ones(4)}  # optax takes 0: the updates are zeros (eagerly and, injected, under jit)
+    ours = _scalings.clip_by_global_norm(0.0).update(grads, compat.EmptyState())[0]
+    theirs = optax.clip_by_global_norm(0.0).update(grads, optax.EmptyState())[0]
+    np.testing.assert_array_equal(ours["a"], theirs["a"])
+    np.testing.assert_array_equal(ours["a"], 0.0)
 
 
 def test_optax_compat_exports_optax_s_clip_by_global_norm():

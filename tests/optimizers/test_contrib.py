@@ -155,7 +155,9 @@ def test_bad_values(factory, kwargs, match):
 
 
 def test_bad_types():
-    with pytest.raises(TypeError, match=r"`lars`: `skip` must be a sequence of strings"):
+    with pytest.raises(TypeError, match=r"`lars`: `skip` must be a list, tuple or set of strings"):
         gradtx.lars(0.1, skip="bias")
+    with pytest.raises(TypeError, match=r"`lars`: `skip` must be a list, tuple or set of strings .*got 5\."):
+        gradtx.lars(0.1, skip=5)  # was `'int' object is not iterable`
     with pytest.raises(TypeError, match=r"`adamw`: `scale_decay_by_learning_rate` must be True or False"):
         gradtx.adamw(weight_decay=0.1, scale_decay_by_learning_rate=1)

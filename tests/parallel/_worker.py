@@ -12,18 +12,25 @@ whose launcher disappears exits by itself.
 
 `train(kind)` is also what the test runs in-process on 8 local devices: same data,
 same model, same steps, so the results must agree.
+
+`launch_with_a_hung_peer` runs `steps_with_a_hung_peer` instead (one CPU device per process):
+all-reduce steps under `gradtx.parallel.step_deadline`, one process hanging (asleep or
+SIGSTOP-ped) before a step, and reports when and how each process ended.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pathlib
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 NUM_PROCESSES = 2
@@ -97,6 +104,45 @@ def train(kind: str, steps: int = STEPS, seed: int = 0) -> dict[str, Any]:
     return out
 
 
+# --------------------------------------------------------------------------- a hung peer (both sides)
+
+HANG_AT = 2  # the step before which the hanging process stops taking part
+HANG_STEPS = 4
+
+
+def steps_with_a_hung_peer(process_id: int, hang: str, hang_process: int, deadline: float) -> None:
+    """All-reduce steps, each under `step_deadline`; process `hang_process` hangs before step `HANG_AT`.
+
+    It hangs outside its own deadline (as a process stuck in its input pipeline would), by
+    sleeping ("sleep": alive, its heartbeats go on) or by stopping itself ("stop": SIGSTOP,
+    frozen). The others enter the step's collective and wait for it.
+    """
+    import jax
+    import numpy as np
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import gradtx
+
+    mesh = jax.make_mesh((jax.device_count(),), (AXIS,))
+    total = jax.jit(
+        jax.shard_map(lambda x: jax.lax.psum(x, AXIS), mesh=mesh, in_specs=P(AXIS), out_specs=P())
+    )
+    ones = np.ones(jax.device_count(), np.float32)
+    x = jax.make_array_from_callback(ones.shape, NamedSharding(mesh, P(AXIS)), lambda idx: ones[idx])
+    for t in range(HANG_STEPS):
+        if process_id == hang_process and t == HANG_AT:
+            print(f"process {process_id}: hanging ({hang}) before step {t}", file=sys.stderr, flush=True)
+            if hang == "sleep":
+                time.sleep(3600)
+            else:
+                os.kill(os.getpid(), signal.SIGSTOP)
+        with gradtx.parallel.step_deadline(60.0 if t == 0 else deadline, step=t):  # step 0 compiles
+            value = jax.block_until_ready(total(x))
+        assert float(value.addressable_shards[0].data[0]) == jax.device_count()
+        print(f"process {process_id}: step {t} done", file=sys.stderr, flush=True)
+
+
 # --------------------------------------------------------------------------- the worker
 
 
@@ -120,6 +166,9 @@ def _worker(argv: list[str]) -> int:
     ap.add_argument(
         "--die", action="store_true", help="exit with code 3 right after joining (tests the launcher)"
     )
+    ap.add_argument("--hang", choices=("sleep", "stop"), help="run `steps_with_a_hung_peer` instead")
+    ap.add_argument("--hang-process", type=int, default=1)
+    ap.add_argument("--deadline", type=float, default=4.0)
     args = ap.parse_args(argv)
     _exit_when_orphaned(args.parent)
 
@@ -127,7 +176,7 @@ def _worker(argv: list[str]) -> int:
     import numpy as np
 
     jax.config.update("jax_platforms", "cpu")
-    jax.config.update("jax_num_cpu_devices", DEVICES_PER_PROCESS)
+    jax.config.update("jax_num_cpu_devices", 1 if args.hang else DEVICES_PER_PROCESS)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(
         coordinator_address=args.coordinator,
@@ -140,6 +189,10 @@ def _worker(argv: list[str]) -> int:
     if args.die:
         print(f"process {args.process_id}: dying on purpose", file=sys.stderr, flush=True)
         os._exit(3)
+    if args.hang:
+        steps_with_a_hung_peer(args.process_id, args.hang, args.hang_process, args.deadline)
+        jax.distributed.shutdown()
+        return 0
     assert jax.device_count() == args.num_processes * DEVICES_PER_PROCESS, jax.devices()
     results = {}
     for kind in KINDS:
@@ -168,18 +221,10 @@ def _tail(path: pathlib.Path, lines: int = 25) -> str:
     return "\n".join("    " + t for t in text[-lines:]) or "    <empty>"
 
 
-def launch(
-    workdir: Any, *, timeout: float = 120.0, die: int | None = None, num_processes: int = NUM_PROCESSES
-) -> list[dict[str, Any]]:
-    """Run the workers to completion and return each one's results (NumPy arrays by name).
-
-    Raises:
-      RuntimeError: when a worker exits with an error (the others are killed at once).
-      TimeoutError: when they are not all done within `timeout` seconds (all are killed).
-    """
-    import numpy as np
-
-    workdir = pathlib.Path(workdir)
+def _start(
+    workdir: pathlib.Path, num_processes: int, extra: Callable[[int], list[str]]
+) -> tuple[list[subprocess.Popen], list[pathlib.Path]]:
+    """Start the workers (`extra(pid)`: more arguments for worker `pid`); their `Popen`s and stderr files."""
     coordinator = f"127.0.0.1:{free_port()}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_FLAGS", "PYTEST_"))}
     env.update(
@@ -189,7 +234,8 @@ def launch(
             [str(pathlib.Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")]
         ),
     )
-    procs, logs = [], []
+    procs: list[subprocess.Popen] = []
+    logs = []
     try:
         for pid in range(num_processes):
             out, err = workdir / f"stdout_{pid}.txt", workdir / f"stderr_{pid}.txt"
@@ -206,12 +252,45 @@ def launch(
                 str(workdir / f"result_{pid}.npz"),
                 "--parent",
                 str(os.getpid()),
+                *extra(pid),
             ]
-            if die == pid:
-                cmd.append("--die")
             with open(out, "wb") as fo, open(err, "wb") as fe:
                 procs.append(subprocess.Popen(cmd, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, env=env))
             logs.append(err)
+    except BaseException:
+        _stop(procs)
+        raise
+    return procs, logs
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """Kill the children started here that still run (by their `Popen`s: a stopped one is woken first)."""
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(OSError):
+                p.send_signal(signal.SIGCONT)
+            p.kill()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def launch(
+    workdir: Any, *, timeout: float = 120.0, die: int | None = None, num_processes: int = NUM_PROCESSES
+) -> list[dict[str, Any]]:
+    """Run the workers to completion and return each one's results (NumPy arrays by name).
+
+    Raises:
+      RuntimeError: when a worker exits with an error (the others are killed at once).
+      TimeoutError: when they are not all done within `timeout` seconds (all are killed).
+    """
+    import numpy as np
+
+    workdir = pathlib.Path(workdir)
+    procs, logs = _start(workdir, num_processes, lambda pid: ["--die"] if die == pid else [])
+    try:
         deadline = time.monotonic() + timeout
         while True:
             codes = [p.poll() for p in procs]
@@ -237,19 +316,55 @@ def launch(
                 )
             time.sleep(0.05)
     finally:
-        for p in procs:  # only the children started above
-            if p.poll() is None:
-                p.kill()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
+        _stop(procs)  # only the children started above
     results = []
     for pid in range(num_processes):
         with np.load(workdir / f"result_{pid}.npz") as f:
             results.append({k: f[k] for k in f.files})
     return results
+
+
+def launch_with_a_hung_peer(
+    workdir: Any, *, hang: str, hang_process: int, deadline: float, grace: float = 0.0, timeout: float = 30.0
+) -> list[dict[str, Any]]:
+    """Run `steps_with_a_hung_peer` on `NUM_PROCESSES` processes until every one but the hung one has exited.
+
+    Then waits up to `grace` seconds more for the hung one (a sleeping process is aborted by
+    JAX once the coordinator is gone), and kills whatever still runs (SIGCONT first: a
+    stopped one too). Gives up after `timeout` seconds in all.
+
+    Returns:
+      Per process: `code` (its exit status; None if it had to be killed), `seconds` (from the
+      launch to its exit, or to the kill) and `stderr` (all of it).
+    """
+    workdir = pathlib.Path(workdir)
+    start = time.monotonic()
+    procs, logs = _start(
+        workdir,
+        NUM_PROCESSES,
+        lambda pid: ["--hang", hang, "--hang-process", str(hang_process), "--deadline", str(deadline)],
+    )
+    ended: dict[int, float] = {}
+    try:
+        others = [i for i in range(NUM_PROCESSES) if i != hang_process]
+        until = start + timeout
+        while time.monotonic() < until and not (set(others) <= set(ended) and hang_process in ended):
+            for i, p in enumerate(procs):
+                if i not in ended and p.poll() is not None:
+                    ended[i] = time.monotonic() - start
+            if set(others) <= set(ended):
+                until = min(until, start + max(ended.values()) + grace)
+            time.sleep(0.05)
+    finally:
+        _stop(procs)
+    return [
+        {
+            "code": p.returncode if i in ended else None,
+            "seconds": ended.get(i, time.monotonic() - start),
+            "stderr": logs[i].read_text(errors="replace"),
+        }
+        for i, p in enumerate(procs)
+    ]
 
 
 if __name__ == "__main__":

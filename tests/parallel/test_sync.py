@@ -45,13 +45,13 @@ def _observe(state):
     }
 
 
-def _one_hot_run(r, ok, *, mode="novma", extra_fn=None, data=None, steps=None, **kwargs):
+def _one_hot_run(r, ok, *, mode="novma", extra_fn=None, data=None, steps=None, total=None, **kwargs):
     """SGD on gradients e_r (replica r's gradient is the r-th unit vector): each update reveals how often
     each replica's gradient was counted. Returns the counts per applied update ([updates, N]), the
     observed state counters and the replica-0 parameters."""
     steps = ok.shape[0] if steps is None else steps
     grads = np.broadcast_to(np.eye(N, dtype=np.float32), (steps, N, N)).copy()
-    tx = sync_replicas(gradtx.sgd(_lr), _util.AXIS if "axis" not in kwargs else kwargs["axis"], r)
+    tx = sync_replicas(gradtx.sgd(_lr), _util.AXIS if "axis" not in kwargs else kwargs["axis"], r, total)
     got, obs = _util.run(
         tx,
         np.zeros(N, np.float32),
@@ -111,7 +111,7 @@ def test_random_failures_backups_and_accumulation(mode, r):
     rng = np.random.default_rng(r)
     ok = rng.random((12, N)) < 0.7
     ref = _counts_reference(ok, r)
-    counts, obs, _ = _one_hot_run(r, ok, mode=mode)
+    counts, obs, _ = _one_hot_run(r, ok, mode=mode, total=N if r > N else None)  # R > N: TF's accumulation
     for k in ("count", "dropped", "num_accumulated"):
         np.testing.assert_array_equal(obs[k][0], ref[k], err_msg=k)
     _check_counts(counts, r)
@@ -152,7 +152,7 @@ def test_fewer_replicas_than_needed_accumulate_across_steps():
     rng = np.random.default_rng(2)
     grads = rng.standard_normal((4, N, 2)).astype(np.float32)
     got, obs = _util.run(
-        sync_replicas(gradtx.sgd(_lr), _util.AXIS, 12),
+        sync_replicas(gradtx.sgd(_lr), _util.AXIS, 12, total_num_replicas=N),
         np.zeros(2, np.float32),
         grads,
         mode="novma",
@@ -232,6 +232,23 @@ def test_total_num_replicas_must_match_the_axis():
     tx = sync_replicas(gradtx.sgd(0.1), _util.AXIS, 4, total_num_replicas=6)
     with pytest.raises(ValueError, match=r"`sync_replicas`: `total_num_replicas`=6, but the axis 'i' has 8"):
         _util.run(tx, np.zeros(2, np.float32), np.ones((1, N, 2), np.float32), mode="novma")
+
+
+@pytest.mark.parametrize("mode", ["vma", "pmap"])
+def test_more_replicas_to_aggregate_than_replicas_is_refused_unless_total_is_given(mode):
+    """R = 100 on 8 replicas would apply nothing for 12 steps: refused at trace time, naming the way out."""
+    tx = sync_replicas(gradtx.sgd(0.1), _util.AXIS, replicas_to_aggregate=100)
+    with pytest.raises(
+        ValueError,
+        match=r"`sync_replicas`: `replicas_to_aggregate`=100, but the axis 'i' has 8 replicas: no step "
+        r"brings 100 gradients, so an update would be applied only every 13 steps or less often\. Pass "
+        r"`replicas_to_aggregate` <= 8, or `total_num_replicas=8` to accumulate across steps as TF does",
+    ):
+        _util.run(tx, np.zeros(2, np.float32), np.ones((1, N, 2), np.float32), mode=mode)
+    # R = N is no accumulation: applied every step.
+    tx = sync_replicas(gradtx.sgd(1.0), _util.AXIS, replicas_to_aggregate=N)
+    got, _ = _util.run(tx, np.zeros(2, np.float32), np.ones((1, N, 2), np.float32), mode=mode)
+    np.testing.assert_array_equal(got[:, 0], -np.ones((N, 2)))
 
 
 def test_construction_and_call_errors():

@@ -125,8 +125,12 @@ def test_bad_values(kwargs, match):
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"skip": "bias"}, r"`scale_by_lars`: `skip` must be a sequence of strings \(key-path substrings\)"),
-        ({"skip": ["bias", 1]}, r"`scale_by_lars`: `skip` must be a sequence of strings"),
+        (
+            {"skip": "bias"},
+            r"`scale_by_lars`: `skip` must be a list, tuple or set of strings \(key-path substrings\)",
+        ),
+        ({"skip": ["bias", 1]}, r"`scale_by_lars`: `skip` must be a list, tuple or set of strings"),
+        ({"skip": 5}, r"`scale_by_lars`: `skip` must be a list, tuple or set of strings .*got 5\."),
         ({"nesterov": 1}, r"`scale_by_lars`: `nesterov` must be True or False, got 1"),
         ({"eeta": "0.001"}, r"`scale_by_lars`: `eeta` must be a number, a scalar array or a schedule"),
     ],

@@ -1,0 +1,98 @@
+"""Reductions over all the elements, and arrays shaped like whole leaves: declared once, exact on slices.
+
+A rule that reduces over every element of the updates (a global norm, an all-finite test,
+a NaN flag per parameter) writes its reduction as always, over the arrays it is given,
+and passes the result through `total` before using it; a rule that draws an array shaped
+like a whole leaf (gradient noise) draws it through `leaf_part`. Both are the identity
+(`leaf_part` just calls `make(x.shape)`) unless the arrays the rule is given are parts of
+the leaves: `parallel.sharded_state` inside `shard_map` / `pmap` gives its transform one
+replica's flat slice of every leaf, and sets a `Parts` here for the duration of that
+`update` (`holding`). `total` then combines the replicas' partial results with one
+collective (a sum of sums of squares is the sum of squares), and `leaf_part` cuts the
+whole leaf's array to the replica's slice -- the formula stays in one place, its numbers
+equal the unsharded rule's, and the collectives stay in `gradtx.parallel`.
+
+Each is traced inside a named scope (`TOTAL_SCOPE`, `LEAF_SCOPE`), by which the check of
+`sharded_state` (`parallel._elementwise`) tells a declared reduction from an undeclared one.
+A rule must call `total` on a result that is the reduction `op` of per-element terms
+(a sum of per-element values, a max, an all / any), not on a function of it (a square
+root): `total(sum(x * x))`, then `sqrt`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import Any, Callable, Iterator, Protocol
+
+import jax
+
+TOTAL_SCOPE = "gradtx_total"
+LEAF_SCOPE = "gradtx_whole_leaf"
+OPS = ("sum", "max", "min", "all", "any")
+"""How partial results combine: `sum`, `max`, `min` of numbers, `all`, `any` of bools."""
+
+
+class Parts(Protocol):
+    """What runs `total` and `leaf_part` when a rule is given parts of the leaves (set by `holding`)."""
+
+    def total(self, partial: Any, op: str) -> Any:
+        """The reduction `op` over every part of `partial` (a pytree of this part's results)."""
+        ...
+
+    def leaf_part(self, path: Any, x: jax.Array, make: Callable[[tuple[int, ...]], jax.Array]) -> jax.Array:
+        """`make(shape)`, shaped like the whole leaf at `path`, cut to the part `x` holds."""
+        ...
+
+
+_PARTS: contextvars.ContextVar[Parts | None] = contextvars.ContextVar("gradtx_parts", default=None)
+
+
+def total(partial: Any, op: str = "sum") -> Any:
+    """`partial` -- the reduction `op` over the elements this rule was given -- as the one over all elements.
+
+    Args:
+      partial: a pytree of arrays (usually one scalar, or one per leaf): this rule's
+        reduction over the arrays it was given, e.g. `sum(x * x)` over every leaf.
+      op: one of `OPS`, the reduction `partial` is.
+
+    Returns:
+      `partial` itself, unless the rule runs on parts of the leaves (`sharded_state` in
+      `shard_map`): then the reduction `op` of every part's `partial`, the same on all.
+    """
+    if op not in OPS:
+        raise ValueError(f"`total`: `op` must be one of {', '.join(map(repr, OPS))}; got {op!r}.")
+    parts = _PARTS.get()
+    if parts is None:
+        return partial
+    with jax.named_scope(TOTAL_SCOPE):
+        return parts.total(partial, op)
+
+
+def leaf_part(path: Any, x: jax.Array, make: Callable[[tuple[int, ...]], jax.Array]) -> jax.Array:
+    """`make(shape)` for the whole leaf at `path` (e.g. noise), where the rule holds `x` of that leaf.
+
+    Args:
+      path: the leaf's key path (as `jax.tree_util.tree_map_with_path` gives it).
+      x: what the rule holds of the leaf: the leaf itself, or a part of it.
+      make: a function of a shape returning an array of that shape.
+
+    Returns:
+      `make(x.shape)`, unless `x` is a part of the leaf: then `make(whole shape)` cut to
+      the elements `x` holds, shaped like `x`.
+    """
+    parts = _PARTS.get()
+    if parts is None:
+        return make(tuple(x.shape))
+    with jax.named_scope(LEAF_SCOPE):
+        return parts.leaf_part(path, x, make)
+
+
+@contextlib.contextmanager
+def holding(parts: Parts) -> Iterator[None]:
+    """Within the block, `total` and `leaf_part` are run by `parts` (the rule is given parts of leaves)."""
+    token = _PARTS.set(parts)
+    try:
+        yield
+    finally:
+        _PARTS.reset(token)

@@ -1,0 +1,245 @@
+"""`sharded_state` (ZeRO-1) inside shard_map / pmap with rules that reduce over all the gradients: a
+global-norm clip, `apply_if_finite`, `zero_nans` and gradient noise run on the replicas' slices with the
+unsharded chain's numbers, each global reduction one all-reduce of its slices' partial results; per-tensor
+rules are refused, naming the member."""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import gradtx
+import gradtx.optax_compat as ox
+from benchmarks.sharding import count
+from gradtx.parallel import sharded_state
+from tests.parallel import _util
+
+N, T = _util.N, 20
+SHAPES = {"w": (7, 3), "b": (5,), "s": ()}  # 21, 5 and 1 elements: every slice is zero-padded
+
+
+def _problem(seed=0):
+    rng = np.random.default_rng(seed)
+    params = {k: rng.standard_normal(s).astype(np.float32) for k, s in SHAPES.items()}
+    grads = {k: rng.standard_normal((T, N, *s)).astype(np.float32) for k, s in SHAPES.items()}
+    grads["w"][3, 2, 1, 1] = np.nan  # zero_nans cleans it; its flag is set for `w` only
+    grads["b"][7, 5, 2] = np.inf  # the global norm is inf: apply_if_finite skips the step
+    return params, grads
+
+
+def _guarded():
+    """The large-model recipe, guarded: NaNs zeroed, non-finite steps skipped, clip, noise, AdamW."""
+    inner = gradtx.chain(
+        gradtx.clip_by_global_norm(0.5), gradtx.add_noise(0.01, seed=3), gradtx.adamw(0.1, weight_decay=0.01)
+    )
+    return gradtx.chain(gradtx.zero_nans(), gradtx.apply_if_finite(inner, 3))
+
+
+def _observe(state):  # the NaN flags, the skipped steps and the norm before clipping
+    found, guard = state[0].found_nan, state[1]
+    return found, guard.total_notfinite, guard.inner_state[0].global_norm
+
+
+def _stack(*xs):
+    return np.stack(xs)
+
+
+def _unsharded(tx, params, grads, observe=_observe):
+    """One device: the plain chain on the replicas' mean gradient of every step."""
+    state, p, ps, obs = tx.init(params), jax.tree.map(jnp.asarray, params), [], []
+    step = jax.jit(lambda g, s, p: tx.update(g, s, p))
+    for t in range(T):
+        u, state = step({k: np.mean(grads[k][t], axis=0) for k in grads}, state, p)
+        p = gradtx.apply_updates(p, u)
+        ps.append(p)
+        obs.append(observe(state))
+    return jax.tree.map(_stack, *ps), jax.tree.map(_stack, *obs)
+
+
+def _sharded(tx, params, grads, mode, observe=_observe):
+    """N replicas, the T steps in one `lax.scan` (one compilation; the state is its carry)."""
+
+    def body(p, d):  # d: this replica's gradients, [T, ...]
+        def step(carry, g):
+            p, state = carry
+            u, state = tx.update(g, state, p)
+            p = gradtx.apply_updates(p, u)
+            return (p, state), (p, observe(state.inner))
+
+        return jax.lax.scan(step, (p, tx.init(p)), d)[1]
+
+    if mode == "pmap":
+        out = jax.pmap(body, axis_name=_util.AXIS, in_axes=(None, 1))(params, grads)
+    else:
+        m, spec = _util.mesh(), P(None, _util.AXIS)
+        f = jax.shard_map(
+            lambda p, d: jax.tree.map(lambda x: x[None], body(p, jax.tree.map(lambda x: x[:, 0], d))),
+            mesh=m,
+            in_specs=(P(), spec),
+            out_specs=P(_util.AXIS),
+            check_vma=mode == "vma",
+        )
+        out = jax.jit(f)(_util.put(params, m, P()), _util.put(grads, m, spec))
+    return jax.tree.map(np.asarray, out)
+
+
+def _assert_all_replicas(got, ref):
+    for k in ref:
+        np.testing.assert_allclose(
+            got[k], np.broadcast_to(ref[k], got[k].shape), rtol=1e-6, atol=1e-6, err_msg=k
+        )
+
+
+@pytest.mark.parametrize("mode", _util.MODES)
+def test_global_reductions_equal_the_unsharded_chain(mode):
+    """20 steps with a NaN and an inf: the parameters, the NaN flags, the skip count and the global norm
+    are the unsharded chain's on every replica -- the noise included (each replica cuts its slice from
+    the whole leaf's noise)."""
+    params, grads = _problem()
+    got, (found, skipped, norm) = _sharded(sharded_state(_guarded(), _util.AXIS), params, grads, mode)
+    ref, (ref_found, ref_skipped, ref_norm) = _unsharded(_guarded(), params, grads)
+    _assert_all_replicas(got, ref)
+    assert {k: v[:, :, 0].tolist() for k, v in found.items()} == {
+        k: np.broadcast_to(v, (N, T)).tolist() for k, v in ref_found.items()
+    }
+    assert found["w"][0, 3, 0] and skipped[0, 6, 0] == 0 and skipped[0, 7, 0] == 1
+    np.testing.assert_array_equal(skipped[:, :, 0], np.broadcast_to(ref_skipped, (N, T)))
+    np.testing.assert_allclose(norm[:, :, 0], np.broadcast_to(ref_norm, (N, T)), rtol=1e-6)
+
+
+def _multi_steps():  # optax.MultiSteps' skipping of non-finite gradients: a count over all elements
+    return gradtx.accumulate_gradients(gradtx.adam(0.1), 2, should_skip_update_fn=gradtx.skip_not_finite)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ox.chain(ox.clip_by_global_norm(0.5), ox.adamw(0.1, weight_decay=0.01)),
+        lambda: gradtx.chain(gradtx.clip_by_norm(0.3), gradtx.adam(0.1)),
+        _multi_steps,
+    ],
+    ids=["optax_compat_clip_adamw", "clip_by_norm_per_tensor", "accumulate_skip_not_finite"],
+)
+def test_optax_names_per_tensor_norms_and_skipped_steps(make):
+    """optax's names (`gradtx.optax_compat`) take the same one-reduction clip; `clip_by_norm`'s norm of
+    each tensor is its slices' sums of squares added over the replicas; `skip_not_finite` counts the
+    non-finite elements of all slices (the NaN and the inf are skipped)."""
+    params, grads = _problem(1)
+    if make is not _multi_steps:
+        grads = {k: np.nan_to_num(g, posinf=0.0) for k, g in grads.items()}
+    got, _ = _sharded(sharded_state(make(), _util.AXIS), params, grads, "novma", observe=lambda s: ())
+    ref = _unsharded(make(), params, grads, observe=lambda s: ())[0]
+    assert all(np.isfinite(v).all() for v in ref.values())
+    _assert_all_replicas(got, ref)
+
+
+def _step(tx, m, check_vma):
+    def step(params, state, x):
+        grads = jax.grad(lambda p: jnp.mean(jnp.tanh(x @ p["w"] + p["b"]) ** 2))(
+            gradtx.parallel.per_replica(params, _util.AXIS)
+        )
+        updates, state = tx.update(grads, state, params)
+        return gradtx.apply_updates(params, updates), state
+
+    specs = dict(in_specs=(P(), P(_util.AXIS), P(_util.AXIS)), out_specs=(P(), P(_util.AXIS)))
+    return jax.jit(jax.shard_map(step, mesh=m, check_vma=check_vma, **specs))
+
+
+def _collectives(tx, check_vma=True):
+    m = _util.mesh()
+    params = {"w": jnp.ones((16, 60)), "b": jnp.zeros(60)}  # 960 and 60 elements: b is padded to 64
+    state = jax.eval_shape(jax.shard_map(tx.init, mesh=m, in_specs=P(), out_specs=P(_util.AXIS)), params)
+    x = jax.ShapeDtypeStruct((64, 16), jnp.float32, sharding=jax.NamedSharding(m, P(_util.AXIS)))
+    hlo = _step(tx, m, check_vma).lower(params, state, x).compile().as_text()
+    results = re.findall(
+        r"= (\S+(?:, \S+)*) all-reduce(?:-start)?\(", hlo
+    )  # `f32[]`, `(s32[], s32[])`, `f32[1]`
+    scalars = [r for r in results if re.fullmatch(r"\(?(?:(?:f32|s32|pred)\[1?\](?:\{0\})?(?:, )?)+\)?", r)]
+    return count(hlo), len(scalars)
+
+
+@pytest.mark.parametrize("check_vma", [True, False], ids=["vma", "novma"])
+def test_clip_and_adamw_add_one_scalar_all_reduce(check_vma):
+    """ZeRO-1 with a global-norm clip: the reduce-scatter of the gradients, one all-reduce of a scalar
+    (the slices' sums of squares) and the all-gather of the updates -- nothing more."""
+    plain, _ = _collectives(sharded_state(gradtx.adamw(0.1, weight_decay=0.01), _util.AXIS), check_vma)
+    tx = sharded_state(
+        gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.adamw(0.1, weight_decay=0.01)), _util.AXIS
+    )
+    got, scalars = _collectives(tx, check_vma)
+    assert plain["all-reduce"] == 0, plain
+    assert got == {**plain, "all-reduce": 1} and scalars == 1, (got, plain)
+
+
+@pytest.mark.parametrize(
+    "inner, most",
+    [
+        (_guarded, 5),
+        (lambda: gradtx.chain(gradtx.clip_by_norm(1.0), gradtx.adamw(0.1, weight_decay=0.01)), 2),
+    ],
+    ids=["guarded", "clip_by_norm"],
+)
+def test_other_reductions_add_only_scalar_all_reduces(inner, most):
+    """Besides ZeRO's reduce-scatter and all-gather, only all-reduces of scalars: at most one per declared
+    reduction -- zero_nans (the flags of all leaves together), apply_if_finite (the gradients, the update,
+    and the state in the branch taken when the update is not finite), the clip -- or one per leaf for
+    `clip_by_norm`'s norms (XLA may combine them: 4 and 1 on XLA:CPU)."""
+    plain, _ = _collectives(sharded_state(gradtx.adamw(0.1, weight_decay=0.01), _util.AXIS))
+    got, scalars = _collectives(sharded_state(inner(), _util.AXIS))
+    assert {k: v for k, v in got.items() if k != "all-reduce"} == {
+        k: v for k, v in plain.items() if k != "all-reduce"
+    }
+    assert 1 <= got["all-reduce"] == scalars <= most, got
+
+
+def _all(params):
+    return jax.tree.map(lambda _: True, params)
+
+
+@pytest.mark.parametrize(
+    "inner, member",
+    [
+        (
+            lambda: gradtx.chain(gradtx.clip_by_norm(1.0), gradtx.masked(gradtx.adam(0.1), _all)),
+            r"masked\(adam\)",
+        ),
+        (lambda: gradtx.lamb(0.1), "scale_by_trust_ratio"),
+        (lambda: ox.adafactor(0.1), "optax_compat.scale_by_factored_rms"),
+        (lambda: gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.lars(0.1)), "scale_by_lars"),
+    ],
+    ids=["mask", "lamb", "adafactor", "lars"],
+)
+def test_per_tensor_members_are_refused_by_name(inner, member):
+    with pytest.raises(
+        ValueError, match=rf"`sharded_state`: `{member}`.* is leaf-wise: it needs whole tensors.*mesh=mesh"
+    ):
+        sharded_state(inner(), "data")
+
+
+@pytest.mark.parametrize(
+    "inner, match",
+    [
+        (
+            lambda: gradtx.ElementWise(*optax.clip_by_global_norm(1.0)),
+            r"`reduce_sum`.*not combined",
+        ),
+        (lambda: gradtx.ggt(0.1), r"`[a-z_]+`.*shape"),
+    ],
+    ids=["optax_clip_declared_element_wise", "ggt"],
+)
+def test_undeclared_reductions_are_refused_when_traced(inner, match):
+    """optax's own clip (declared element-wise) reduces without `_sliced.total`: on a slice it would clip by
+    the slice's norm, so it is refused with the reduction it makes."""
+    params, grads = _problem()
+    with pytest.raises(
+        ValueError, match=r"`sharded_state`: `tx` is not element by element: its update uses " + match
+    ):
+        _util.run(
+            sharded_state(inner(), _util.AXIS), params, jax.tree.map(lambda g: g[:1], grads), mode="novma"
+        )
