@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 import chex
@@ -19,6 +20,49 @@ GGT_TOLERANCE = {"rtol": 2e-5, "atol": 5e-6}
 """GGT's float32 numbers when its sums over all elements run in another order (jit vs eager, packed vs
 per leaf): its tail term is divided by the smallest root singular value of the Gram matrix
 (sqrt(svd_eps) = 1e-3 while the window fills), which magnifies round-off to ~1e-6 of the update."""
+MUON_TOLERANCE = {"rtol": 2e-5, "atol": 5e-6}
+"""Muon's float32 numbers when its matrix products are compiled another way (eager vs jit, a gathered shard
+vs the whole leaf, the suite's fast-compile options): five Newton-Schulz iterations of a quintic magnify
+the products' round-off to ~2e-6 of the update."""
+
+
+COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "collective-permute", "all-to-all")
+
+
+def collectives_by_scope(hlo: str, kinds=COLLECTIVES) -> dict[tuple[str | None, str], int]:
+    """`{(scope, kind): arrays}`: the arrays a compiled HLO module's collectives move, by the
+    `jax.named_scope` (`gradtx__NAME` or `optax__NAME`) of the op each comes from; scope None for one
+    that cannot be attributed.
+
+    XLA combines collectives of different scopes into one instruction, so instructions are not
+    attributable; a combined one names each operand's op in its metadata, `(a/psum:b/psum:...)`."""
+    counts: dict[tuple[str | None, str], int] = {}
+    for line in hlo.splitlines():
+        for kind in kinds:
+            found = re.search(rf"\b{kind}(?:-start)?\(([^)]*)\)", line)
+            if not found:
+                continue
+            operands = found.group(1).count("%")
+            op_name = re.search(r'op_name="([^"]*)"', line)
+            found_names = re.findall(r"(?:gradtx|optax)__\w+", op_name.group(1)) if op_name else []
+            names: list[str | None] = list(found_names)
+            if len(names) == 1:
+                names *= operands
+            if len(names) != operands:
+                names = [None] * operands
+            for name in names:
+                counts[name, kind] = counts.get((name, kind), 0) + 1
+    return counts
+
+
+def tolerance(name: str) -> dict[str, float]:
+    """The tolerance of two differently compiled float32 runs of the factory `name` (1e-6, or GGT's and
+    Muon's own, above)."""
+    if "ggt" in name:
+        return GGT_TOLERANCE
+    if "muon" in name:
+        return MUON_TOLERANCE
+    return {"rtol": 1e-6, "atol": 1e-6}
 
 
 def problem(seed: int = 0, *, sparse: bool = False, scale: float = 1.0, shapes=SHAPES, steps: int = STEPS):

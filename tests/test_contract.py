@@ -111,7 +111,7 @@ def test_jit_no_retrace_stable_state_and_eager_agreement(entry):
         chex.assert_trees_all_equal_structs(s2, state0)
         chex.assert_trees_all_equal_shapes_and_dtypes(s2, state0)
         finals[jitted] = p2
-    tol = helpers.GGT_TOLERANCE if "ggt" in entry.name else {"rtol": 1e-6, "atol": 1e-6}
+    tol = helpers.tolerance(entry.name)
     helpers.assert_trees_close(finals[True], finals[False], **tol)
 
 

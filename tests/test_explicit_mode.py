@@ -28,12 +28,12 @@ from gradtx import packing, registry
 from gradtx.parallel import sharded_state
 from tests import helpers
 from tests.test_placement import _checked, _mesh
+from tests.test_sharding_matrix import _optax_equivalent
 
 SHAPES = {"kernel": (8, 4), "bias": (4,), "ln": (8,)}
 SPECS = {"kernel": P("data", "model"), "bias": P("model"), "ln": P()}
 ENTRIES = [e for e in registry.entries() if "axis_name" not in e.example]
 MESH = _mesh(explicit=True)
-TOL = {"rtol": 1e-6, "atol": 1e-6}
 
 
 def _tree(seed, mesh=None, shapes=SHAPES, specs=SPECS):
@@ -91,23 +91,70 @@ def test_every_entry_traces_with_slots_and_updates_placed_like_params(entry):
     assert _specs(new_state) == _specs(state)  # as init made it: a `lax.scan` carry, no retrace next step
 
 
+MATRIX_RULES = {"muon", "shampoo", "ggt", "scale_by_muon", "scale_by_shampoo", "scale_by_ggt"}
+REDUCES_MORE_THAN_OPTAX = {
+    "apply_if_finite": "checks the inner update as well as the gradient (so every replica of `cross_shard` "
+    "skips the same step): one more all-reduced flag per leaf than optax.apply_if_finite",
+}
+"""Element-wise wrappers with global checks whose all-reduces exceed optax's equivalent's, and why."""
+
+
+def _limit(entry, tx, optax_counts):
+    """The collectives `{kind: arrays}` an entry's step may have (None: any number): optax's equivalent's
+    where it traces under Explicit axes; else none for an element-wise rule and all-reduces only for a
+    per-tensor or tree-wide one; the matrix rules' kinds of collective (their counts are pinned below)."""
+    if entry.name in optax_counts:
+        return optax_counts[entry.name]
+    if entry.name in MATRIX_RULES:
+        cost = FORMERLY_FAILING[entry.name.removeprefix("scale_by_")]
+        return {kind: None if kind in cost else 0 for kind in helpers.COLLECTIVES}
+    if isinstance(tx, gradtx.ElementWise) and entry.name not in REDUCES_MORE_THAN_OPTAX:
+        return dict.fromkeys(helpers.COLLECTIVES, 0)
+    return {kind: 0 if kind != "all-reduce" else None for kind in helpers.COLLECTIVES}
+
+
 def test_every_entry_steps_with_the_numbers_of_the_plain_run():
-    """init + one step of every entry, compiled once for all (sharded) and once unsharded."""
+    """init + one step of every entry, compiled once for all (sharded) and once unsharded; each entry's
+    collectives (by its named scope) no more than optax's equivalent's in the same program."""
     built = [(e, e.build()) for e in ENTRIES]
+    optaxes = {e.name: tx for e in ENTRIES if (tx := _optax_equivalent(e.name)) is not None}
 
     def steps(params, grads):
-        return [_step(e, tx)(params, grads) for e, tx in built]
+        out = []
+        for e, tx in built:
+            with jax.named_scope(f"gradtx__{e.name}"):
+                out.append(_step(e, tx)(params, grads))
+        return out
+
+    def with_optax(params, grads):
+        traced = {}
+        for name, tx in optaxes.items():
+            try:
+                with jax.named_scope(f"optax__{name}"):
+                    traced[name] = tx.update(grads, tx.init(params), params)  # state too: not dead code
+            except Exception:  # noqa: BLE001 -- optax's rule does not trace under Explicit axes (Muon)
+                continue
+        return steps(params, grads), traced
 
     expected = jax.jit(steps)(_tree(0), _tree(1))
     with jax.set_mesh(MESH):
-        params = _tree(0, MESH)
-        got = jax.jit(steps)(params, _tree(1, MESH))
+        params, grads = _tree(0, MESH), _tree(1, MESH)
+        compiled = jax.jit(with_optax).lower(params, grads).compile()
+        got, traced = compiled(params, grads)
+    moved = helpers.collectives_by_scope(compiled.as_text())
+    assert not [k for k in moved if k[0] is None], f"collectives of no entry: {moved}"
+    by = lambda scope: {kind: moved.get((scope, kind), 0) for kind in helpers.COLLECTIVES}  # noqa: E731
+    optax_counts = {name: by(f"optax__{name}") for name in traced}
     failures = []
-    for (entry, _), (updates, state), (want_updates, want_state) in zip(built, got, expected, strict=True):
+    for (entry, tx), (updates, state), (want_updates, want_state) in zip(built, got, expected, strict=True):
+        ours, limit = by(f"gradtx__{entry.name}"), _limit(entry, tx, optax_counts)
+        if any(limit[k] is not None and ours[k] > limit[k] for k in helpers.COLLECTIVES):
+            failures.append(f"{entry.name}: collectives {ours}, more than {limit}")
         try:
             _assert_placed_like(updates, params, entry.name)
-            helpers.assert_trees_close(updates, want_updates, msg=f"{entry.name}: updates", **TOL)
-            helpers.assert_trees_close(state, want_state, msg=f"{entry.name}: state", **TOL)
+            tol = helpers.tolerance(entry.name)
+            helpers.assert_trees_close(updates, want_updates, msg=f"{entry.name}: updates", **tol)
+            helpers.assert_trees_close(state, want_state, msg=f"{entry.name}: state", **tol)
         except AssertionError as e:
             failures.append(str(e).splitlines()[0][:300])
     assert not failures, "\n".join(failures)
@@ -144,7 +191,8 @@ def test_the_matrix_rules_and_accumulation_step_twice_at_their_cost(name):
             assert _specs(new_state) == _specs(state)
             params, state = new_params, new_state
             _assert_placed_like(params, _tree(0, MESH), name)
-            helpers.assert_trees_close(params, expected[t], msg=f"{name}: step {t + 1}", **TOL)
+            tol = helpers.tolerance(name)
+            helpers.assert_trees_close(params, expected[t], msg=f"{name}: step {t + 1}", **tol)
     assert {k: v for k, v in count(compiled.as_text()).items() if v} == FORMERLY_FAILING[name]
 
 
@@ -177,7 +225,7 @@ def test_packed_params_step_with_the_numbers_of_the_plain_run(how):
     placed = _tree(0, MESH, PACKED_SHAPES, PACKED_SPECS)
     for name, updates, want in zip(PACKED, got, expected, strict=True):
         _assert_placed_like(updates, placed, f"{name} ({how})")
-        helpers.assert_trees_close(updates, want, msg=f"{name} ({how})", **TOL)
+        helpers.assert_trees_close(updates, want, msg=f"{name} ({how})", **helpers.tolerance(name))
 
 
 ZERO = ["adam", "muon", "shampoo", "ggt", "accumulate_gradients"]
@@ -200,7 +248,7 @@ def test_zero_under_jit_splits_the_state_over_the_replicas():
         assert kernel_slots and all(_spec_of(x) == ("data", "model") for x in kernel_slots), name
         assert _specs(new_state) == _specs(state), name
         _assert_placed_like(updates, params, f"{name} (ZeRO)")
-        helpers.assert_trees_close(updates, want, msg=f"{name} (ZeRO)", **TOL)
+        helpers.assert_trees_close(updates, want, msg=f"{name} (ZeRO)", **helpers.tolerance(name))
 
 
 def test_a_mesh_of_explicit_and_auto_axes():
@@ -219,4 +267,4 @@ def test_a_mesh_of_explicit_and_auto_axes():
         got = jax.jit(steps)(params, _tree(1, mesh, specs=specs))
     for name, updates, want in zip(FORMERLY_FAILING, got, expected, strict=True):
         _assert_placed_like(updates, params, f"{name} (mixed axes)")
-        helpers.assert_trees_close(updates, want, msg=f"{name} (mixed axes)", **TOL)
+        helpers.assert_trees_close(updates, want, msg=f"{name} (mixed axes)", **helpers.tolerance(name))

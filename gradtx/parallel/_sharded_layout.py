@@ -195,8 +195,18 @@ def gathered(u: Any, like: Any, mesh: Any, axes: tuple) -> Any:
 # --------------------------------------------------------------------------- between topologies
 
 
+def _on_host(x: Any) -> np.ndarray:
+    """A leaf as one NumPy array in this process: an array spanning processes is gathered from every one
+    (a collective: every process must ask for it)."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(x)
+
+
 def _leaf_from_rows(x: Any, like: Any) -> np.ndarray:
-    x = np.asarray(x)
+    x = _on_host(x)
     shape = tuple(np.shape(like))
     if x.shape == shape:  # the jit layout: every leaf keeps its shape
         return x
@@ -216,7 +226,8 @@ def unshard_state(state: Any, like: _protocol.OptState) -> _protocol.OptState:
     """The wrapped transform's whole state, from a `sharded_state` state: what the unsharded transform holds.
 
     Works on either layout (the `[N, ceil(size / N)]` rows of `shard_map`, the sharded
-    whole leaves of `jit`) and on any number of replicas. The result does not depend on
+    whole leaves of `jit`), on any number of replicas and of processes (arrays spanning
+    processes are gathered: every process must call it). The result does not depend on
     the topology: save it (`gradtx.checkpoint.save_npz`, orbax) and restore it on another
     one with `shard_state`, or continue with the unsharded transform itself.
 
@@ -256,7 +267,8 @@ def shard_state(state: _protocol.OptState, num_replicas: int) -> Any:
 
     Args:
       state: the state of the wrapped transform for the full parameters (`unshard_state`'s
-        result, or the unsharded transform's own state).
+        result, or the unsharded transform's own state; arrays spanning processes are
+        gathered: every process must call it).
       num_replicas: the number of replicas, an int >= 1.
 
     Returns:
@@ -275,7 +287,7 @@ def shard_state(state: _protocol.OptState, num_replicas: int) -> Any:
         raise ValueError(f"`shard_state`: `num_replicas` must be an int >= 1, got {num_replicas!r}.")
 
     def rows(x):
-        x = np.asarray(x)
+        x = _on_host(x)
         if x.ndim == 0:
             return np.repeat(x[None], num_replicas)
         k = slice_len(x.size, num_replicas)

@@ -169,7 +169,7 @@ def test_twenty_steps_equal_optax(name, jit):
     actual, _ = helpers.run(ours(), params, grads, jit=jit)
     expected, _ = helpers.run(theirs(), params, grads, jit=jit)
     for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
-        helpers.assert_trees_close(a, e, rtol=1e-6, atol=1e-6, msg=f"{name}: step {t + 1}")
+        helpers.assert_trees_close(a, e, **helpers.tolerance(name), msg=f"{name}: step {t + 1}")
 
 
 def test_sm3_treats_scalars_as_vectors_with_a_float64_reference():

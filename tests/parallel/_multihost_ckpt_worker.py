@@ -135,7 +135,8 @@ class Run:
         return params, state, losses
 
     def results(self, params: Any, state: Any, losses: list[float]) -> dict[str, Any]:
-        """The whole parameters and whole inner state (NumPy, gathered from every process), and the losses."""
+        """The whole parameters and whole inner state (NumPy, gathered from every process), and the losses:
+        every process must call it."""
         import jax
         import numpy as np
         from jax.experimental import multihost_utils
@@ -145,7 +146,8 @@ class Run:
         host = lambda tree: jax.tree.map(  # noqa: E731
             lambda a: np.asarray(multihost_utils.process_allgather(a, tiled=True)), tree
         )
-        whole = gradtx.parallel.unshard_state(host(state), jax.eval_shape(inner_tx().init, self.params0))
+        # the global state as it is: `unshard_state` gathers what other processes hold
+        whole = gradtx.parallel.unshard_state(state, jax.eval_shape(inner_tx().init, self.params0))
         out = {f"param/{k}": v for k, v in host(params).items()}
         flat = jax.tree_util.tree_flatten_with_path(whole)[0]
         out.update({f"state/{jax.tree_util.keystr(path)}": np.asarray(v) for path, v in flat})
