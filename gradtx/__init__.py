@@ -4,7 +4,8 @@ Every optimizer is a pure `(init, update)` pair over pytrees (`GradientTransform
 structurally identical to optax's). Building blocks live in `gradtx.transforms`,
 combinators in `gradtx.combinators`, the TF-named optimizers in `gradtx.optimizers`,
 learning-rate schedules in `gradtx.schedules`, row-sparse gradients in `gradtx.sparse`,
-packed parameters in `gradtx.packing`, optax's pytree utilities in `gradtx.tree`, and the
+packed parameters in `gradtx.packing`, optax's pytree utilities in `gradtx.tree`, optax's
+numerics and linear algebra in `gradtx.numerics` and `gradtx.linalg`, and the
 name registry in `gradtx.registry`; the public names of the first three are re-exported here.
 """
 
@@ -12,11 +13,15 @@ name registry in `gradtx.registry`; the public names of the first three are re-e
 from gradtx import (
     checkpoint,
     combinators,
+    linalg,
+    numerics,
     optimizers,
     packing,
     parallel,
+    projections,
     registry,
     schedules,
+    second_order,
     sparse,
     train,
     transforms,
@@ -38,6 +43,7 @@ from gradtx._protocol import (
     UnknownNameError,
     Updates,
 )
+from gradtx._tree_updates import incremental_update, periodic_update
 from gradtx._update_rule import Slot, update_rule
 from gradtx.combinators import *  # noqa: F401,F403  (names listed in combinators.__all__)
 from gradtx.optimizers import *  # noqa: F401,F403
@@ -90,11 +96,17 @@ __all__ = sorted(
         "checkpoint",
         "combinators",
         "get",
+        "incremental_update",
+        "linalg",
+        "numerics",
         "optimizers",
         "packing",
         "parallel",
+        "periodic_update",
+        "projections",
         "registry",
         "schedules",
+        "second_order",
         "sparse",
         "transforms",
         "tree",

@@ -96,10 +96,14 @@ def mark_of(owner: Any, name: str) -> _Mark | None:
 
 
 class TransformInitFn(Protocol):
+    """The type of a transform's `init`: `params -> state`."""
+
     def __call__(self, params: Params) -> OptState: ...
 
 
 class TransformUpdateFn(Protocol):
+    """The type of a transform's `update`: `(updates, state, params=None, **extra) -> (updates, state)`."""
+
     def __call__(
         self, updates: Updates, state: OptState, params: Params | None = None, **extra_args: Any
     ) -> tuple[Updates, OptState]: ...

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from gradtx import _checks, _protocol, _scalars, _sliced
@@ -167,7 +168,9 @@ def increment(count: jax.Array) -> jax.Array:
     """
     dtype = count.dtype if hasattr(count, "dtype") and jnp.issubdtype(count.dtype, jnp.integer) else jnp.int32
     count = jnp.asarray(count, dtype)
-    return count + (count < jnp.iinfo(dtype).max).astype(dtype)  # no nested jit (jnp.where) per count
+    top = np.asarray(jnp.iinfo(dtype).max, dtype)  # typed (uint32's, uint64's maxima overflow a weak int);
+    # a NumPy constant, not a device array: a committed one would commit the new count and miss jit's cache
+    return count + (count < top).astype(dtype)  # no nested jit (jnp.where) per count
 
 
 # --------------------------------------------------------------------------- tree walks

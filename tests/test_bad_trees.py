@@ -127,8 +127,10 @@ INTEGER_PARAMS_OK = {
     "freeze",
     "identity",
     "keep_params_nonnegative",
+    "monitor",  # measures the updates, passes them on
     "scale_gradients",
     "set_to_zero",
+    "snapshot",  # measures the updates, passes them on
     "transform_gradients",
     "zero_nans",
 }

@@ -135,11 +135,42 @@ def _as_dense(entry, step, tx, params, grads, new, state):
     helpers.assert_trees_close(new, expected, rtol=1e-6, atol=1e-7)
 
 
+def _madgrad_rows(entry, step, tx, params, grads, new, state):
+    """MADGRAD: the decay reaches the touched rows only (add_decayed_weights), then a dense step."""
+    ex = entry.example
+    rows = np.unique(np.asarray(grads["dense"]["kernel"].indices))
+    mask = np.zeros((8, 1), np.float32)
+    mask[rows] = 1.0
+    decay = {"dense": {"kernel": mask * params["dense"]["kernel"], "bias": params["dense"]["bias"]}}
+    decayed = jax.tree.map(lambda g, d: g + ex["weight_decay"] * d, _densified(grads), decay)
+    plain = gradtx.madgrad(**{**ex, "weight_decay": 0.0})
+    u, _ = plain.update(decayed, plain.init(params), params)
+    helpers.assert_trees_close(new, gradtx.apply_updates(params, u), rtol=1e-6, atol=1e-6)
+
+
+def _fromage_rows(entry, step, tx, params, grads, new, state):
+    """Fromage: the trust-ratio step on the densified gradient; the shrink reaches the touched rows only."""
+    ex = entry.example
+    mult = 1 / np.sqrt(1 + ex["learning_rate"] ** 2)
+    inner = gradtx.chain(
+        gradtx.scale_by_trust_ratio(ex["min_norm"]), gradtx.scale_by_learning_rate(ex["learning_rate"] * mult)
+    )
+    u, _ = inner.update(_densified(grads), inner.init(params), params)
+    rows = np.unique(np.asarray(grads["dense"]["kernel"].indices))
+    mask = np.zeros((8, 1), np.float32)
+    mask[rows] = 1.0
+    decay = {"dense": {"kernel": mask * params["dense"]["kernel"], "bias": params["dense"]["bias"]}}
+    expected = jax.tree.map(lambda p, a, d: p + a - (1 - mult) * d, params, u, decay)
+    helpers.assert_trees_close(new, expected, rtol=1e-6, atol=1e-6)
+
+
 CUSTOM_SPARSE = {
     "lars": _lars_rows,
     "scale_by_lars": _lars_rows,
     "adamw": _adamw_rows,
     "schedule_free_sgd": _schedule_free_sgd_rows,
+    "madgrad": _madgrad_rows,
+    "fromage": _fromage_rows,
     "model_average": _as_dense,
     "elastic_average": _as_dense,
     "agn": _as_dense,

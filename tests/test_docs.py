@@ -29,6 +29,10 @@ PUBLIC_MODULES = [
     "gradtx.checkpoint",
     "gradtx.packing",
     "gradtx.tree",
+    "gradtx.numerics",
+    "gradtx.linalg",
+    "gradtx.projections",
+    "gradtx.second_order",
 ]
 
 

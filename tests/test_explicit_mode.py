@@ -92,10 +92,24 @@ def test_every_entry_traces_with_slots_and_updates_placed_like_params(entry):
 
 
 MATRIX_RULES = {"muon", "shampoo", "ggt", "scale_by_muon", "scale_by_shampoo", "scale_by_ggt"}
+MATRIX_RULES |= {"galore", "scale_by_galore"}  # an SVD of each whole matrix (optax's does not trace here)
 REDUCES_MORE_THAN_OPTAX = {
     "apply_if_finite": "checks the inner update as well as the gradient (so every replica of `cross_shard` "
     "skips the same step): one more all-reduced flag per leaf than optax.apply_if_finite",
+    "loss_scaled": "TF's dynamic loss scale skips a step whose gradients are not all finite (the test of "
+    "apply_if_finite: one all-reduced flag per leaf for the gradient and the inner update); optax has none",
 }
+_LR_FREE = (
+    "sums over all elements (an inner product with x0 - x, an L1 or L2 norm): all-reduces of partial sums; "
+    "optax's own does not trace under Explicit axes (its tree vdot contracts sharded dimensions)"
+)
+REDUCES_MORE_THAN_OPTAX |= dict.fromkeys(
+    ("prodigy", "dadapt_adamw", "mechanize", "scale_by_prodigy", "scale_by_dadapt_adamw"), _LR_FREE
+)
+REDUCES_MORE_THAN_OPTAX |= dict.fromkeys(
+    ("polyak_sgd", "scale_by_polyak"),
+    "the squared norm of the whole gradient: all-reduces; optax's needs the loss `value`, not passed here",
+)
 """Element-wise wrappers with global checks whose all-reduces exceed optax's equivalent's, and why."""
 
 
@@ -160,12 +174,14 @@ def test_every_entry_steps_with_the_numbers_of_the_plain_run():
     assert not failures, "\n".join(failures)
 
 
-# the four that failed under Explicit axes, and what their placement costs per step
+# the four that failed under Explicit axes (and GaLore, which gathers as they do), and what their placement
+# costs per step
 FORMERLY_FAILING = {
     "muon": {"all-gather": 2},  # the kernel's momentum gathered whole (one per sharded axis), sliced back
     "shampoo": {"all-gather": 3},  # each sharded gradient gathered whole (kernel: 2 axes, bias: 1)
     "ggt": {"all-reduce": 2},  # the W x W Gram matrix and M^T m: partial sums, then all-reduced
     "accumulate_gradients": {},  # both branches of its `lax.cond` typed alike: nothing moves
+    "galore": {"all-gather": 2},  # the kernel's gradient gathered whole for its SVD (one per sharded axis)
 }
 
 

@@ -18,6 +18,7 @@ NOTEBOOKS = (
     "04_data_parallel.ipynb",
     "05_sparse_embeddings.ipynb",
     "06_packed_parameters.ipynb",
+    "07_the_rest_of_optax.ipynb",
 )
 
 

@@ -102,6 +102,18 @@ def test_every_public_factory_is_registered():
         "has_updated",  # reads an accumulate_gradients state
         "skip_not_finite",  # accumulate_gradients' skip hooks
         "skip_large_updates",
+        "value_and_grad_from_state",  # a value-and-gradient function reading a line search's state
+        "scale_loss",  # reads a loss_scaled state
+        "per_example_layer_norm_clip",  # a function of per-example gradients
+        "unitwise_norm",  # array functions (adaptive_grad_clip's units)
+        "unitwise_clip",
+        "measure_with_ema",  # a measure for monitor: its update returns a measurement, not updates
+        "microbatch",  # function transformations
+        "micro_vmap",
+        "micro_grad",
+        "reshape_batch_axis",  # a function of a batch
+        "incremental_update",  # functions of two parameter trees (target networks)
+        "periodic_update",
     }
     public = [
         n

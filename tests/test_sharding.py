@@ -49,11 +49,24 @@ OPTAX = {
     "novograd": lambda: optax.novograd(0.2, weight_decay=1e-4),
     "sm3": lambda: optax.sm3(0.5, momentum=0.9),
     "muon": lambda: optax.contrib.muon(0.2, weight_decay=1e-4),
+    "galore": lambda: optax.contrib.galore(0.05, rank=2, update_proj_gap=2),  # an SVD per matrix: gathers
     "schedule_free_adamw": lambda: optax.contrib.schedule_free_adamw(0.05, warmup_steps=2, weight_decay=1e-4),
     "schedule_free_sgd": lambda: optax.contrib.schedule_free_sgd(0.1, warmup_steps=2, weight_decay=1e-4),
+    "prodigy": lambda: optax.contrib.prodigy(),
+    "dadapt_adamw": lambda: optax.contrib.dadapt_adamw(),
+    "dog": lambda: optax.contrib.dog(),
+    "dowg": lambda: optax.contrib.dowg(),
+    # building blocks, for test_explicit_mode.py (optax.contrib exports only dog and dowg)
+    "scale_by_dog": lambda: optax.contrib._dog.scale_by_dog(("distance", 0.01)),
+    "scale_by_dowg": lambda: optax.contrib._dog.scale_by_dowg(),
 }
 GATHERS = {"shampoo"}  # whole statistics matrices per tensor dimension (an SVD each): gathers are inherent
+# L-BFGS's inner products are optax's (`jnp.vdot` of flattened leaves, gathered: 48 all-gathers here, as
+# optax.lbfgs's compiled step has; optax's own step cannot run donated: its two memories share one buffer)
+GATHERS.add("lbfgs")
 REDUCES = {"ggt"}  # element-wise through sums over all elements (its W x W Gram matrix, M^T m): all-reduces
+REDUCES |= {"polyak_sgd"}  # a global norm; optax's polyak_sgd needs a `value` this harness does not pass
+REDUCES |= {"mechanize"}  # its bets' inner products and norms over all elements: all-reduces only
 OPTIMIZERS = [e.name for e in registry.entries("optimizer")]
 
 

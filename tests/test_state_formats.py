@@ -108,8 +108,9 @@ def test_npz_round_trips_and_resumes(entry, tmp_path):
 
 
 _ORBAX = [
-    e for e in UNMAPPED if e.kind == "optimizer"
-]  # orbax is slow to start: the optimizers, and two wrappers
+    e for e in UNMAPPED if e.kind == "optimizer" and e.name != "galore"
+]  # orbax is slow to start: the optimizers, and two wrappers; not GaLore, whose state holds an empty
+# projector for each leaf it does not project (as optax's), and orbax refuses to save arrays of size 0
 _ORBAX += [e for e in UNMAPPED if e.name in ("inject_hyperparams", "partition")]
 
 

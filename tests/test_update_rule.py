@@ -62,9 +62,10 @@ def test_every_building_block_is_a_formula_and_a_declaration(path):
         for n in tree.body
         if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("gradtx.transforms._")
     ]
-    assert "update_rule(" in text or any(a.name.endswith("_family") for n in siblings for a in n.names), (
-        path.name
-    )
+    # tree-wide rules whose scalar state is computed from the step's sums (Prodigy's d, DoG's distance) are
+    # declared with `gradtx._tree_rule.tree_rule`, `update_rule`'s helpers around a tree formula
+    declared = "update_rule(" in text or "tree_rule(" in text
+    assert declared or any(a.name.endswith("_family") for n in siblings for a in n.names), path.name
 
 
 def test_the_adam_moment_is_five_frames_below_update():

@@ -4,44 +4,77 @@ Usage: `python tools/optax_table.py` prints the table; `--write` replaces it in
 docs/guides/from-optax.md (between the `optax-table:start` / `optax-table:end` markers).
 tests/optax_compat/test_optax_table.py fails when the guide's table differs from this output.
 
-A row per public name of `optax` and `optax.schedules` (losses and submodules left out): the
-`gradtx.optax_compat` name that gives optax's numbers (tested against optax in
-tests/optax_compat/), whether the top-level gradtx name of the same spelling has optax's numbers
-(TF-named ones say on their docstring's first line where they do not), or "not yet".
+A row per public name of optax's optimizer-facing modules (`optax` and `optax.contrib`,
+`.schedules`, `.transforms`, `.tree`, `.second_order`, `.projections`, `.perturbations`;
+losses and submodules left out): the `gradtx.optax_compat` name that gives optax's numbers
+(tested against optax in tests/optax_compat/ and beside each optimizer's tests), whether the
+top-level gradtx name of the same spelling has optax's numbers (TF-named ones say on their
+docstring's first line where they do not), "out of scope" with the reason, or "not yet".
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import pathlib
 import sys
 import types
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "guides" / "from-optax.md"
 START, END = "<!-- optax-table:start -->", "<!-- optax-table:end -->"
 
-ELSEWHERE = {
-    "multi_transform": "`gradtx.partition`",
-    "MultiTransformState": "`gradtx.partition`'s state",
-    "flatten": "`gradtx.packing.packed(tx)` (state in a few buffers; `pack` for packed parameters)",
-    "tree_map_params": "`gradtx.optax_compat.tree.map_params`, the same function",
+MODULES = ("", "contrib", "schedules", "transforms", "tree", "second_order", "projections", "perturbations")
+"""optax's optimizer-facing modules ("": the top level)."""
+
+ELSEWHERE: dict[str, str] = {}
+"""optax names whose counterpart has another gradtx name (not in `optax_compat` under optax's)."""
+
+PERTURBATIONS = (
+    "Monte-Carlo smoothing of a function for differentiating through discrete choices (Berthet et "
+    "al.): a tool for models, not a transform of gradients"
+)
+OUT_OF_SCOPE = {
+    "perturbations.Gumbel": PERTURBATIONS,
+    "perturbations.Normal": PERTURBATIONS,
+    "perturbations.make_perturbed_fun": PERTURBATIONS,
 }
-"""optax names whose counterpart has another gradtx name (not in `optax_compat` yet)."""
+"""`module.name` (top level: `name`) -> why gradtx does not offer it."""
 
 
-def _names() -> list[str]:
+def _module(name: str) -> Any:
+    import optax
+
+    return optax if not name else importlib.import_module(f"optax.{name}")
+
+
+def _names() -> list[tuple[str, str]]:
+    """`(module, name)` for every optimizer-facing optax name, sorted by module then name."""
     import optax
 
     losses = set(dir(optax.losses))
-    out = set()
-    for module in (optax, optax.schedules):
-        for name in dir(module):
-            obj = getattr(module, name)
+    out = []
+    for module in MODULES:
+        names = set()
+        for name in dir(_module(module)):
+            obj = getattr(_module(module), name)
             if name.startswith("_") or isinstance(obj, types.ModuleType) or name in losses:
                 continue
-            out.add(name)
-    return sorted(out, key=str.lower)
+            names.add(name)
+        out += [(module, n) for n in sorted(names, key=str.lower)]
+    return out
+
+
+def _compat(module: str, name: str) -> Any:
+    """The `gradtx.optax_compat` object for `optax.<module>.<name>`, or None."""
+    import gradtx.optax_compat as compat
+
+    where = compat if not module else getattr(compat, module, None)
+    if where is None:
+        return None
+    public = getattr(where, "__all__", None)
+    return getattr(where, name, None) if public is None or name in public else None
 
 
 def _gradtx_column(name: str) -> str:
@@ -54,19 +87,31 @@ def _gradtx_column(name: str) -> str:
     return "no (see above)" if f"not `optax.{name}`" in first else "yes"
 
 
-def render() -> str:
-    import gradtx.optax_compat as compat
+def _qualified(module: str, name: str) -> str:
+    return f"{module}.{name}" if module else name
 
+
+def render() -> str:
     rows = ["| optax | `gradtx.optax_compat` | `gradtx.<same name>` has optax's numbers |", "|---|---|---|"]
-    for name in _names():
-        if name in compat.__all__:
-            rows.append(f"| `optax.{name}` | `{name}` | {_gradtx_column(name) or '-'} |")
+    covered = out_of_scope = 0
+    names = _names()
+    for module, name in names:
+        full = _qualified(module, name)
+        if _compat(module, name) is not None:
+            covered += 1
+            gradtx_column = _gradtx_column(name) if module in ("", "contrib", "transforms") else ""
+            rows.append(f"| `optax.{full}` | `{full}` | {gradtx_column or '-'} |")
+        elif full in OUT_OF_SCOPE:
+            out_of_scope += 1
+            rows.append(f"| `optax.{full}` | out of scope: {OUT_OF_SCOPE[full]} | - |")
         else:
-            rows.append(
-                f"| `optax.{name}` | not yet{f' (see {ELSEWHERE[name]})' if name in ELSEWHERE else ''} | - |"
-            )
-    covered = sum(1 for n in _names() if n in compat.__all__)
-    return f"{covered} of {len(_names())} names.\n\n" + "\n".join(rows)
+            elsewhere = f" (see {ELSEWHERE[full]})" if full in ELSEWHERE else ""
+            rows.append(f"| `optax.{full}` | not yet{elsewhere} | - |")
+    summary = (
+        f"{covered} of {len(names)} names covered, {out_of_scope} out of scope, "
+        f"{len(names) - covered - out_of_scope} not yet."
+    )
+    return summary + "\n\n" + "\n".join(rows)
 
 
 def main(argv: list[str]) -> None:

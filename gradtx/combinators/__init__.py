@@ -9,14 +9,21 @@ from gradtx.combinators._accumulate import (
     skip_large_updates,
     skip_not_finite,
 )
+from gradtx.combinators._apply_every import ApplyEveryState, apply_every
 from gradtx.combinators._chain import chain, named_chain
 from gradtx.combinators._clip import ClipByGlobalNormState, ClipState, clip, clip_by_global_norm, clip_by_norm
+from gradtx.combinators._complex import (
+    SplitRealAndImaginaryArrays,
+    SplitRealAndImaginaryState,
+    split_real_and_imaginary,
+)
 from gradtx.combinators._conditional import (
     ConditionallyMaskState,
     ConditionallyTransformState,
     conditionally_mask,
     conditionally_transform,
 )
+from gradtx.combinators._galore import GaLoreDimensionNumbers, GaLoreState, scale_by_galore
 from gradtx.combinators._gradients import (
     AddNoiseState,
     ScaleGradientsState,
@@ -25,8 +32,33 @@ from gradtx.combinators._gradients import (
     transform_gradients,
 )
 from gradtx.combinators._inject import InjectHyperparamsState, inject_hyperparams
+from gradtx.combinators._lbfgs import ScaleByLBFGSState, scale_by_lbfgs
+from gradtx.combinators._linesearch import (
+    BacktrackingLinesearchInfo,
+    ScaleByBacktrackingLinesearchState,
+    scale_by_backtracking_linesearch,
+    value_and_grad_from_state,
+)
+from gradtx.combinators._linesearch_zoom import (
+    ScaleByZoomLinesearchState,
+    ZoomLinesearchInfo,
+    scale_by_zoom_linesearch,
+)
 from gradtx.combinators._lookahead import LookaheadState, lookahead, slow_params
+from gradtx.combinators._loss_scale import LossScaleState, loss_scaled, scale_loss
 from gradtx.combinators._masking import MaskedState, freeze, masked, partition
+from gradtx.combinators._mechanic import MechanizeState, mechanize
+from gradtx.combinators._micro_grad import MicrobatchOutputs, micro_grad, micro_vmap
+from gradtx.combinators._microbatch import AccumulationType, Accumulator, microbatch, reshape_batch_axis
+from gradtx.combinators._momo import MomoAdamState, MomoState, momo, momo_adam
+from gradtx.combinators._monitor import (
+    MeasureEmaState,
+    MonitorState,
+    SnapshotState,
+    measure_with_ema,
+    monitor,
+    snapshot,
+)
 from gradtx.combinators._moving_average import (
     MovingAverageState,
     averaged_params,
@@ -34,8 +66,22 @@ from gradtx.combinators._moving_average import (
     swap_averaged,
 )
 from gradtx.combinators._norm_clip import adaptive_grad_clip, global_norm
-from gradtx.combinators._privacy import differentially_private_aggregate, per_example_global_norm_clip
+from gradtx.combinators._per_example import per_example_layer_norm_clip
+from gradtx.combinators._plateau import ReduceOnPlateauState, reduce_on_plateau
+from gradtx.combinators._privacy import (
+    DifferentiallyPrivateAggregateState,
+    differentially_private_aggregate,
+    per_example_global_norm_clip,
+)
+from gradtx.combinators._sam import SAMState, normalize, sam
+from gradtx.combinators._sophia import (
+    HutchinsonState,
+    SophiaState,
+    hutchinson_estimator_diag_hessian,
+    scale_by_sophia,
+)
 from gradtx.combinators._stateless import identity, stateless
+from gradtx.combinators._unitwise import unitwise_clip, unitwise_norm
 from gradtx.combinators._variable_clipping import ClipVariablesState, clip_variables
 from gradtx.combinators._weight_decay import (
     AddDecayedWeightsState,
@@ -46,9 +92,27 @@ from gradtx.combinators._weight_decay import (
 from gradtx.combinators._zeroing import ZeroNansState, keep_params_nonnegative, set_to_zero, zero_nans
 
 __all__ = [
+    "GaLoreDimensionNumbers",
+    "GaLoreState",
+    "scale_by_galore",
+    "ScaleByLBFGSState",
+    "scale_by_lbfgs",
+    "BacktrackingLinesearchInfo",
+    "ScaleByBacktrackingLinesearchState",
+    "scale_by_backtracking_linesearch",
+    "value_and_grad_from_state",
+    "ScaleByZoomLinesearchState",
+    "ZoomLinesearchInfo",
+    "scale_by_zoom_linesearch",
+    "per_example_layer_norm_clip",
+    "unitwise_clip",
+    "unitwise_norm",
     "AccumulateGradientsState",
+    "AccumulationType",
+    "Accumulator",
     "AddDecayedWeightsState",
     "AddNoiseState",
+    "ApplyEveryState",
     "ApplyIfFiniteState",
     "ClipByGlobalNormState",
     "ClipState",
@@ -56,16 +120,32 @@ __all__ = [
     "ConditionallyMaskState",
     "ConditionallyTransformState",
     "DecoupledWeightDecayState",
+    "DifferentiallyPrivateAggregateState",
+    "HutchinsonState",
     "InjectHyperparamsState",
     "LookaheadState",
+    "LossScaleState",
     "MaskedState",
+    "MeasureEmaState",
+    "MechanizeState",
+    "MicrobatchOutputs",
+    "MomoAdamState",
+    "MomoState",
+    "MonitorState",
     "MovingAverageState",
+    "ReduceOnPlateauState",
+    "SAMState",
     "ScaleGradientsState",
+    "SnapshotState",
+    "SophiaState",
+    "SplitRealAndImaginaryArrays",
+    "SplitRealAndImaginaryState",
     "ZeroNansState",
     "accumulate_gradients",
     "adaptive_grad_clip",
     "add_decayed_weights",
     "add_noise",
+    "apply_every",
     "apply_if_finite",
     "averaged_params",
     "chain",
@@ -80,20 +160,38 @@ __all__ = [
     "freeze",
     "global_norm",
     "has_updated",
+    "hutchinson_estimator_diag_hessian",
     "identity",
     "inject_hyperparams",
     "keep_params_nonnegative",
     "lookahead",
+    "loss_scaled",
     "masked",
+    "measure_with_ema",
+    "mechanize",
+    "micro_grad",
+    "micro_vmap",
+    "microbatch",
+    "momo",
+    "momo_adam",
+    "monitor",
     "moving_average",
     "named_chain",
+    "normalize",
     "partition",
     "per_example_global_norm_clip",
+    "reduce_on_plateau",
+    "reshape_batch_axis",
+    "sam",
     "scale_gradients",
+    "scale_loss",
+    "scale_by_sophia",
     "set_to_zero",
     "skip_large_updates",
     "skip_not_finite",
     "slow_params",
+    "snapshot",
+    "split_real_and_imaginary",
     "stateless",
     "swap_averaged",
     "transform_gradients",

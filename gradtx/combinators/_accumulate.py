@@ -277,6 +277,20 @@ def _typed_true(tree: Any) -> jax.Array:
     return true
 
 
+def step_is_finite(updates: Any, out: Any, inner_state: Any) -> jax.Array:
+    """Whether a step is finite, as `apply_if_finite` judges it (a bool scalar): the gradient `updates` is
+    finite, and so is the inner transform's update `out` unless the inner state it was given is not.
+
+    The second condition keeps replicas in step around a transform that averages over devices
+    (`parallel.cross_shard`): a NaN on one replica reaches every replica's `out`, so every
+    replica finds the step not finite, without a collective here. The inner state is read
+    only when `out` is not finite (one `lax.cond`). Also `loss_scaled`'s test.
+    """
+    out_finite = _tree.all_finite(out)
+    state_finite = lax.cond(out_finite, _typed_true, _tree.all_finite, inner_state)
+    return _tree.all_finite(updates) & (out_finite | jnp.logical_not(state_finite))
+
+
 @_base.api
 def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientTransformation:
     """Skip steps with a non-finite gradient: zero updates and the inner state kept, with a count.
@@ -328,10 +342,7 @@ def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientT
 
     def update_fn(updates, state, params=None, **extra_args):
         out, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
-        out_finite = _tree.all_finite(out)
-        # the inner state is read only when the update is not finite (one `lax.cond`)
-        state_finite = lax.cond(out_finite, _typed_true, _tree.all_finite, state.inner_state)
-        finite = _tree.all_finite(updates) & (out_finite | jnp.logical_not(state_finite))
+        finite = step_is_finite(updates, out, state.inner_state)
         notfinite = jnp.where(finite, 0, _tree.increment(state.notfinite_count)).astype(jnp.int32)
         take = finite | (notfinite > max_consecutive_errors)
         zeros = _tree.map_updates(

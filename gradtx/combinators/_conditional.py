@@ -65,22 +65,28 @@ def _typed_like(tree: Any, target: Any) -> Any:
 
 
 def _conditional(
-    fn: str, inner: Any, should_transform_fn: Any, forward_extra_args: bool, skipped_updates, state_cls
+    fn: str,
+    inner: Any,
+    should_transform_fn: Any,
+    forward_extra_args: bool,
+    skipped_updates,
+    state_cls,
+    count_field: str = "count",
 ):
     """The inner transform where `should_transform_fn(count)` holds; elsewhere `skipped_updates(updates)`
-    and the inner state kept (one `lax.cond`: the inner work is skipped, not masked)."""
+    and the inner state kept (one `lax.cond`: the inner work is skipped, not masked). The state is
+    `state_cls(inner_state=..., <count_field>=...)` (optax's classes name the count `step`)."""
     _checks.check_transform(fn, "inner", inner)
     _checks.check_callable(fn, "should_transform_fn", should_transform_fn)
     _checks.check_bool(fn, "forward_extra_args", forward_extra_args)
     inner = _base.member(inner)
 
     def init_fn(params):
-        return state_cls(_tree.zero_count(), inner.init(params))
+        return state_cls(**{count_field: _tree.zero_count(), "inner_state": inner.init(params)})
 
     def update_fn(updates, state, params=None, **extra_args):
-        condition = jnp.asarray(
-            should_transform_fn(state.count, **(extra_args if forward_extra_args else {}))
-        )
+        count = getattr(state, count_field)
+        condition = jnp.asarray(should_transform_fn(count, **(extra_args if forward_extra_args else {})))
         if condition.shape != ():
             raise ValueError(
                 f"`{fn}`: `should_transform_fn` must return a scalar bool, got an array of shape "
@@ -101,7 +107,7 @@ def _conditional(
             return _typed_like(skipped_updates(updates), target), _typed_like(kept, target_state)
 
         out, inner_state = lax.cond(condition.astype(bool), run, skip, None)
-        return out, state_cls(_tree.increment(state.count), inner_state)
+        return out, state_cls(**{count_field: _tree.increment(count), "inner_state": inner_state})
 
     return _base.composite(init_fn, update_fn, inner)
 

@@ -134,6 +134,26 @@ def _is_injectable(value: Any, mark: Any) -> bool:
     return dtype is None or jnp.issubdtype(dtype, jnp.floating) and getattr(value, "ndim", 0) == 0
 
 
+def _as_count_schedule(factory: str, name: str, value: Any) -> Any:
+    """`value`, or for optax's `WrappedSchedule` (a stateful schedule whose state is the step count) its
+    schedule `count -> value`, which this state's `count` drives alike; any other stateful schedule
+    (`init`, `update` and `__call__(state)`: optax's `StatefulSchedule`) is refused."""
+    if not (
+        callable(value)
+        and callable(getattr(value, "init", None))
+        and callable(getattr(value, "update", None))
+    ):
+        return value
+    schedule_fn = getattr(value, "schedule_fn", None)
+    if type(value).__name__ == "WrappedSchedule" and callable(schedule_fn):
+        return schedule_fn
+    raise TypeError(
+        f"`inject_hyperparams({factory})`: `{name}` is a stateful schedule ({type(value).__name__}: `init`, "
+        "`update`, `__call__(state)`), whose state this state has no place for; use "
+        "`gradtx.optax_compat.inject_hyperparams`, which keeps it in `hyperparams_states`."
+    )
+
+
 def _static_names(static_args: Any) -> frozenset[str]:
     names = (static_args,) if isinstance(static_args, str) else static_args
     try:
@@ -182,7 +202,9 @@ def inject_hyperparams(
     strings, containers and transforms stay static, as do the names in `static_args`.
     optax's (`optax_compat.inject_hyperparams`) differs: it injects ints and every callable,
     keeps floats in the params' widest dtype (not float32) and has stateful schedules (its
-    state has a `hyperparams_states` field).
+    state has a `hyperparams_states` field). Here optax's `WrappedSchedule(schedule)` is taken
+    as `schedule` (its state is the step count, which `count` is); another stateful schedule
+    is refused (`TypeError`).
 
     Each step builds the factory from that step's values (set ones and schedules' values), so
     the factory's own construction checks -- finiteness and the ranges its `Raises:` lists
@@ -209,7 +231,8 @@ def inject_hyperparams(
 
     Raises:
       TypeError: if `factory` is not callable, `static_args` is neither a string nor an
-        iterable of strings, or the arguments do not fit its signature.
+        iterable of strings, or the arguments do not fit its signature (or hold a stateful
+        schedule other than a `WrappedSchedule`).
       ValueError: for a name in `static_args` that is not an argument of `factory`: here, or
         for a factory taking `**kwargs`, when the returned function is called without it;
         the factory's own error for a value it refuses, at construction and in an eager step
@@ -258,7 +281,7 @@ def inject_hyperparams(
             mark = _protocol.mark_of(factory, name if name in params else var_kw or "")
             return name not in statics and _is_injectable(value, mark)
 
-        candidates = {**arguments, **keywords}
+        candidates = {k: _as_count_schedule(name, k, v) for k, v in {**arguments, **keywords}.items()}
         if takes_any:
             _check_static_names(name, statics, candidates)
         numeric = {k: v for k, v in candidates.items() if injectable(k, v)}

@@ -10,6 +10,18 @@ import jax.numpy as jnp
 from gradtx import _base, _checks, _protocol, _tree, sparse
 
 
+def sync_step(u: Any, fast: Any, slow: Any, sync: Any, alpha: Any) -> tuple[Any, Any]:
+    """Lookahead's step for one leaf: `(update of the fast weights, step of the slow weights)`.
+
+    `d = fast + u - slow`; on a synchronising step (`sync` true) the slow weights step by
+    `alpha d` and the fast update becomes `u - (1 - alpha) d` (so both end at the same point);
+    otherwise the fast update is `u` and the slow step 0. `gradtx.lookahead` (slow weights in
+    its state) and optax_compat's `lookahead` (slow weights in `LookaheadParams`) both use it.
+    """
+    diff = fast.astype(u.dtype) + u - slow.astype(u.dtype)
+    return jnp.where(sync, u - (1 - alpha) * diff, u), jnp.where(sync, alpha * diff, 0)
+
+
 class LookaheadState(NamedTuple):
     """State of `lookahead`: the slow weights beside the fast optimizer's state (`LookaheadParams.slow`)."""
 
@@ -89,10 +101,8 @@ def lookahead(
         alpha = _tree.scalar(_tree.resolve(slow_step_size, state.count), params)
 
         def leaf(u, s, p):
-            a = _tree.like(alpha, u)
-            diff = p.astype(u.dtype) + u - s.astype(u.dtype)
-            out = jnp.where(sync, u - (1 - a) * diff, u)
-            return out, jnp.where(sync, s + (a * diff).astype(s.dtype), s)
+            out, slow_step = sync_step(u, p, s, sync, _tree.like(alpha, u))
+            return out, jnp.where(sync, s + slow_step.astype(s.dtype), s)
 
         out, slow = _tree.split_map(
             fn, leaf, 2, sparse.densify(fast), state.slow, params, names=("updates", "state.slow", "params")

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx.combinators import _unitwise
 from gradtx.combinators._clip import ClipState
 
 
@@ -32,32 +33,6 @@ def global_norm(tree: Any) -> jax.Array:
         Array(5., dtype=float32)
     """
     return _tree.global_norm(tree)
-
-
-def _unit_axes(fn: str, path: str, shape: tuple[int, ...], axis: Any) -> tuple[int, ...] | None:
-    """The axes a unit-wise norm sums over (None: all); optax's defaults by rank when `axis` is None."""
-    if axis is not None:
-        axes = (axis,) if isinstance(axis, int) else tuple(axis)
-        if any(not -len(shape) <= a < len(shape) for a in axes):
-            raise ValueError(
-                f"`{fn}`: `axis` {axis!r} is out of range for the parameter {path} of shape {shape}."
-            )
-        return axes
-    if sum(d != 1 for d in shape) <= 1:
-        return None  # scalars and vectors: one unit
-    if len(shape) in (2, 3):
-        return (0,)  # linear layers [in, out] and multi-head ones: one unit per output
-    if len(shape) in (4, 5):
-        return tuple(range(len(shape) - 1))  # convolutions [..., in, out]: one unit per output channel
-    raise ValueError(
-        f"`{fn}`: the parameter {path} has shape {shape}; without `axis` the units are known for 1 to 5 "
-        f"dimensions only: pass `axis=` (the axes each unit's norm sums over)."
-    )
-
-
-def _unit_norm(x: jax.Array, axes: tuple[int, ...] | None) -> jax.Array:
-    """The L2 norm of each unit of `x` (summed in at least float32), broadcastable against `x`."""
-    return jnp.sqrt(_tree.squared_norm(x, axis=axes, keepdims=True))
 
 
 @_base.api
@@ -120,17 +95,7 @@ def adaptive_grad_clip(
         _checks.check_finite(fn, name, value)
     _checks.check_positive(fn, "clipping", clipping)
     _checks.check_nonnegative(fn, "eps", eps)
-    if axis is not None and not (
-        (isinstance(axis, int) and not isinstance(axis, bool))
-        or (
-            isinstance(axis, (tuple, list))
-            and axis
-            and all(isinstance(a, int) and not isinstance(a, bool) for a in axis)
-        )
-    ):
-        raise TypeError(
-            f"`{_checks.api_name(fn)}`: `axis` must be None, an int or a tuple of ints, got {axis!r}."
-        )
+    _unitwise.check_axis(fn, axis)
     scheduled = _tree.any_schedule(clipping, eps)
     name = _checks.api_name(fn)
 
@@ -153,11 +118,10 @@ def adaptive_grad_clip(
         def leaf(g, p, path):
             if g is None:
                 return None
-            axes = _unit_axes(name, path, g.shape, axis)
-            g_norm, p_norm = _unit_norm(g, axes), _unit_norm(p, axes)
+            axes = _unitwise.unit_axes(name, path, g.shape, axis)
+            g_norm, p_norm = _unitwise.unit_norm(g, axes), _unitwise.unit_norm(p, axes)
             max_norm = _tree.like(lam, g_norm) * jnp.maximum(p_norm, _tree.like(floor, p_norm))
-            clipped = g * (max_norm / jnp.maximum(g_norm, 1e-6)).astype(g.dtype)
-            return jnp.where(g_norm < max_norm, g, clipped)
+            return _unitwise.unitwise_clip(g_norm, max_norm, g)
 
         out = treedef.unflatten([leaf(*args) for args in zip(leaves, flat_params, paths, strict=True)])
         return out, (ClipState(_tree.increment(state.count)) if scheduled else state)

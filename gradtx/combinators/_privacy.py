@@ -7,41 +7,14 @@ what comes out is shaped like the parameters.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 
 from gradtx import _base, _checks, _protocol, _tree
 from gradtx.combinators._gradients import add_noise
-
-
-def _check_per_example(fn: str, grads: Any) -> int:
-    """The batch size of per-example gradients: every leaf is an array with the same leading axis."""
-    named = [(p, x) for p, x in zip(_tree.key_paths(grads), _tree.flatten_updates(fn, grads)[0], strict=True)]
-    leaves = [x for _, x in named if x is not None]
-    if any(_tree.is_row_sparse(x) for x in leaves):
-        raise TypeError(f"`{fn}`: per-example gradients must be dense arrays, got a row-sparse gradient.")
-    sizes = {jnp.shape(x)[0] if jnp.ndim(x) else -1 for x in leaves}
-    if not leaves or len(sizes) != 1 or -1 in sizes:
-        shapes = ", ".join(f"{p}: {jnp.shape(x)}" for p, x in named if x is not None)
-        raise ValueError(
-            f"`{fn}`: expects per-example gradients, every leaf with the same leading batch axis "
-            f"(e.g. from `jax.vmap(jax.grad(loss), in_axes=(None, 0))`); got {shapes or 'no leaves'}."
-        )
-    return sizes.pop()
-
-
-def _clip_and_sum(fn: str, grads: Any, l2_norm_clip: Any) -> tuple[Any, jax.Array]:
-    _check_per_example(fn, grads)
-    norms = jax.vmap(_tree.global_norm)(grads)  # one global norm per example
-    factors = jnp.nan_to_num(jnp.minimum(jnp.asarray(l2_norm_clip, norms.dtype) / norms, 1.0), nan=1.0)
-
-    def leaf(g):
-        return jnp.tensordot(factors.astype(g.dtype), g, axes=1) if g is not None else None
-
-    summed = jax.tree.map(leaf, grads, is_leaf=lambda x: x is None)
-    return summed, jnp.sum(factors < 1.0, dtype=jnp.int32)
+from gradtx.combinators._per_example import check_per_example as _check_per_example
+from gradtx.combinators._per_example import clip_and_sum as _clip_and_sum
 
 
 def per_example_global_norm_clip(grads: Any, l2_norm_clip: Any) -> tuple[Any, jax.Array]:
@@ -83,10 +56,20 @@ def per_example_global_norm_clip(grads: Any, l2_norm_clip: Any) -> tuple[Any, ja
     return _clip_and_sum(fn, grads, l2_norm_clip)
 
 
+class DifferentiallyPrivateAggregateState(NamedTuple):
+    """State of `differentially_private_aggregate(..., key=...)` (optax's, field for field)."""
+
+    rng_key: jax.Array  # the typed PRNG key of the next step's noise
+
+
 @_base.api
 @_base.per_example_grads
 def differentially_private_aggregate(
-    l2_norm_clip: _protocol.ScalarOrSchedule, noise_multiplier: _protocol.ScalarOrSchedule, seed: int = 0
+    l2_norm_clip: _protocol.ScalarOrSchedule,
+    noise_multiplier: _protocol.ScalarOrSchedule,
+    seed: int = 0,
+    *,
+    key: jax.Array | None = None,
 ) -> _protocol.GradientTransformation:
     r"""Turn per-example gradients into DP-SGD's noisy mean: clip each example, sum, add noise, divide.
 
@@ -104,18 +87,27 @@ def differentially_private_aggregate(
     around it (`accumulate_gradients`) does not keep the privacy accounting: clip per
     example, not per accumulated batch.
 
+    With `key` (a typed PRNG key, `jax.random.key(0)`), the noise is drawn as optax draws it:
+    each step splits the state's key into the next one and one key per leaf
+    (`jax.random.split(rng_key, n + 1)`, leaves in `jax.tree.leaves` order) and draws
+    :math:`\xi` in each leaf's dtype; the state is then `DifferentiallyPrivateAggregateState(rng_key)`,
+    which keeps no count, so `l2_norm_clip` and `noise_multiplier` must be numbers or arrays.
+
     Args:
       l2_norm_clip: :math:`C`, the largest global norm of one example's gradient, >= 0
         (number, scalar array or schedule).
       noise_multiplier: :math:`\sigma`, the noise's standard deviation relative to
         :math:`C`, >= 0 (number, scalar array or schedule).
       seed: the integer seed of the noise.
+      key: a typed PRNG key: draw the noise from it as optax does (then `seed` is not read).
 
     Returns:
-      A `GradientTransformation` with state `AddNoiseState(count, key)`.
+      A `GradientTransformation` with state `AddNoiseState(count, key)`, or
+      `DifferentiallyPrivateAggregateState(rng_key)` with `key`.
 
     Raises:
-      TypeError: for a non-number argument or a non-integer seed.
+      TypeError: for a non-number argument, a non-integer seed, a `key` that is not a typed PRNG
+        key, or a schedule with `key`.
       ValueError: for a negative or non-finite argument; at update time, for leaves without
         one common leading batch axis.
 
@@ -137,6 +129,8 @@ def differentially_private_aggregate(
         _checks.check_finite(fn, name, value)
         _checks.check_nonnegative(fn, name, value)
     _checks.check_int(fn, "seed", seed)
+    if key is not None:
+        return _keyed_aggregate(fn, l2_norm_clip, noise_multiplier, key)
 
     def std(count):
         return _tree.resolve(l2_norm_clip, count) * _tree.resolve(noise_multiplier, count)
@@ -152,5 +146,39 @@ def differentially_private_aggregate(
         summed, _ = _clip_and_sum(name, updates, _tree.resolve(l2_norm_clip, state.count))
         noisy, state = noise.update(summed, state, params, **extra_args)
         return jax.tree.map(lambda g: (g / batch).astype(g.dtype), noisy), state
+
+    return _protocol.GradientTransformation(init_fn, update_fn)
+
+
+def _keyed_aggregate(fn: str, l2_norm_clip: Any, noise_multiplier: Any, key: Any) -> Any:
+    """`differentially_private_aggregate` with optax's noise: a key chain in the state, split every step."""
+    if not (isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)):
+        raise TypeError(
+            f"`{_checks.api_name(fn)}`: `key` must be a typed PRNG key (`jax.random.key(seed)`), got {key!r}."
+        )
+    for name, value in (("l2_norm_clip", l2_norm_clip), ("noise_multiplier", noise_multiplier)):
+        if callable(value):
+            raise TypeError(
+                f"`{_checks.api_name(fn)}`: with `key`, `{name}` must be a number or an array (the state "
+                f"keeps no count for a schedule), got {value!r}."
+            )
+    noise_std = l2_norm_clip * noise_multiplier  # in double for Python numbers, as optax computes it
+    name = _checks.api_name(fn)
+
+    def init_fn(params):
+        del params
+        return DifferentiallyPrivateAggregateState(key)
+
+    def update_fn(updates, state, params=None, **extra_args):
+        del params, extra_args
+        batch = _check_per_example(name, updates)
+        summed, _ = _clip_and_sum(name, updates, l2_norm_clip)
+        leaves, treedef = jax.tree.flatten(summed)
+        new_key, *keys = jax.random.split(state.rng_key, len(leaves) + 1)
+        noised = [
+            (g + noise_std * jax.random.normal(k, g.shape, g.dtype)) / batch
+            for g, k in zip(leaves, keys, strict=True)
+        ]
+        return treedef.unflatten(noised), DifferentiallyPrivateAggregateState(new_key)
 
     return _protocol.GradientTransformation(init_fn, update_fn)

@@ -1,10 +1,20 @@
 """optax's `optax.schedules` under its names: `gradtx.optax_compat.schedules.linear_schedule`, ...
 
-The same functions are at `gradtx.optax_compat`'s top level, as optax has them at its own.
+The same functions are at `gradtx.optax_compat`'s top level, as optax has them at its own
+(`StatefulSchedule` and `Schedule` only here, as in optax).
 """
 
 from __future__ import annotations
 
+from gradtx._protocol import Schedule
+from gradtx.optax_compat._inject import (
+    InjectHyperparamsState,
+    InjectStatefulHyperparamsState,
+    StatefulSchedule,
+    WrappedSchedule,
+    inject_hyperparams,
+    inject_stateful_hyperparams,
+)
 from gradtx.optax_compat._schedules import (
     constant_schedule,
     cosine_decay_schedule,
@@ -25,10 +35,17 @@ from gradtx.optax_compat._schedules_composite import (
 )
 
 __all__ = [
+    "InjectHyperparamsState",
+    "InjectStatefulHyperparamsState",
+    "Schedule",
+    "StatefulSchedule",
+    "WrappedSchedule",
     "constant_schedule",
     "cosine_decay_schedule",
     "cosine_onecycle_schedule",
     "exponential_decay",
+    "inject_hyperparams",
+    "inject_stateful_hyperparams",
     "join_schedules",
     "linear_onecycle_schedule",
     "linear_schedule",

@@ -21,7 +21,8 @@ _ADAM_ARGS = """learning_rate: the learning rate (number, scalar array or schedu
       b2: decay of the second moment, in [0, 1).
       eps: epsilon-hat, >= 0."""
 
-_MU_DTYPE = "mu_dtype: dtype of the first moment `m` (default: each param's dtype; see `scale_by_adam`)."
+_MU_DTYPE = """mu_dtype: dtype of the first moment `m` (default: each param's dtype; see `scale_by_adam`).
+      nu_dtype: dtype of the second moment `v` (default: each param's dtype)."""
 
 
 def _doc(fn):
@@ -70,6 +71,7 @@ def adam_gs(
     eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""AdamGS: `tf.contrib.opt.AdamGSOptimizer`, Adam whose bias correction comes from the global step.
 
@@ -97,7 +99,7 @@ def adam_gs(
         -0.1
     """
     return chain(
-        scale_by_adam_gs(b1, b2, eps, mu_dtype=mu_dtype),
+        scale_by_adam_gs(b1, b2, eps, mu_dtype=mu_dtype, nu_dtype=nu_dtype),
         scale_by_learning_rate(learning_rate),
     )
 
@@ -111,6 +113,7 @@ def lazy_adam(
     eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""LazyAdam: `tf.contrib.opt.LazyAdamOptimizer`: Adam, but a row-sparse gradient changes its rows only.
 
@@ -136,7 +139,10 @@ def lazy_adam(
         >>> [round(float(x), 4) for x in gradtx.apply_updates(jnp.zeros((3, 2)), u)[:, 0]]
         [0.0, -0.1, 0.0]
     """
-    return chain(scale_by_lazy_adam(b1, b2, eps, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate))
+    return chain(
+        scale_by_lazy_adam(b1, b2, eps, mu_dtype=mu_dtype, nu_dtype=nu_dtype),
+        scale_by_learning_rate(learning_rate),
+    )
 
 
 @_doc
@@ -148,6 +154,7 @@ def lazy_adam_gs(
     eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""LazyAdamGS: `tf.contrib.opt.LazyAdamGSOptimizer`: `lazy_adam` with AdamGS's bias correction.
 
@@ -172,7 +179,7 @@ def lazy_adam_gs(
         -0.1
     """
     return chain(
-        scale_by_lazy_adam_gs(b1, b2, eps, mu_dtype=mu_dtype),
+        scale_by_lazy_adam_gs(b1, b2, eps, mu_dtype=mu_dtype, nu_dtype=nu_dtype),
         scale_by_learning_rate(learning_rate),
     )
 
@@ -186,6 +193,7 @@ def nadam(
     eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""Nadam: contrib's `NadamOptimizer` (TF's Nesterov kernel), not `optax.nadam` (`optax_compat.nadam`).
 
@@ -211,7 +219,8 @@ def nadam(
         -0.19
     """
     return chain(
-        scale_by_nesterov_adam(b1, b2, eps, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate)
+        scale_by_nesterov_adam(b1, b2, eps, mu_dtype=mu_dtype, nu_dtype=nu_dtype),
+        scale_by_learning_rate(learning_rate),
     )
 
 
@@ -227,6 +236,7 @@ def adamw(
     mask: Any = None,
     scale_decay_by_learning_rate: bool = False,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""AdamW: contrib's `AdamWOptimizer` (decay not times the rate), not `optax.adamw` (`optax_compat`'s).
 
@@ -258,7 +268,8 @@ def adamw(
     """
     _checks.check_bool("adamw", "scale_decay_by_learning_rate", scale_decay_by_learning_rate)
     adam_chain = chain(
-        scale_by_adam(b1, b2, eps, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate)
+        scale_by_adam(b1, b2, eps, mu_dtype=mu_dtype, nu_dtype=nu_dtype),
+        scale_by_learning_rate(learning_rate),
     )  # = adam(...)
     return decoupled_weight_decay(
         adam_chain,

@@ -234,6 +234,7 @@ def nadamw(
     *,
     mask: Any = None,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""NAdamW: Adam with Nesterov's first moment (Dozat's NAdam) and weight decay multiplied by the rate.
 
@@ -252,6 +253,7 @@ def nadamw(
       weight_decay: added to the step as `weight_decay * params` (then multiplied by the rate), >= 0.
       mask: which parameters decay (tree of bools, function or key-path patterns); all if None.
       mu_dtype: dtype of the first moment `m` (default: each param's dtype).
+      nu_dtype: dtype of the second moment `v` (default: each param's dtype).
 
     Returns:
       An `ElementWise` chain (`LeafWise` with a `mask`); its slots are `m` and `v`.
@@ -272,7 +274,9 @@ def nadamw(
       Hutter, *Decoupled weight decay regularization*, ICLR 2019.
     """
     return chain(
-        scale_by_bias_corrected_adam(b1, b2, eps, eps_root, nesterov=True, mu_dtype=mu_dtype),
+        scale_by_bias_corrected_adam(
+            b1, b2, eps, eps_root, nesterov=True, mu_dtype=mu_dtype, nu_dtype=nu_dtype
+        ),
         add_decayed_weights(weight_decay, mask=mask),
         scale_by_learning_rate(learning_rate),
     )

@@ -27,7 +27,7 @@ from gradtx.transforms import (
     scale_by_sm3,
     scale_by_trust_ratio,
 )
-from gradtx.transforms._muon import NS_COEFFS
+from gradtx.transforms._muon import NS_COEFFS, dims_by_leaf
 
 _DESCEND = 1.0
 """The rate of Adafactor's last link: the step is complete (rate and scale included); it only turns it into an
@@ -192,6 +192,7 @@ def novograd(
     weight_decay: _protocol.ScalarOrSchedule = 0.0,
     *,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""NovoGrad: momentum of gradients normalised by a per-layer second moment, plus weight decay.
 
@@ -208,6 +209,7 @@ def novograd(
       eps_root: added under the root, >= 0.
       weight_decay: added to the normalised gradient as `weight_decay * params`, >= 0.
       mu_dtype: dtype of the momentum `m` (default: each param's dtype).
+      nu_dtype: dtype of the per-leaf second moment `v` (default: each param's dtype).
 
     Returns:
       A `LeafWise` chain; its slots are `m` and `v` (one scalar per leaf).
@@ -227,7 +229,7 @@ def novograd(
       training of deep networks*, 2019 (arXiv:1905.11286).
     """
     return chain(
-        scale_by_novograd(b1, b2, eps, eps_root, weight_decay, mu_dtype=mu_dtype),
+        scale_by_novograd(b1, b2, eps, eps_root, weight_decay, mu_dtype=mu_dtype, nu_dtype=nu_dtype),
         scale_by_learning_rate(learning_rate),
     )
 
@@ -278,6 +280,17 @@ def _muon_labels(params: Any) -> Any:
     return jax.tree.map(lambda p: "muon" if jnp.ndim(p) == 2 else "fallback", params)
 
 
+def _labels_by_dims(dims: Any) -> Any:
+    """`"muon"` for the leaves `dims` gives dimension numbers, `"fallback"` for the others (optax's rule)."""
+
+    def labels(params):
+        by_leaf = dims_by_leaf(dims, params)
+        flat, treedef = jax.tree_util.tree_flatten_with_path(params)
+        return treedef.unflatten(["fallback" if by_leaf[path] is None else "muon" for path, _ in flat])
+
+    return labels
+
+
 @_base.api
 def muon(
     learning_rate: _protocol.ScalarOrSchedule,
@@ -289,6 +302,7 @@ def muon(
     *,
     mask: Any = None,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
     nesterov: bool = True,
     adaptive: bool = False,
     consistent_rms: float | None = None,
@@ -298,6 +312,7 @@ def muon(
     adam_weight_decay: _protocol.ScalarOrSchedule = 0.0,
     adam_learning_rate: _protocol.ScalarOrSchedule | None = None,
     fallback: Any = None,
+    weight_dimension_numbers: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""Muon: momentum orthogonalised by Newton-Schulz for the matrices, AdamW for every other leaf.
 
@@ -310,7 +325,10 @@ def muon(
     scale_by_learning_rate(adam_learning_rate or learning_rate))`. These are the numbers of
     `optax.contrib.muon` (both parts' weight decay multiplied by the rate). Embeddings and
     output heads, which the Muon authors also train with AdamW, can be routed with
-    `gradtx.partition`. A row-sparse gradient is densified.
+    `gradtx.partition`. With `weight_dimension_numbers` (optax's
+    `muon_weight_dimension_numbers`), the leaves given a `MuonDimensionNumbers` go to Muon, as
+    stacks of matrices (conv kernels, stacked layers), and every other leaf, 2-D or not, to
+    the fallback. A row-sparse gradient is densified.
 
     Args:
       learning_rate: the rate of the matrices (number, scalar array or schedule).
@@ -321,6 +339,7 @@ def muon(
       weight_decay: the matrices' decay, multiplied by the rate, >= 0.
       mask: which matrices decay (tree of bools, function or key-path patterns); all if None.
       mu_dtype: dtype of the momenta (default: each param's dtype).
+      nu_dtype: dtype of the fallback Adam's second moment (default: each param's dtype).
       nesterov: Nesterov's momentum, in Muon and in the fallback Adam.
       adaptive: scale by the inner product of the momentum and its orthogonalisation.
       consistent_rms: give every matrix update this RMS (0.2 matches AdamW's), or None for
@@ -331,6 +350,9 @@ def muon(
       adam_weight_decay: the fallback's decay, multiplied by its rate, >= 0.
       adam_learning_rate: the fallback's rate (default: `learning_rate`).
       fallback: the optimizer of the leaves that are not matrices, replacing the AdamW above.
+      weight_dimension_numbers: a tree of `MuonDimensionNumbers` (None: the fallback's leaf)
+        shaped like the params or a prefix of them, or a function of the params giving one;
+        None: the 2-D leaves are Muon's.
 
     Returns:
       A `LeafWise` partition `{"muon": ..., "fallback": ...}`; its slots are `momentum`
@@ -368,7 +390,7 @@ def muon(
     if fallback is None:
         fallback = chain(
             scale_by_bias_corrected_adam(
-                adam_b1, adam_b2, eps, adam_eps_root, nesterov=nesterov, mu_dtype=mu_dtype
+                adam_b1, adam_b2, eps, adam_eps_root, nesterov=nesterov, mu_dtype=mu_dtype, nu_dtype=nu_dtype
             ),
             add_decayed_weights(adam_weight_decay),
             scale_by_learning_rate(learning_rate if adam_learning_rate is None else adam_learning_rate),
@@ -377,10 +399,18 @@ def muon(
         _checks.check_transform(fn, "fallback", fallback)
     matrices = chain(
         scale_by_muon(
-            ns_coeffs, ns_steps, beta, eps, nesterov=nesterov, adaptive=adaptive, mu_dtype=mu_dtype
+            ns_coeffs,
+            ns_steps,
+            beta,
+            eps,
+            nesterov=nesterov,
+            adaptive=adaptive,
+            mu_dtype=mu_dtype,
+            weight_dimension_numbers=weight_dimension_numbers,
         ),
-        scale_by_shape(consistent_rms),
+        scale_by_shape(consistent_rms, weight_dimension_numbers=weight_dimension_numbers),
         add_decayed_weights(weight_decay, mask=mask),
         scale_by_learning_rate(learning_rate),
     )
-    return partition({"muon": matrices, "fallback": fallback}, _muon_labels)
+    labels = _muon_labels if weight_dimension_numbers is None else _labels_by_dims(weight_dimension_numbers)
+    return partition({"muon": matrices, "fallback": fallback}, labels)

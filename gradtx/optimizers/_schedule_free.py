@@ -1,4 +1,5 @@
-"""Schedule-free AdamW and SGD (Defazio et al. 2024), as chains; evaluate with `schedule_free_eval_params`."""
+"""Schedule-free AdamW and SGD (Defazio et al. 2024), and any optimizer made schedule-free (`schedule_free`),
+as chains; evaluate with `schedule_free_eval_params`."""
 
 from __future__ import annotations
 
@@ -120,3 +121,57 @@ def schedule_free_sgd(
     if weight_decay is None:
         return chain(step)
     return chain(add_decayed_weights(weight_decay), step)
+
+
+@_base.api
+def schedule_free(
+    tx: Any,
+    learning_rate: _protocol.ScalarOrSchedule,
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    weight_lr_power: _protocol.ScalarOrSchedule = 2.0,
+    *,
+    state_dtype: Any = None,
+) -> _protocol.GradientTransformation:
+    r"""Make any optimizer schedule-free: its steps move the sequence `z`, the params interpolate `z` and its
+    average.
+
+    `chain(tx, scale_by_schedule_free(learning_rate, b1, weight_lr_power, steps_given=True,
+    state_dtype=state_dtype))`: the base optimizer `tx`'s updates (rate and sign
+    included) step :math:`z`; `learning_rate` only weighs the average
+    (:math:`c_{t+1} \propto \gamma_{\max,t}^{p}`, see `scale_by_schedule_free`). Switch the
+    base optimizer's momentum off (`b1=0` for Adam): the interpolation replaces it. Evaluate
+    and save `schedule_free_eval_params(state, params)`. These are the numbers of
+    `optax.contrib.schedule_free` with a constant rate (optax calls a rate schedule with t here,
+    gradtx with t - 1, as everywhere).
+
+    Args:
+      tx: the base optimizer, whose updates step :math:`z` (optax's `base_optimizer`).
+      learning_rate: the rate that weighs the average, >= 0 (number, scalar array or schedule).
+      b1: the interpolation between `z` and its average `x`, in (0, 1].
+      weight_lr_power: the power of the rate in the averaging weights, >= 0.
+      state_dtype: the dtype of `z` (None: each parameter's).
+
+    Returns:
+      A chain with state `(base state, ScaleByScheduleFreeState(count, z, b1, weight_sum, max_lr))`.
+
+    Raises:
+      TypeError: for a non-transform `tx` or a non-float `state_dtype`.
+      ValueError: for a bad rate, `b1` or power.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.schedule_free(gradtx.gradient_descent(0.5), learning_rate=0.5, b1=0.5)
+        >>> params = jnp.array([2.0])
+        >>> u, state = tx.update(params, tx.init(params), params)  # z = 2 - 0.5 * 2; x = z
+        >>> u, gradtx.schedule_free_eval_params(state, params + u)
+        (Array([-1.], dtype=float32), Array([1.], dtype=float32))
+
+    References:
+      Defazio, Yang, Mehta, Mishchenko, Khaled, Cutkosky, *The road less scheduled*,
+      NeurIPS 2024 (arXiv:2405.15682).
+    """
+    _checks.check_transform("schedule_free", "tx", tx)
+    return chain(
+        tx,
+        scale_by_schedule_free(learning_rate, b1, weight_lr_power, steps_given=True, state_dtype=state_dtype),
+    )

@@ -208,6 +208,7 @@ def adam(
     eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""Adam: TF's `AdamOptimizer` (`ApplyAdam`, epsilon-hat), not `optax.adam`: that is `optax_compat.adam`.
 
@@ -224,13 +225,14 @@ def adam(
       eps: epsilon-hat, >= 0.
       mu_dtype: dtype of the first moment `m` (default: each param's dtype); e.g.
         `jnp.bfloat16` halves that slot (not in TF: the numbers then differ from TF's).
+      nu_dtype: dtype of the second moment `v` (default: each param's dtype).
 
     Returns:
       A `GradientTransformation`; its slots, read with `gradtx.get_slot(state, name)`, are `m` and `v`.
 
     Raises:
       ValueError: for a beta outside [0, 1), a negative `eps` or rate.
-      TypeError: if `mu_dtype` is neither a floating-point nor a complex dtype.
+      TypeError: if `mu_dtype` or `nu_dtype` is neither a floating-point nor a complex dtype.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -238,7 +240,10 @@ def adam(
         >>> [round(float(u), 4) for u in tx.update(jnp.array([2.0, -0.5]), tx.init(jnp.zeros(2)))[0]]
         [-0.1, 0.1]
     """
-    return chain(scale_by_adam(b1, b2, eps, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate))
+    return chain(
+        scale_by_adam(b1, b2, eps, mu_dtype=mu_dtype, nu_dtype=nu_dtype),
+        scale_by_learning_rate(learning_rate),
+    )
 
 
 @_base.api

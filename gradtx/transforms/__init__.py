@@ -36,6 +36,12 @@ from gradtx.transforms._adaptive import (
     scale_by_radam,
     scale_by_yogi,
 )
+from gradtx.transforms._ademamix import (
+    ScaleByAdemamixState,
+    ScaleBySimplifiedAdemamixState,
+    scale_by_ademamix,
+    scale_by_simplified_ademamix,
+)
 from gradtx.transforms._bias_corrected_adam import (
     ScaleByBiasCorrectedAdamState,
     ScaleByBiasCorrectedRmsState,
@@ -48,16 +54,43 @@ from gradtx.transforms._bias_corrected_max import (
     scale_by_bias_corrected_adamax,
     scale_by_bias_corrected_amsgrad,
 )
+from gradtx.transforms._block_norm import scale_by_param_block_norm
+from gradtx.transforms._centralize import centralize
+from gradtx.transforms._cocob import ScaleByCocobState, scale_by_cocob
+from gradtx.transforms._delayed_moment import (
+    ScaleByAcpropState,
+    ScaleByAdoptState,
+    scale_by_acprop,
+    scale_by_adopt,
+)
+from gradtx.transforms._dog import (
+    ScaleByDistanceOverGradientsState,
+    ScaleByDoGState,
+    ScaleByDoWGState,
+    scale_by_distance_over_gradients,
+    scale_by_dog,
+    scale_by_dowg,
+)
 from gradtx.transforms._ema import EmaState, ema
 from gradtx.transforms._ftrl import ScaleByFtrlState, scale_by_ftrl
 from gradtx.transforms._ggt import ScaleByGGTState, scale_by_ggt
 from gradtx.transforms._grad_variance import ScaleByGradVarianceState, scale_by_grad_variance
 from gradtx.transforms._lars import ScaleByLarsState, scale_by_lars
+from gradtx.transforms._madgrad import ScaleByMadgradState, scale_by_madgrad
 from gradtx.transforms._momentum import TraceState, trace
-from gradtx.transforms._muon import ScaleByMuonState, scale_by_muon, scale_by_shape
+from gradtx.transforms._muon import MuonDimensionNumbers, ScaleByMuonState, scale_by_muon, scale_by_shape
 from gradtx.transforms._normalize import ScaleByL2NormalizationState, scale_by_l2_normalization
+from gradtx.transforms._normalize_update import NormalizeByUpdateNormState, normalize_by_update_norm
 from gradtx.transforms._novograd import ScaleByNovogradState, scale_by_novograd
+from gradtx.transforms._optimistic import ScaleByOptimisticGradientState, scale_by_optimistic_gradient
 from gradtx.transforms._per_leaf import PerLeafState, per_leaf
+from gradtx.transforms._polyak import ScaleByPolyakState, scale_by_polyak
+from gradtx.transforms._prodigy import (
+    ScaleByDAdaptAdamWState,
+    ScaleByProdigyState,
+    scale_by_dadapt_adamw,
+    scale_by_prodigy,
+)
 from gradtx.transforms._proximal import (
     ScaleByProximalAdagradState,
     ScaleByProximalSGDState,
@@ -96,7 +129,10 @@ from gradtx.transforms._trust_ratio import ScaleByTrustRatioState, scale_by_trus
 __all__ = [
     "BlockRmsState",
     "EmaState",
+    "MuonDimensionNumbers",
+    "NormalizeByUpdateNormState",
     "PerLeafState",
+    "ScaleByAcpropState",
     "ScaleByAdadeltaState",
     "ScaleByAdagradDAState",
     "ScaleByAdagradState",
@@ -104,12 +140,19 @@ __all__ = [
     "ScaleByAdamaxState",
     "ScaleByAdanState",
     "ScaleByAddSignState",
+    "ScaleByAdemamixState",
+    "ScaleByAdoptState",
     "ScaleByAmsgradState",
     "ScaleByBeliefState",
     "ScaleByBiasCorrectedAdamState",
     "ScaleByBiasCorrectedAdamaxState",
     "ScaleByBiasCorrectedAmsgradState",
     "ScaleByBiasCorrectedRmsState",
+    "ScaleByCocobState",
+    "ScaleByDAdaptAdamWState",
+    "ScaleByDistanceOverGradientsState",
+    "ScaleByDoGState",
+    "ScaleByDoWGState",
     "ScaleByFactoredRmsState",
     "ScaleByFtrlState",
     "ScaleByGGTState",
@@ -117,10 +160,14 @@ __all__ = [
     "ScaleByL2NormalizationState",
     "ScaleByLarsState",
     "ScaleByLionState",
+    "ScaleByMadgradState",
     "ScaleByMuonState",
     "ScaleByNeuralOptimizer1State",
     "ScaleByNovogradState",
+    "ScaleByOptimisticGradientState",
+    "ScaleByPolyakState",
     "ScaleByPowerSignState",
+    "ScaleByProdigyState",
     "ScaleByProximalAdagradState",
     "ScaleByProximalSGDState",
     "ScaleByRStdDevState",
@@ -133,13 +180,17 @@ __all__ = [
     "ScaleByScheduleFreeState",
     "ScaleByScheduleState",
     "ScaleByShampooState",
+    "ScaleBySimplifiedAdemamixState",
     "ScaleByTrustRatioState",
     "ScaleByYogiState",
     "TraceState",
+    "centralize",
     "clip_by_block_rms",
     "ema",
+    "normalize_by_update_norm",
     "per_leaf",
     "scale",
+    "scale_by_acprop",
     "scale_by_adadelta",
     "scale_by_adagrad",
     "scale_by_adagrad_da",
@@ -148,12 +199,19 @@ __all__ = [
     "scale_by_adamax",
     "scale_by_adan",
     "scale_by_addsign",
+    "scale_by_ademamix",
+    "scale_by_adopt",
     "scale_by_amsgrad",
     "scale_by_belief",
     "scale_by_bias_corrected_adam",
     "scale_by_bias_corrected_adamax",
     "scale_by_bias_corrected_amsgrad",
     "scale_by_bias_corrected_rms",
+    "scale_by_cocob",
+    "scale_by_dadapt_adamw",
+    "scale_by_distance_over_gradients",
+    "scale_by_dog",
+    "scale_by_dowg",
     "scale_by_factored_rms",
     "scale_by_ftrl",
     "scale_by_ggt",
@@ -164,12 +222,17 @@ __all__ = [
     "scale_by_lazy_adam_gs",
     "scale_by_learning_rate",
     "scale_by_lion",
+    "scale_by_madgrad",
     "scale_by_muon",
     "scale_by_nesterov_adam",
     "scale_by_neural_optimizer1",
     "scale_by_novograd",
+    "scale_by_optimistic_gradient",
+    "scale_by_param_block_norm",
     "scale_by_param_block_rms",
+    "scale_by_polyak",
     "scale_by_powersign",
+    "scale_by_prodigy",
     "scale_by_proximal_adagrad",
     "scale_by_proximal_sgd",
     "scale_by_radam",
@@ -182,6 +245,7 @@ __all__ = [
     "scale_by_shampoo",
     "scale_by_shape",
     "scale_by_sign",
+    "scale_by_simplified_ademamix",
     "scale_by_sm3",
     "scale_by_stddev",
     "scale_by_trust_ratio",

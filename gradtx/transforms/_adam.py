@@ -17,6 +17,7 @@ from jax import lax
 
 from gradtx import _base, _checks, _protocol, _tree, sparse
 from gradtx._update_rule import Slot, update_rule
+from gradtx.transforms._bias_corrected_adam import squared_as
 
 
 class ScaleByAdamState(NamedTuple):
@@ -62,7 +63,7 @@ def _decayed_moments(g, m, v, h):
 def _tf1_leaf(g, m, v, h):
     """TF1's ApplyAdam: `m += (g - m)(1 - b1)`, `v += (g^2 - v)(1 - b2)`, then the epsilon-hat step."""
     m = _stored(_tree.moment_increment(m, g, h.b1), m.dtype)
-    v = _tree.moment_increment(v, _tree.abs_sq(g), h.b2)
+    v = _tree.moment_increment(v, squared_as(g, v), h.b2)
     return _adam_step(m, v, h), m, v
 
 
@@ -75,7 +76,7 @@ def _tf1_rows(g, m, v, h):
 def _nesterov_leaf(g, m, v, h):
     """contrib's Nadam: ApplyAdam's moments, the Nesterov numerator."""
     m = _stored(_tree.moment_increment(m, g, h.b1), m.dtype)
-    v = _tree.moment_increment(v, _tree.abs_sq(g), h.b2)
+    v = _tree.moment_increment(v, squared_as(g, v), h.b2)
     return _adam_step(_nesterov(m, g, h), v, h), m, v
 
 
@@ -90,7 +91,7 @@ def _nesterov_rows(g, m, v, h):
 def _lazy_rows(g, m, v, h):
     """LazyAdam on the touched rows (contrib's form): `m = b1 m + (1 - b1) g` there."""
     m = _stored(_tree.moment_blend(m, g, h.b1), m.dtype)
-    v = _tree.moment_blend(v, _tree.abs_sq(g), h.b2)
+    v = _tree.moment_blend(v, squared_as(g, v), h.b2)
     return _adam_step(m, v, h), m, v
 
 
@@ -121,18 +122,20 @@ def _adam_family(
     leaf: Callable[..., tuple[Any, Any, Any]],
     rows: Callable[..., tuple[Any, Any, Any]],
     powers: Callable[..., dict],
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     """An Adam building block from its dense and row-sparse formulas and the source of its beta powers."""
     _checks.check_in_range(fn, "b1", b1, 0.0, 1.0, high_open=True)
     _checks.check_in_range(fn, "b2", b2, 0.0, 1.0, high_open=True)
     _checks.check_nonnegative(fn, "eps", eps)
     _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
+    _checks.check_float_dtype(fn, "nu_dtype", nu_dtype)
     return update_rule(
         fn,
         ScaleByAdamState,
         leaf,
         hyper={"b1": b1, "b2": b2, "eps": eps},
-        slots={"m": Slot(0.0, mu_dtype), "v": 0.0},
+        slots={"m": Slot(0.0, mu_dtype), "v": Slot(0.0, nu_dtype)},
         scalars={"beta1_power": lambda h: h.b1, "beta2_power": lambda h: h.b2},
         prepare=powers,
         sparse=rows,
@@ -143,10 +146,11 @@ def _adam_family(
 _ARGS = """b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: epsilon-hat, >= 0.
-      mu_dtype: dtype of `m` (default: each param's dtype)."""
+      mu_dtype: dtype of `m` (default: each param's dtype).
+      nu_dtype: dtype of `v` (default: each param's dtype; its squares are computed in it when wider)."""
 
 _RAISES = """ValueError: if a beta is outside [0, 1) or `eps` is negative.
-      TypeError: if `mu_dtype` is neither a floating-point nor a complex dtype."""
+      TypeError: if `mu_dtype` or `nu_dtype` is neither a floating-point nor a complex dtype."""
 
 
 def _doc(fn):
@@ -162,6 +166,7 @@ def scale_by_adam(
     eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""Adam's scaling in TF1's epsilon-hat form, not `optax.scale_by_adam` (`optax_compat.scale_by_adam`).
 
@@ -203,7 +208,9 @@ def scale_by_adam(
       Kingma, Ba, *Adam: a method for stochastic optimization*, ICLR 2015 (the formula
       before section 2.1).
     """
-    return _adam_family("scale_by_adam", b1, b2, eps, mu_dtype, _tf1_leaf, _tf1_rows, _powers_from_state)
+    return _adam_family(
+        "scale_by_adam", b1, b2, eps, mu_dtype, _tf1_leaf, _tf1_rows, _powers_from_state, nu_dtype
+    )
 
 
 @_doc
@@ -214,6 +221,7 @@ def scale_by_nesterov_adam(
     eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""Adam with a Nesterov numerator, as `ApplyAdam(use_nesterov=True)` (contrib's Nadam kernel).
 
@@ -245,7 +253,9 @@ def scale_by_nesterov_adam(
       Dozat, *Incorporating Nesterov momentum into Adam*, ICLR 2016 workshop.
     """
     fn = "scale_by_nesterov_adam"
-    return _adam_family(fn, b1, b2, eps, mu_dtype, _nesterov_leaf, _nesterov_rows, _powers_from_state)
+    return _adam_family(
+        fn, b1, b2, eps, mu_dtype, _nesterov_leaf, _nesterov_rows, _powers_from_state, nu_dtype
+    )
 
 
 @_doc
@@ -256,6 +266,7 @@ def scale_by_lazy_adam(
     eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""`scale_by_adam` whose row-sparse gradients change their rows only (contrib's LazyAdam).
 
@@ -289,5 +300,5 @@ def scale_by_lazy_adam(
       TensorFlow, `tf.contrib.opt.LazyAdamOptimizer` (lazy_adam_optimizer.py).
     """
     return _adam_family(
-        "scale_by_lazy_adam", b1, b2, eps, mu_dtype, _tf1_leaf, _lazy_sparse, _powers_from_state
+        "scale_by_lazy_adam", b1, b2, eps, mu_dtype, _tf1_leaf, _lazy_sparse, _powers_from_state, nu_dtype
     )

@@ -39,6 +39,7 @@ def scale_by_adam_gs(
     eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""`scale_by_adam` with the bias correction from TF's global step (contrib's AdamGS).
 
@@ -73,7 +74,7 @@ def scale_by_adam_gs(
     """
     fn = "scale_by_adam_gs"
     powers = functools.partial(_powers_from_global_step, _checks.api_name(fn))
-    return _adam_family(fn, b1, b2, eps, mu_dtype, _tf1_leaf, _tf1_rows, powers)
+    return _adam_family(fn, b1, b2, eps, mu_dtype, _tf1_leaf, _tf1_rows, powers, nu_dtype)
 
 
 @_doc
@@ -84,6 +85,7 @@ def scale_by_lazy_adam_gs(
     eps: _protocol.ScalarOrSchedule = 1e-8,
     *,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""`scale_by_lazy_adam` with AdamGS's bias correction (contrib's LazyAdamGS).
 
@@ -112,4 +114,4 @@ def scale_by_lazy_adam_gs(
     """
     fn = "scale_by_lazy_adam_gs"
     powers = functools.partial(_powers_from_global_step, _checks.api_name(fn))
-    return _adam_family(fn, b1, b2, eps, mu_dtype, _tf1_leaf, _lazy_sparse, powers)
+    return _adam_family(fn, b1, b2, eps, mu_dtype, _tf1_leaf, _lazy_sparse, powers, nu_dtype)

@@ -61,6 +61,13 @@ def corrections(
     return out
 
 
+def squared_as(g, v):
+    """`|g|**2` computed in the dtype of the second moment `v` when it is wider (`nu_dtype`): a float32
+    `nu` of bf16 gradients gets float32 squares, not bf16 ones widened."""
+    wide = jnp.promote_types(g.dtype, v.dtype)
+    return _tree.abs_sq(g if g.dtype == wide else g.astype(wide))
+
+
 def first_moment_estimate(m, g, b1, h, nesterov: bool):
     """The corrected first moment `m / (1 - b1^t)`, or Nesterov's `b1 m / (1 - b1^(t+1)) + (1 - b1) g /
     (1 - b1^t)` (Adam's and Muon's); `h` holds the corrections of `corrections`."""
@@ -76,7 +83,7 @@ def corrected_step(m_hat, v, h):
 
 def _adam_leaf(g, m, v, h, *, nesterov: bool):
     m = _tree.moment_blend(m, g, h.b1)
-    v = _tree.moment_blend(v, _tree.abs_sq(g), h.b2)
+    v = _tree.moment_blend(v, squared_as(g, v), h.b2)
     return corrected_step(first_moment_estimate(m, g, h.b1, h, nesterov), v, h), m, v
 
 
@@ -100,6 +107,7 @@ def scale_by_bias_corrected_adam(
     *,
     nesterov: bool = False,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""Adam's scaling with bias-corrected moments and epsilon outside the root (the paper's Algorithm 1).
 
@@ -120,13 +128,15 @@ def scale_by_bias_corrected_adam(
       eps_root: added to the corrected second moment under the root, >= 0.
       nesterov: use Nesterov's form of the first moment.
       mu_dtype: dtype of `m` (default: each param's dtype).
+      nu_dtype: dtype of `v` (default: each param's dtype; `jnp.float32` keeps the second moment
+        of bf16 params in float32, its squares computed there).
 
     Returns:
       An `ElementWise` transform with state `ScaleByBiasCorrectedAdamState(count, m, v)`.
 
     Raises:
       ValueError: if a beta is outside [0, 1) or `eps` / `eps_root` is negative.
-      TypeError: for a non-bool `nesterov` or a `mu_dtype` that is neither float nor complex.
+      TypeError: for a non-bool `nesterov` or a `mu_dtype` / `nu_dtype` that is neither float nor complex.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -145,13 +155,14 @@ def scale_by_bias_corrected_adam(
     _check_common(fn, eps, eps_root)
     _checks.check_bool(fn, "nesterov", nesterov)
     _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
+    _checks.check_float_dtype(fn, "nu_dtype", nu_dtype)
 
     return update_rule(
         fn,
         ScaleByBiasCorrectedAdamState,
         functools.partial(_adam_leaf, nesterov=nesterov),
         hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root},
-        slots={"m": Slot(0.0, mu_dtype), "v": 0.0},
+        slots={"m": Slot(0.0, mu_dtype), "v": Slot(0.0, nu_dtype)},
         prepare=functools.partial(corrections, nesterov=nesterov),
     )
 

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from gradtx import _base, _checks, _protocol, _tree
 from gradtx._update_rule import Slot, update_rule
-from gradtx.transforms._bias_corrected_adam import corrections
+from gradtx.transforms._bias_corrected_adam import corrections, squared_as
 
 
 class ScaleByBiasCorrectedAmsgradState(NamedTuple):
@@ -35,7 +35,7 @@ class ScaleByBiasCorrectedAdamaxState(NamedTuple):
 
 def _amsgrad_leaf(g, m, v, v_max, h, *, correct_m: bool, correct_v: bool):
     m = _tree.moment_blend(m, g, h.b1)
-    v = _tree.moment_blend(v, _tree.abs_sq(g), h.b2)
+    v = _tree.moment_blend(v, squared_as(g, v), h.b2)
     v_max = jnp.maximum(v_max, v / h.bc2 if correct_v else v)
     return (m / h.bc1 if correct_m else m) / (jnp.sqrt(v_max + h.eps_root) + h.eps), m, v, v_max
 
@@ -60,6 +60,7 @@ def scale_by_bias_corrected_amsgrad(
     eps_root: _protocol.ScalarOrSchedule = 0.0,
     *,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
     bias_correction_mu: bool = True,
     bias_correction_nu: bool = True,
 ) -> _protocol.GradientTransformation:
@@ -79,6 +80,7 @@ def scale_by_bias_corrected_amsgrad(
       eps: added to the root, >= 0.
       eps_root: added under the root, >= 0.
       mu_dtype: dtype of `m` (default: each param's dtype).
+      nu_dtype: dtype of `v` and `v_max` (default: each param's dtype).
       bias_correction_mu: divide the first moment by :math:`1-\beta_1^t`.
       bias_correction_nu: divide the second moment by :math:`1-\beta_2^t` before the maximum.
 
@@ -87,7 +89,7 @@ def scale_by_bias_corrected_amsgrad(
 
     Raises:
       ValueError: for a beta outside [0, 1) or a negative epsilon.
-      TypeError: for non-bool corrections or a `mu_dtype` that is neither float nor complex.
+      TypeError: for non-bool corrections or a `mu_dtype` / `nu_dtype` that is neither float nor complex.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -102,6 +104,7 @@ def scale_by_bias_corrected_amsgrad(
     _check_betas(fn, b1, b2, eps)
     _checks.check_nonnegative(fn, "eps_root", eps_root)
     _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
+    _checks.check_float_dtype(fn, "nu_dtype", nu_dtype)
     _checks.check_bool(fn, "bias_correction_mu", bias_correction_mu)
     _checks.check_bool(fn, "bias_correction_nu", bias_correction_nu)
     return update_rule(
@@ -109,7 +112,7 @@ def scale_by_bias_corrected_amsgrad(
         ScaleByBiasCorrectedAmsgradState,
         functools.partial(_amsgrad_leaf, correct_m=bias_correction_mu, correct_v=bias_correction_nu),
         hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root},
-        slots={"m": Slot(0.0, mu_dtype), "v": 0.0, "v_max": 0.0},
+        slots={"m": Slot(0.0, mu_dtype), "v": Slot(0.0, nu_dtype), "v_max": Slot(0.0, nu_dtype)},
         prepare=corrections,
     )
 

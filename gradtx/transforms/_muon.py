@@ -1,4 +1,5 @@
-"""Muon's building blocks: `scale_by_muon` (momentum orthogonalised by Newton-Schulz) and `scale_by_shape`."""
+"""Muon's building blocks: `scale_by_muon` (momentum orthogonalised by Newton-Schulz) and `scale_by_shape`;
+`MuonDimensionNumbers` says which axes of a leaf that is not a plain matrix form its matrices."""
 
 from __future__ import annotations
 
@@ -10,12 +11,104 @@ from typing import Any, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, _tree
+from gradtx import _base, _checks, _placement, _protocol, _tree, packing
 from gradtx._update_rule import Slot, update_rule
 from gradtx.transforms._bias_corrected_adam import corrections, first_moment_estimate
 
 NS_COEFFS = (3.4445, -4.7750, 2.0315)
 """Keller Jordan's quintic Newton-Schulz coefficients `(a, b, c)`: fast, not exactly orthogonal."""
+
+
+class MuonDimensionNumbers(NamedTuple):
+    """Which axes of a weight are the rows (reduction) and columns (output) of its matrices.
+
+    For :math:`x W = y` the reduction axis is 0 and the output axis 1 (the default). Several
+    axes may be given for either (their sizes multiply: a conv kernel `(h, w, c_in, c_out)` is
+    `MuonDimensionNumbers((0, 1, 2), 3)`); every other axis is a batch axis, each of its
+    entries a matrix orthogonalised on its own (stacked layers `(n, d_in, d_out)`:
+    `MuonDimensionNumbers(1, 2)`). Negative axes count from the end. optax's
+    `optax.contrib.MuonDimensionNumbers`.
+
+    Attributes:
+      reduction_axis: an axis or a sequence of axes: the matrices' rows.
+      output_axis: an axis or a sequence of axes: the matrices' columns.
+    """
+
+    reduction_axis: int | Sequence[int] = 0
+    output_axis: int | Sequence[int] = 1
+
+
+def _axes(dims: MuonDimensionNumbers, ndim: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """`(reduction axes, output axes)` of `dims` for a leaf of rank `ndim`, as non-negative ints."""
+
+    def norm(axes):
+        return tuple(a % ndim for a in ((axes,) if isinstance(axes, int) else axes))
+
+    return norm(dims.reduction_axis), norm(dims.output_axis)
+
+
+def _check_dims(fn: str, dims: MuonDimensionNumbers, shape: tuple[int, ...], path: Any) -> None:
+    """Refuse (at trace time) dimension numbers that do not fit the leaf: its rank, disjoint axes."""
+    where = jax.tree_util.keystr(path) or "<root>"
+    if len(shape) < 2:
+        raise ValueError(
+            f"`{fn}`: the leaf at {where} has shape {shape}; Muon's matrices need rank >= 2 ({dims})."
+        )
+    flat = [
+        a
+        for axes in (dims.reduction_axis, dims.output_axis)
+        for a in ((axes,) if isinstance(axes, int) else axes)
+    ]
+    if any(not -len(shape) <= a < len(shape) for a in flat):
+        raise ValueError(f"`{fn}`: {dims} has an axis out of range for the leaf at {where} of shape {shape}.")
+    red, out = _axes(dims, len(shape))
+    if set(red) & set(out) or len(set(red)) != len(red) or len(set(out)) != len(out):
+        raise ValueError(
+            f"`{fn}`: {dims} must name distinct axes, rows apart from columns (leaf at {where}: {shape})."
+        )
+
+
+def _as_matrices(x: jax.Array, dims: MuonDimensionNumbers) -> tuple[jax.Array, Any]:
+    """`x` as a stack `(batch, rows, cols)` of matrices, and the function that gives `x`'s layout back."""
+    red, out = _axes(dims, x.ndim)
+    batch = tuple(a for a in range(x.ndim) if a not in red and a not in out)
+    order = batch + red + out
+    moved = x.transpose(order)
+    stacked = moved.reshape(
+        math.prod(x.shape[a] for a in batch),
+        math.prod(x.shape[a] for a in red),
+        math.prod(x.shape[a] for a in out),
+    )
+    inverse = tuple(sorted(range(x.ndim), key=lambda i: order[i]))
+    return stacked, lambda y: y.reshape(moved.shape).transpose(inverse)
+
+
+def _check_dims_tree(fn: str, dims: Any) -> None:
+    """`dims` is None, a callable, or a tree whose leaves are `MuonDimensionNumbers` or None."""
+    if dims is None or callable(dims) and not isinstance(dims, MuonDimensionNumbers):
+        return
+    for leaf in jax.tree.leaves(dims, is_leaf=lambda x: x is None or isinstance(x, MuonDimensionNumbers)):
+        if leaf is not None and not isinstance(leaf, MuonDimensionNumbers):
+            raise TypeError(
+                f"`{_checks.api_name(fn)}`: `weight_dimension_numbers` must be None, a function of the "
+                f"params or a tree of `MuonDimensionNumbers` (or None), got a leaf {leaf!r}."
+            )
+
+
+def dims_by_leaf(dims: Any, updates: Any) -> Any:
+    """`{key path: MuonDimensionNumbers or None}` of `updates`' leaves from `dims`: a tree (of the updates'
+    structure, or a prefix of it), a function of the updates giving one, or None (no leaf has any)."""
+    if callable(dims) and not isinstance(dims, MuonDimensionNumbers):
+        dims = dims(updates)
+    out: dict[Any, Any] = {}
+    if dims is None:
+        return out
+    given = jax.tree_util.tree_flatten_with_path(
+        dims, is_leaf=lambda x: x is None or isinstance(x, MuonDimensionNumbers)
+    )[0]
+    for path, _ in jax.tree_util.tree_flatten_with_path(updates, is_leaf=_tree._is_update_leaf)[0]:
+        out[path] = next((d for p, d in given if tuple(path[: len(p)]) == tuple(p)), None)
+    return out
 
 
 class ScaleByMuonState(NamedTuple):
@@ -57,15 +150,20 @@ def _newton_schulz(x: jax.Array, coeffs: tuple[tuple[float, float, float], ...],
     return x.T if transposed else x
 
 
-def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive):
-    """One leaf: `(update, momentum)`; matrices are orthogonalised, other leaves keep the momentum."""
+def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive, dims=None, path=None):
+    """One leaf: `(update, momentum)`; matrices (as `dims` says, by key path) are orthogonalised, other leaves
+    keep the momentum."""
     m = _tree.moment_blend(m, g, h.beta)
     m_hat = first_moment_estimate(m, g, h.beta, h, nesterov)
-    if g.ndim != 2:
+    d = None if dims is None else dims.get(path)
+    if d is None and g.ndim != 2:
         return m_hat, m
+    d = MuonDimensionNumbers() if d is None else d
+    if dims is not None:
+        _check_dims("scale_by_muon", d, g.shape, path)
     # whole on every device (Explicit axes: one all-gather), orthogonalised there, sliced back
-    out = jax.vmap(lambda x: _newton_schulz(x, coeffs, h.eps))(_placement.whole(m_hat)[None])[0]
-    out = _placement.placed_like(out, m_hat)
+    stacked, back = _as_matrices(_placement.whole(m_hat), d)
+    out = _placement.placed_like(back(jax.vmap(lambda x: _newton_schulz(x, coeffs, h.eps))(stacked)), m_hat)
     return (jnp.sum(m_hat * out) * out if adaptive else out), m
 
 
@@ -79,6 +177,7 @@ def scale_by_muon(
     nesterov: bool = True,
     adaptive: bool = False,
     mu_dtype: Any = None,
+    weight_dimension_numbers: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""Muon: replace each matrix's (Nesterov) momentum by an approximately orthogonal matrix.
 
@@ -94,7 +193,9 @@ def scale_by_muon(
     value of :math:`\hat m_t` towards 1: :math:`u_t \approx U V^\top` for
     :math:`\hat m_t = U S V^\top`. With `adaptive`, :math:`u_t \leftarrow \langle \hat m_t,
     u_t\rangle\, u_t`. Leaves that are not matrices get :math:`\hat m_t` itself (the `muon`
-    alias gives them to another optimizer). These are the numbers of
+    alias gives them to another optimizer). With `weight_dimension_numbers`, a leaf given a
+    `MuonDimensionNumbers` is seen as a stack of matrices (its batch axes), each orthogonalised
+    on its own: conv kernels, stacked layers. These are the numbers of
     `optax.contrib.scale_by_muon` (Frobenius preconditioning). A row-sparse gradient is
     densified first. Under `jax.jit` with Explicit mesh axes (`jax.set_mesh`), a sharded
     matrix is gathered whole onto every device (one all-gather per sharded mesh axis), its
@@ -110,6 +211,9 @@ def scale_by_muon(
       nesterov: use Nesterov's form of the momentum.
       adaptive: scale by the inner product of the momentum and its orthogonalisation.
       mu_dtype: dtype of the momentum (default: each param's dtype).
+      weight_dimension_numbers: a tree of `MuonDimensionNumbers` (or None: a plain leaf)
+        shaped like the params or a prefix of them, or a function of the updates giving one;
+        None: every 2-D leaf is a matrix.
 
     Returns:
       A `GradientTransformation` with state `ScaleByMuonState(count, momentum)`.
@@ -117,7 +221,9 @@ def scale_by_muon(
     Raises:
       ValueError: for malformed `ns_coeffs`, `ns_steps` < 1, `beta` outside [0, 1) or a
         negative `eps`.
-      TypeError: for a non-int `ns_steps`, non-bool flags or a `mu_dtype` that is neither float nor complex.
+      TypeError: for a non-int `ns_steps`, non-bool flags, a `mu_dtype` that is neither float nor complex
+        or a dimension-numbers tree with other leaves; (when traced) ValueError for dimension
+        numbers that do not fit their leaf.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -142,25 +248,50 @@ def scale_by_muon(
     _checks.check_bool(fn, "nesterov", nesterov)
     _checks.check_bool(fn, "adaptive", adaptive)
     _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
+    _check_dims_tree(fn, weight_dimension_numbers)
 
-    return update_rule(
-        fn,
-        ScaleByMuonState,
-        functools.partial(_muon_leaf, coeffs=coeffs, nesterov=nesterov, adaptive=adaptive),
-        hyper={"beta": beta, "eps": eps},
-        slots={"momentum": Slot(0.0, mu_dtype)},
-        prepare=functools.partial(corrections, b1="beta", b2=None, nesterov=nesterov),
-        kind=_protocol.LeafWise,  # matrices are orthogonalised whole
-        real_only="its Newton-Schulz iteration orthogonalizes real matrices",
-    )
+    def rule(dims):
+        return update_rule(
+            fn,
+            ScaleByMuonState,
+            functools.partial(_muon_leaf, coeffs=coeffs, nesterov=nesterov, adaptive=adaptive, dims=dims),
+            hyper={"beta": beta, "eps": eps},
+            slots={"momentum": Slot(0.0, mu_dtype)},
+            prepare=functools.partial(corrections, b1="beta", b2=None, nesterov=nesterov),
+            kind=_protocol.LeafWise,  # matrices are orthogonalised whole
+            real_only="its Newton-Schulz iteration orthogonalizes real matrices",
+            paths=dims is not None,
+        )
+
+    return rule(None) if weight_dimension_numbers is None else _with_dims(rule, weight_dimension_numbers)
 
 
-def _shape_leaf(u, h, *, consistent_rms: float | None):
+def _with_dims(rule: Any, weight_dimension_numbers: Any) -> _protocol.GradientTransformation:
+    """`rule(dims)`, `dims` resolved from `weight_dimension_numbers` and each step's updates (by key path).
+
+    Routing only: the state is the rule's (`init` is its), and each step runs the rule `update_rule` made
+    for the dims of those updates (a function of the updates can only be resolved there)."""
+    plain = rule({})
+
+    def resolved_step(updates, state, params=None, **extra_args):
+        return rule(dims_by_leaf(weight_dimension_numbers, updates)).update(
+            updates, state, params, **extra_args
+        )
+
+    return packing.leaf_wise(_protocol.GradientTransformation(plain.init, resolved_step))
+
+
+def _shape_leaf(u, h, *, consistent_rms: float | None, dims=None, path=None):
     """`u` times `sqrt(max(1, n_out / n_in))` (or `consistent_rms * sqrt(max(n_in, n_out))`) for a matrix."""
     del h
-    if u.ndim != 2 or u.size == 0:
+    d = None if dims is None else dims.get(path)
+    if (d is None and u.ndim != 2) or u.size == 0:
         return (u,)
-    fan_in, fan_out = u.shape
+    d = MuonDimensionNumbers() if d is None else d
+    if dims is not None:
+        _check_dims("scale_by_shape", d, u.shape, path)
+    red, out = _axes(d, u.ndim)
+    fan_in, fan_out = math.prod(u.shape[a] for a in red), math.prod(u.shape[a] for a in out)
     if consistent_rms is None:
         factor: Any = jnp.sqrt(jnp.maximum(1, fan_out / fan_in))
     else:
@@ -169,7 +300,9 @@ def _shape_leaf(u, h, *, consistent_rms: float | None):
 
 
 @_base.api
-def scale_by_shape(consistent_rms: float | None = None) -> _protocol.GradientTransformation:
+def scale_by_shape(
+    consistent_rms: float | None = None, *, weight_dimension_numbers: Any = None
+) -> _protocol.GradientTransformation:
     r"""Multiply each matrix leaf of the updates by a factor of its shape (Muon's width scaling).
 
     For a matrix with :math:`n_{in}` rows (the reduction axis of :math:`x W`) and
@@ -182,17 +315,21 @@ def scale_by_shape(consistent_rms: float | None = None) -> _protocol.GradientTra
 
     The second form gives every matrix's orthogonalised update the RMS :math:`\rho` (0.2
     matches AdamW's, Liu et al.). Leaves that are not matrices are left as they are
-    (`optax.contrib.scale_by_shape`). A row-sparse update is densified first.
+    (`optax.contrib.scale_by_shape`). With `weight_dimension_numbers` (as `scale_by_muon`'s),
+    :math:`n_{in}` and :math:`n_{out}` of a leaf given a `MuonDimensionNumbers` are the
+    products of its reduction and output axes. A row-sparse update is densified first.
 
     Args:
       consistent_rms: :math:`\rho` (a number > 0), or None for the width scaling.
+      weight_dimension_numbers: as `scale_by_muon`'s.
 
     Returns:
       A `GradientTransformation` with state `EmptyState()`.
 
     Raises:
       ValueError: for a non-positive or non-finite `consistent_rms`.
-      TypeError: for a `consistent_rms` that is not a number.
+      TypeError: for a `consistent_rms` that is not a number, or a dimension-numbers tree with
+        other leaves; (when traced) ValueError for dimension numbers that do not fit their leaf.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -209,11 +346,16 @@ def scale_by_shape(consistent_rms: float | None = None) -> _protocol.GradientTra
         _checks.check_number(fn, "consistent_rms", consistent_rms)
         _checks.check_finite(fn, "consistent_rms", consistent_rms)
         _checks.check_positive(fn, "consistent_rms", consistent_rms)
+    _check_dims_tree(fn, weight_dimension_numbers)
 
-    return update_rule(
-        fn,
-        _protocol.EmptyState,
-        functools.partial(_shape_leaf, consistent_rms=consistent_rms),
-        kind=_protocol.LeafWise,  # a factor of each matrix's shape
-        count="if_scheduled",
-    )
+    def rule(dims):
+        return update_rule(
+            fn,
+            _protocol.EmptyState,
+            functools.partial(_shape_leaf, consistent_rms=consistent_rms, dims=dims),
+            kind=_protocol.LeafWise,  # a factor of each matrix's shape
+            count="if_scheduled",
+            paths=dims is not None,
+        )
+
+    return rule(None) if weight_dimension_numbers is None else _with_dims(rule, weight_dimension_numbers)

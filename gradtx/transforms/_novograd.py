@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax.numpy as jnp
@@ -31,9 +32,9 @@ def _novograd_leaf(g, m, v, w, h):
     return m, m, v
 
 
-def _scalar_slot(p):
-    """A per-leaf scalar on the parameter's devices."""
-    return _placement.reduced(p, ())
+def _scalar_slot(p, dtype=None):
+    """A per-leaf scalar on the parameter's devices (in `dtype`, default the parameter's)."""
+    return _placement.reduced(p, (), dtype)
 
 
 @_base.api
@@ -45,6 +46,7 @@ def scale_by_novograd(
     weight_decay: _protocol.ScalarOrSchedule = 0.0,
     *,
     mu_dtype: Any = None,
+    nu_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""NovoGrad: momentum of the gradients divided by the root of a per-layer (per-leaf) second moment.
 
@@ -67,6 +69,7 @@ def scale_by_novograd(
       eps_root: added to `v` under the root, >= 0.
       weight_decay: :math:`\lambda`, the weight decay added to the normalised gradient, >= 0.
       mu_dtype: dtype of `m` (default: each param's dtype).
+      nu_dtype: dtype of the per-leaf `v` (default: each param's dtype).
 
     Returns:
       A `GradientTransformation` with state `ScaleByNovogradState(count, m, v)`.
@@ -74,7 +77,7 @@ def scale_by_novograd(
     Raises:
       ValueError: if a decay is outside [0, 1] or `eps`, `eps_root` or `weight_decay` is
         negative; at update time, if `params` is missing.
-      TypeError: for a `mu_dtype` that is neither float nor complex.
+      TypeError: for a `mu_dtype` or `nu_dtype` that is neither float nor complex.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -95,13 +98,17 @@ def scale_by_novograd(
         _checks.check_finite(fn, name, value)
         _checks.check_nonnegative(fn, name, value)
     _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
+    _checks.check_float_dtype(fn, "nu_dtype", nu_dtype)
 
     return update_rule(
         fn,
         ScaleByNovogradState,
         _novograd_leaf,
         hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root, "weight_decay": weight_decay},
-        slots={"m": Slot(0.0, mu_dtype), "v": _scalar_slot},
+        slots={
+            "m": Slot(0.0, mu_dtype),
+            "v": _scalar_slot if nu_dtype is None else functools.partial(_scalar_slot, dtype=nu_dtype),
+        },
         reads_params=True,
         kind=_protocol.LeafWise,  # the second moment is the whole leaf's
     )

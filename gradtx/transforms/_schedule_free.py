@@ -62,9 +62,9 @@ def _schedule_free_scalars(h, state, extra, *, warmup_steps):
     }
 
 
-def _schedule_free_leaf(d, z, y, h):
+def _schedule_free_leaf(d, z, y, h, *, steps_given):
     """`(y_{t+1} - y_t, z_{t+1})`: step z, recover x_t from y_t and z_t, average, interpolate."""
-    new_z = (z - h.lr * d).astype(z.dtype)
+    new_z = ((z + d) if steps_given else (z - h.lr * d)).astype(z.dtype)
     x = (y - h.prev_one_minus_b1 * z) / h.prev_b1
     x = (1 - h.c) * x + h.c * new_z
     return h.b1 * x + h.one_minus_b1 * new_z - y, new_z
@@ -77,6 +77,8 @@ def scale_by_schedule_free(
     weight_lr_power: _protocol.ScalarOrSchedule = 2.0,
     *,
     warmup_steps: int | None = 0,
+    steps_given: bool = False,
+    state_dtype: Any = None,
 ) -> _protocol.GradientTransformation:
     r"""Take a descent direction, step the sequence `z` with it, and return the step of the params `y`.
 
@@ -103,11 +105,18 @@ def scale_by_schedule_free(
     weight's schedule with t and its base optimizer's with t - 1, so with a warmup its
     first base step is zero. The warmup here is the paper's: step t gets :math:`t / T_w`.
 
+    With `steps_given`, the incoming updates are already the steps of :math:`z` (a base
+    optimizer's, rate and sign included: :math:`z_{t+1} = z_t + u_t`), and the rate only
+    weighs the average: `gradtx.schedule_free` wraps a base optimizer this way, as
+    `optax.contrib.schedule_free` does.
+
     Args:
       learning_rate: :math:`\eta_t`, >= 0 (number, scalar array or schedule; no decay needed).
       b1: :math:`\beta_1`, the interpolation between `z` and `x`, in (0, 1].
       weight_lr_power: :math:`p`, the power of the rate in the averaging weights, >= 0.
       warmup_steps: :math:`T_w`, the length of the linear warmup (an int >= 0; 0 or None: none).
+      steps_given: the updates are the steps of :math:`z` (rate and sign included), not a direction.
+      state_dtype: the dtype of :math:`z` (None: each parameter's).
 
     Returns:
       An `ElementWise` transform with state `ScaleByScheduleFreeState(count, z, b1, weight_sum, max_lr)`.
@@ -115,7 +124,7 @@ def scale_by_schedule_free(
     Raises:
       ValueError: for a negative or non-finite rate or power, `b1` outside (0, 1], or a
         negative `warmup_steps`; at update time, if `params` is missing.
-      TypeError: for a non-int `warmup_steps`.
+      TypeError: for a non-int `warmup_steps`, a non-bool `steps_given` or a non-float `state_dtype`.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -139,13 +148,18 @@ def scale_by_schedule_free(
     _checks.check_nonnegative(fn, "weight_lr_power", weight_lr_power)
     warmup_steps = 0 if warmup_steps is None else warmup_steps
     _checks.check_int(fn, "warmup_steps", warmup_steps, minimum=0)
+    _checks.check_bool(fn, "steps_given", steps_given)
+    _checks.check_float_dtype(fn, "state_dtype", state_dtype)
+
+    def z_init(p):  # z_1 = the initial params (its own buffer, for donation)
+        return jnp.copy(p) if state_dtype is None else jnp.asarray(p, state_dtype)
 
     return update_rule(
         fn,
         ScaleByScheduleFreeState,
-        _schedule_free_leaf,
+        functools.partial(_schedule_free_leaf, steps_given=steps_given),
         hyper={"learning_rate": learning_rate, "b1": b1, "weight_lr_power": weight_lr_power},
-        slots={"z": jnp.copy},  # z_1 = the initial params
+        slots={"z": z_init},
         scalars={"b1": lambda h: h.b1, "weight_sum": lambda h: 0.0, "max_lr": lambda h: 0.0},
         prepare=functools.partial(_schedule_free_scalars, warmup_steps=warmup_steps),
         reads_params=True,
@@ -205,7 +219,7 @@ def schedule_free_eval_params(state: Any, params: Any) -> Any:
     def leaf(y, z):
         if y is None:
             return None
-        b1 = _tree.like(found.b1, z)
-        return ((y - _tree.like(1 - found.b1, z) * z) / b1).astype(y.dtype)
+        b1 = _tree.like(found.b1, y)  # in the params' dtype: a bf16 `z` (`state_dtype`) keeps its own
+        return ((y - _tree.like(1 - found.b1, y) * z) / b1).astype(y.dtype)
 
     return _tree.map_leaves(leaf, params, found.z)

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol
+from gradtx import _base, _checks, _placement, _protocol, linalg
 from gradtx._scalars import at_least_float32
 from gradtx._update_rule import update_rule
 
@@ -76,18 +76,6 @@ def _root_svd(mat_g, eps, neg_alpha):
     return _mm(vh.T * jnp.power(jnp.maximum(s, eps), neg_alpha), u.T)
 
 
-def _mat_power(mat, p: int):
-    """`mat ** p` for a positive int by repeated squaring, multiplying in contrib's order."""
-    power = None
-    while p > 0:
-        if p % 2 == 1:
-            power = mat if power is None else _mm(mat, power)
-        p //= 2
-        if p > 0:
-            mat = _mm(mat, mat)
-    return power
-
-
 def _root_iterative(mat_g, eps, neg_alpha, p: int):
     """`(G + eps I)^neg_alpha`, neg_alpha = -1/p, by the coupled Schur-Newton iteration (Guo-Higham 3.2)."""
     n = mat_g.shape[0]
@@ -101,8 +89,7 @@ def _root_iterative(mat_g, eps, neg_alpha, p: int):
 
     def body(carry):
         i, mat_m, mat_x = carry
-        mat_m_i = (1 - neg_alpha) * eye + neg_alpha * mat_m
-        return i + 1, _mm(_mat_power(mat_m_i, p), mat_m), _mm(mat_x, mat_m_i)
+        return i + 1, *linalg.newton_root_step(mat_m, mat_x, neg_alpha, p, _HIGHEST)
 
     init = (jnp.zeros([], jnp.int32), damped * z, eye * jnp.power(z, -neg_alpha))
     return jax.lax.while_loop(cond, body, init)[2]

@@ -36,8 +36,19 @@ PROBES = {"adagrad": {"initial_accumulator_value": 1e-6}}
 is below float32's resolution next to an accumulator of 0.1)."""
 
 
+LINE_SEARCHES = {
+    "lbfgs": (0.01,),
+    "scale_by_backtracking_linesearch": (10,),
+    "scale_by_zoom_linesearch": (10,),
+}
+"""Names whose `update` evaluates the objective (L-BFGS's default line search): their required arguments;
+`_steps` gives them the objective whose gradients it feeds (`value_fn`)."""
+
+
 def _args(name):
     """optax's required positional arguments (a learning rate, a decay), the learning rate always."""
+    if name in LINE_SEARCHES:
+        return LINE_SEARCHES[name]
     params = inspect.signature(getattr(compat, name)).parameters
     return tuple(
         0.01 if p.name == "learning_rate" else 0.9
@@ -46,14 +57,15 @@ def _args(name):
     )
 
 
-def _steps(tx, scale):
+def _steps(tx, scale, objective=False):
     """Five steps' displacement on gradients of size `scale` that shrink, so epsilons and running maxima
-    show."""
+    show (with `objective`, `update` also gets the objective they are the gradients of)."""
     start = {"w": jnp.linspace(-1.0, 1.0, 6).reshape(2, 3)}
     params, state = start, tx.init(start)
     for t in range(5):
         g = jax.tree.map(lambda p, t=t: scale * (p - 0.3) / (t + 1.0), params)
-        u, state = tx.update(g, state, params)
+        f = lambda p, t=t: scale * jnp.sum((p["w"] - 0.3) ** 2) / (2 * (t + 1.0))  # noqa: E731
+        u, state = tx.update(g, state, params, **({"value_fn": f} if objective else {}))
         params = gradtx.apply_updates(params, u)
     return params["w"] - start["w"]  # the displacement: a relative difference in the steps shows
 
@@ -65,8 +77,9 @@ def _same_numbers(name) -> bool:
     except (TypeError, ValueError):
         return False  # gradtx's signature does not take optax's arguments
     theirs = getattr(compat, name)(*_args(name), **kwargs)
+    objective = name in LINE_SEARCHES
     return all(
-        np.allclose(_steps(ours, scale), _steps(theirs, scale), rtol=1e-6, atol=0.0)
+        np.allclose(_steps(ours, scale, objective), _steps(theirs, scale, objective), rtol=1e-6, atol=0.0)
         for scale in (1.0, 1e-3, 1e-5)
     )
 

@@ -1,0 +1,104 @@
+"""Target networks: trees of parameters moved toward another tree, `incremental_update` (Polyak averaging)
+and `periodic_update` (a copy every K steps). Tree functions, not transforms (optax's `update.py`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from gradtx import _checks, _protocol, _tree
+
+
+def _check_trees(fn: str, new_tensors: Any, old_tensors: Any) -> None:
+    new_def: Any = jax.tree.structure(new_tensors, is_leaf=lambda x: x is None)  # a PyTreeDef
+    if new_def != jax.tree.structure(old_tensors, is_leaf=lambda x: x is None):
+        raise _protocol.tree_mismatch_error(fn, "new_tensors", new_tensors, "old_tensors", old_tensors)
+
+
+def incremental_update(new_tensors: Any, old_tensors: Any, step_size: Any) -> Any:
+    r"""Move a moving average of parameters a step toward their latest values (Polyak averaging).
+
+    .. math:: \bar\theta \leftarrow \tau\, \theta + (1 - \tau)\, \bar\theta
+
+    leaf by leaf (`None` leaves stay `None`), in optax's arithmetic
+    (`optax.incremental_update`): a target network for reinforcement learning, or averaged
+    weights for evaluation. `gradtx.moving_average` keeps such an average as a transform's
+    state; this is the bare tree function.
+
+    Args:
+      new_tensors: the latest values :math:`\theta` (the online parameters).
+      old_tensors: the average :math:`\bar\theta`, a tree of the same structure.
+      step_size: :math:`\tau`, in [0, 1] (a number or a scalar array).
+
+    Returns:
+      The new average, a tree like `old_tensors`.
+
+    Raises:
+      TypeError: for a non-number `step_size`.
+      ValueError: for a `step_size` outside [0, 1], or trees of different structures.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> gradtx.incremental_update({"w": jnp.array([1.0])}, {"w": jnp.array([0.0])}, 0.25)
+        {'w': Array([0.25], dtype=float32)}
+
+    References:
+      Polyak, Juditsky, *Acceleration of stochastic approximation by averaging*, SIAM
+      Journal on Control and Optimization, 1992.
+    """
+    fn = "incremental_update"
+    _checks.check_number(fn, "step_size", step_size)
+    _checks.check_in_range(fn, "step_size", step_size, 0.0, 1.0)
+    _check_trees(fn, new_tensors, old_tensors)
+    return jax.tree.map(
+        lambda new, old: None if new is None else _tree.moment_blend(new, old, step_size),
+        new_tensors,
+        old_tensors,
+        is_leaf=lambda x: x is None,
+    )
+
+
+def periodic_update(new_tensors: Any, old_tensors: Any, steps: Any, update_period: Any) -> Any:
+    r"""Every `update_period` steps, a copy of the latest parameters; otherwise the old copy.
+
+    .. math:: \bar\theta \leftarrow \begin{cases} \theta & \text{steps} \bmod K = 0 \\
+        \bar\theta & \text{otherwise} \end{cases}
+
+    DQN's target network (`optax.periodic_update`); jittable: `steps` may be traced.
+
+    Args:
+      new_tensors: the latest values :math:`\theta` (the online parameters).
+      old_tensors: the slow copy :math:`\bar\theta`, a tree of the same structure.
+      steps: the number of updates of the online parameters (an int or an int array).
+      update_period: :math:`K`, every how many steps the copy is made, >= 1.
+
+    Returns:
+      `new_tensors` or `old_tensors`.
+
+    Raises:
+      TypeError: for a non-integer `update_period`.
+      ValueError: for an `update_period` below 1, or trees of different structures.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> new, old = {"w": jnp.array([1.0])}, {"w": jnp.array([0.0])}
+        >>> gradtx.periodic_update(new, old, 3, 2), gradtx.periodic_update(new, old, 4, 2)
+        ({'w': Array([0.], dtype=float32)}, {'w': Array([1.], dtype=float32)})
+
+    References:
+      Mnih et al., *Human-level control through deep reinforcement learning*, Nature 2015.
+    """
+    fn = "periodic_update"
+    if not _checks._is_traced(update_period):
+        period = int(update_period) if _is_int_array(update_period) else update_period
+        _checks.check_int(fn, "update_period", period, minimum=1)
+    _check_trees(fn, new_tensors, old_tensors)
+    return jax.lax.cond(jnp.mod(steps, update_period) == 0, lambda: new_tensors, lambda: old_tensors)
+
+
+def _is_int_array(value: Any) -> bool:
+    """A concrete 0-d integer array (given where a Python int is expected)."""
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and jnp.issubdtype(dtype, jnp.integer) and jnp.ndim(value) == 0

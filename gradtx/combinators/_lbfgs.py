@@ -1,0 +1,159 @@
+"""L-BFGS's direction: `scale_by_lbfgs`, the gradient times a limited-memory inverse Hessian (optax's).
+
+The rule keeps the last `memory_size` differences of params and gradients (stacked along a
+leading axis, placed like each parameter) and their curvature weights, and applies Nocedal &
+Wright's two-loop recursion over the whole tree. Its weights are one vector for all leaves
+and every inner product sums over all leaves, so it is written as an `(init, update)` pair
+rather than a leaf formula; its state is `optax.ScaleByLBFGSState`'s layout.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from gradtx import _base, _checks, _placement, _protocol, _tree, tree
+from gradtx.combinators._linesearch import checked
+
+
+class ScaleByLBFGSState(NamedTuple):
+    """State of `scale_by_lbfgs` (optax's layout)."""
+
+    count: _protocol.Count  # int32: completed updates
+    params: Any  # the params of the last step
+    updates: Any  # the updates (gradients) of the last step
+    diff_params_memory: Any  # per param: (memory_size, *shape), the last differences of params
+    diff_updates_memory: Any  # per param: (memory_size, *shape), the last differences of updates
+    weights_memory: jax.Array  # (memory_size,): 1 / <dw, du> of each pair (0 for an empty one)
+
+
+def _pair(memory, idx):
+    weights, diff_params, diff_updates = memory
+    return (weights[idx], *jax.tree.map(lambda x: x[idx], (diff_params, diff_updates)))
+
+
+def _right(carry, idx):
+    vec, memory = carry
+    rho, dw, du = _pair(memory, idx)
+    alpha = rho * tree.real(tree.vdot(dw, vec))
+    return (tree.cast_like(tree.add_scale(vec, -alpha, du), vec), memory), alpha
+
+
+def _left(carry, idx_alpha):
+    vec, memory = carry
+    idx, alpha = idx_alpha
+    rho, dw, du = _pair(memory, idx)
+    beta = rho * tree.real(tree.vdot(du, vec))
+    return (tree.cast_like(tree.add_scale(vec, alpha - beta, dw), vec), memory), beta
+
+
+def _precondition(updates, diff_params, diff_updates, weights, identity_scale, memory_idx):
+    """The two-loop recursion (Nocedal & Wright, Algorithm 7.4): `updates` times the inverse Hessian estimate.
+
+    The loops' bodies are module functions (the memory rides in the carry), so an eager `update` reuses
+    their compiled scans."""
+    memory_size = weights.shape[0]
+    indices = (memory_idx + jnp.arange(memory_size)) % memory_size
+    memory = (weights, diff_params, diff_updates)
+    (vec, _), alphas = jax.lax.scan(_right, (updates, memory), indices, reverse=True)
+    vec = tree.scale(identity_scale, vec)
+    return jax.lax.scan(_left, (vec, memory), (indices, alphas))[0][0]
+
+
+@_base.api
+def scale_by_lbfgs(
+    memory_size: int = 10, *, scale_init_precond: bool = True
+) -> _protocol.GradientTransformation:
+    r"""Multiply the updates by L-BFGS's estimate of the inverse Hessian, from the last `memory_size` steps.
+
+    .. math::
+        P_{k,j+1} = V_j^\top P_{k,j} V_j + \rho_j\, \delta w_j \delta w_j^\top, \quad
+        V_j = I - \rho_j\, \delta u_j \delta w_j^\top, \quad
+        \rho_j = 1 / \langle \delta u_j, \delta w_j\rangle, \quad P_{k,k-m} = \gamma_k I
+
+    for :math:`j = k-m, \dots, k-1`, with :math:`\delta w_j = w_{j+1} - w_j` and
+    :math:`\delta u_j = u_{j+1} - u_j` the differences of params and updates;
+    :math:`\gamma_k = \langle \delta w_{k-1}, \delta u_{k-1}\rangle / \|\delta u_{k-1}\|^2`
+    with `scale_init_precond` (else 1), and :math:`\min(1, 1/\|u_0\|)` at the first step
+    (a first step of length at most 1). The output is the direction :math:`P_k u_k`; chain a
+    sign flip and a line search after it (`lbfgs`). The memory is updated with the params and
+    updates `update` is given, so a line search that follows sees the new estimate. Complex
+    params are supported. A row-sparse gradient is densified. The numbers of
+    `optax.scale_by_lbfgs`.
+
+    Args:
+      memory_size: the number of past differences kept, >= 1.
+      scale_init_precond: scale the initial estimate by :math:`\gamma_k` (else the identity).
+
+    Returns:
+      A transform (leaf-wise on packed params) with state `ScaleByLBFGSState`.
+
+    Raises:
+      ValueError: if `memory_size` < 1.
+      TypeError: for a non-int `memory_size` or a non-bool `scale_init_precond`.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.scale_by_lbfgs()
+        >>> w = jnp.array([3.0, 4.0])
+        >>> tx.update(w, tx.init(w), w)[0]  # step 1: the gradient scaled to norm 1
+        Array([0.6, 0.8], dtype=float32)
+
+    References:
+      Nocedal & Wright, *Numerical Optimization*, 1999 (Algorithms 7.4, 7.5); Liu & Nocedal,
+      *On the limited memory BFGS method for large scale optimization*, Math. Prog. 1989.
+    """
+    fn = "scale_by_lbfgs"
+    _checks.check_int(fn, "memory_size", memory_size, minimum=1)
+    _checks.check_bool(fn, "scale_init_precond", scale_init_precond)
+    fn = _checks.api_name(fn)
+
+    def init_fn(params):
+        return ScaleByLBFGSState(
+            count=_tree.zero_count(),
+            params=_placement.zeros_like(params),
+            updates=_placement.zeros_like(params),
+            diff_params_memory=jax.tree.map(lambda p: _placement.stacked(p, memory_size), params),
+            diff_updates_memory=jax.tree.map(lambda p: _placement.stacked(p, memory_size), params),
+            weights_memory=jnp.zeros(memory_size),
+        )
+
+    def update_fn(updates, state, params=None, **extra_args):
+        del extra_args
+        if params is None:
+            raise _protocol.missing_params(fn)
+        slots = {"params": (state.params, None), "updates": (state.updates, None)}
+        slots.update(diff_params_memory=(state.diff_params_memory, memory_size))
+        slots.update(diff_updates_memory=(state.diff_updates_memory, memory_size))
+        updates = checked(fn, updates, params, slots)
+        memory_idx = state.count % memory_size
+        prev_idx = (state.count - 1) % memory_size
+        # 1. the memory takes the last step's differences (none before the first step)
+        diff_params = tree.sub(params, state.params)
+        diff_updates = tree.sub(updates, state.updates)
+        curvature = tree.real(tree.vdot(diff_updates, diff_params))
+        weight = jnp.where(curvature == 0.0, 0.0, 1.0 / curvature)
+        diff_params, diff_updates, weight = jax.tree.map(
+            lambda x: jnp.where(state.count > 0, x, jnp.zeros_like(x)), (diff_params, diff_updates, weight)
+        )
+        memories = jax.tree.map(
+            lambda x, y: x.at[prev_idx].set(y.astype(x.dtype)),
+            (state.diff_params_memory, state.diff_updates_memory, state.weights_memory),
+            (diff_params, diff_updates, weight),
+        )
+        # 2. the scale of the initial estimate (gamma_k)
+        identity_scale: Any = 1.0
+        if scale_init_precond:
+            numerator = tree.real(tree.vdot(diff_updates, diff_params))
+            denominator = tree.norm(diff_updates, squared=True)
+            identity_scale = jnp.where(denominator > 0.0, numerator / denominator, 1.0)
+            capped_inv_norm = jnp.minimum(1.0, 1.0 / tree.norm(jax.lax.stop_gradient(updates)))
+            identity_scale = jnp.where(state.count > 0, identity_scale, capped_inv_norm)
+        # 3. the direction P_k u_k
+        direction = _precondition(updates, *memories, identity_scale, memory_idx)
+        new_state = ScaleByLBFGSState(_tree.increment(state.count), params, updates, *memories)
+        return tree.cast_like(direction, updates), new_state
+
+    return _protocol.GradientTransformation(init_fn, update_fn)

@@ -1,0 +1,211 @@
+"""The line searches (gradtx/transforms/_linesearch.py, _linesearch_zoom.py) against optax.
+
+Each search follows `sgd(1.0)` as in optax's docs, on a least-squares objective that takes its
+data as extra arguments of `update` (passed on to `value_fn` by name): 5 jitted steps, params and
+the whole state (step size, value, gradient, info) equal to optax's at rtol = atol = 1e-6 (the
+same float32 operations: they agree to the last bit). Options that change the search's path
+(a largest step size, no curvature condition, no approximate decrease, a kept guess, the stored
+gradient or not, `value` and `grad` left to the search) each run once; all cases of one library are
+one compiled program.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import gradtx
+from gradtx.optax_compat import _lbfgs as compat
+
+TOL = {"rtol": 1e-6, "atol": 1e-6}
+_RNG = np.random.default_rng(1)
+X = jnp.asarray(_RNG.standard_normal((5, 8, 3)), jnp.float32)  # 5 steps' batches
+Y = jnp.asarray(_RNG.standard_normal((5, 8)), jnp.float32)
+
+
+def loss(params, x, y):
+    return jnp.mean((x @ params["w"] + params["b"] - y) ** 2) + 0.1 * jnp.sum(params["w"] ** 4)
+
+
+W0 = {"w": jnp.array([1.0, -2.0, 3.0], jnp.float32), "b": jnp.asarray(0.5, jnp.float32)}
+
+CASES = {
+    "zoom": lambda lib: lib.scale_by_zoom_linesearch(15),
+    "zoom-max-rate-one": lambda lib: lib.scale_by_zoom_linesearch(
+        10, max_learning_rate=0.3, initial_guess_strategy="one"
+    ),
+    "zoom-no-curvature": lambda lib: lib.scale_by_zoom_linesearch(
+        10, curv_rtol=jnp.inf, approx_dec_rtol=None
+    ),
+    "zoom-few-steps": lambda lib: lib.scale_by_zoom_linesearch(
+        2, increase_factor=3.0, stepsize_precision=1e-2
+    ),
+    "backtracking": lambda lib: lib.scale_by_backtracking_linesearch(15),
+    "backtracking-store-grad": lambda lib: lib.scale_by_backtracking_linesearch(
+        15, 1e-3, 0.5, 2.0, 2.0, store_grad=True
+    ),
+}
+
+
+def _run(lib, sgd, apply, cases=tuple(CASES)):
+    def one(search, given=True):
+        tx = lib.chain(sgd(1.0), search)
+
+        def step(carry, xy):
+            params, state = carry
+            value, grad = jax.value_and_grad(loss)(params, *xy)
+            objective = {"value": value, "grad": grad} if given else {}
+            u, state = tx.update(grad, state, params, **objective, value_fn=loss, x=xy[0], y=xy[1])
+            params = apply(params, u)
+            return (params, state), params
+
+        (_, state), iterates = jax.lax.scan(step, (W0, tx.init(W0)), (X, Y))
+        return iterates, state[1]
+
+    def run():
+        out = {name: one(CASES[name](lib)) for name in cases}
+        if lib is not optax:  # `value` and `grad` computed by the search from `value_fn`
+            out["zoom-computed"] = one(CASES["zoom"](lib), given=False)
+        return out
+
+    return jax.jit(run)()
+
+
+def test_steps_and_states_equal_optax():
+    theirs = _run(optax, optax.sgd, optax.apply_updates)
+    ours = _run(
+        type(
+            "lib",
+            (),
+            {"chain": staticmethod(gradtx.chain), **{n: getattr(compat, n) for n in compat.__all__}},
+        ),
+        gradtx.optax_compat.sgd,
+        gradtx.apply_updates,
+    )
+    theirs["zoom-computed"] = theirs["zoom"]
+    for name in ours:
+        (iterates, state), (want_iterates, want_state) = ours[name], theirs[name]
+        for a, b in zip(jax.tree.leaves(iterates), jax.tree.leaves(want_iterates), strict=True):
+            np.testing.assert_allclose(a, b, **TOL, err_msg=name)
+        assert state._fields == want_state._fields and state.info._fields == want_state.info._fields
+        for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(want_state), strict=True):
+            np.testing.assert_allclose(a, b, **TOL, err_msg=name)
+    final = {k: v[-1] for k, v in ours["zoom"][0].items()}
+    assert float(loss(final, X[-1], Y[-1])) < 0.5 * float(loss(W0, X[-1], Y[-1]))
+
+
+def test_value_and_grad_from_state():
+    f = lambda w: jnp.sum(w**2)  # noqa: E731
+    w = jnp.array([1.0, 2.0])
+    tx = gradtx.chain(gradtx.scale(-1.0), gradtx.scale_by_zoom_linesearch(10))
+    value_and_grad = gradtx.value_and_grad_from_state(f)
+    state = tx.init(w)
+    np.testing.assert_array_equal(value_and_grad(w, state=state)[1], 2 * w)  # inf in the state: computed
+    u, state = tx.update(2 * w, state, w, value_fn=f)
+    w = gradtx.apply_updates(w, u)
+    value, grad = value_and_grad(w, state=state)
+    assert float(value) == float(state[1].value) == float(f(w))  # kept: the new params' value
+    np.testing.assert_array_equal(grad, state[1].grad)
+    plain = gradtx.chain(gradtx.scale(-1.0), gradtx.scale_by_backtracking_linesearch(10))
+    with pytest.raises(
+        ValueError, match=r"`value_and_grad_from_state`: the state holds no `value` or no `grad`"
+    ):
+        value_and_grad(w, state=plain.init(w))
+
+
+def test_complex_params_compat_keeps_optax_s_first_slope():
+    """optax_compat's zoom search is optax's on complex params too (optax conjugates the direction in the
+    first slope); gradtx's turns with the params' phase (tests/test_complex.py)."""
+    f = lambda w: jnp.sum(jnp.abs(w - (1.0 + 2.0j)) ** 2)  # noqa: E731
+    w = jnp.array([0.5 - 1.0j, 2.0 + 0.5j], jnp.complex64)
+    g = jnp.conj(jax.grad(f)(w))
+
+    @jax.jit
+    def steps():
+        def step(lib):
+            tx = lib.scale_by_zoom_linesearch(10)
+            return tx.update(-g, tx.init(w), w, value=f(w), grad=jax.grad(f)(w), value_fn=f)[0]
+
+        return step(compat), step(optax)
+
+    ours, theirs = steps()
+    np.testing.assert_allclose(ours, theirs, **TOL)
+    assert float(f(w + ours)) < float(f(w))
+
+
+@pytest.mark.parametrize(
+    "build, error, match",
+    [
+        (
+            lambda: gradtx.scale_by_zoom_linesearch(0),
+            ValueError,
+            r"`max_linesearch_steps` must be >= 1, got 0",
+        ),
+        (
+            lambda: gradtx.scale_by_zoom_linesearch(2.0),
+            TypeError,
+            r"`max_linesearch_steps` must be an integer",
+        ),
+        (lambda: gradtx.scale_by_zoom_linesearch(5, slope_rtol=1.5), ValueError, r"`slope_rtol` must be in"),
+        (lambda: gradtx.scale_by_zoom_linesearch(5, curv_rtol=1e-5), ValueError, r"`curv_rtol` must be > "),
+        (
+            lambda: gradtx.scale_by_zoom_linesearch(5, max_learning_rate=0.0),
+            ValueError,
+            r"must be > 0, got 0.0",
+        ),
+        (
+            lambda: gradtx.scale_by_zoom_linesearch(5, increase_factor=1.0),
+            ValueError,
+            r"`increase_factor` must",
+        ),
+        (lambda: gradtx.scale_by_zoom_linesearch(5, tol=-1.0), ValueError, r"`tol` must be >= 0, got -1.0"),
+        (
+            lambda: gradtx.scale_by_zoom_linesearch(5, initial_guess_strategy="two"),
+            ValueError,
+            r"`scale_by_zoom_linesearch`: `initial_guess_strategy` must be one of 'one', 'keep'; got 'two'",
+        ),
+        (
+            lambda: gradtx.scale_by_zoom_linesearch(5, tol=lambda count: 0.1),
+            TypeError,
+            r"`tol` must be a number or a scalar array \(a line search keeps no step count",
+        ),
+        (
+            lambda: gradtx.scale_by_backtracking_linesearch(5, decrease_factor=1.0),
+            ValueError,
+            r"`scale_by_backtracking_linesearch`: `decrease_factor` must be in \(0.0, 1.0\), got 1.0",
+        ),
+        (lambda: gradtx.scale_by_backtracking_linesearch(-1), ValueError, r"must be >= 0, got -1"),
+        (
+            lambda: gradtx.scale_by_backtracking_linesearch(5, max_learning_rate=-1.0),
+            ValueError,
+            r"must be > 0",
+        ),
+        (
+            lambda: gradtx.scale_by_backtracking_linesearch(5, store_grad=1),
+            TypeError,
+            r"`store_grad` must be True",
+        ),
+        (
+            lambda: compat.scale_by_backtracking_linesearch(5, 0.1, 2.0),
+            ValueError,
+            r"`decrease_factor` must be in",
+        ),
+        (lambda: gradtx.value_and_grad_from_state(3), TypeError, r"`value_fn` must be callable"),
+    ],
+)
+def test_bad_arguments_are_refused_at_construction(build, error, match):
+    with pytest.raises(error, match=match):
+        build()
+
+
+def test_a_missing_objective_is_a_clear_error():
+    tx = gradtx.scale_by_zoom_linesearch(5)
+    with pytest.raises(
+        gradtx.MissingExtraArgError,
+        match=r"`scale_by_zoom_linesearch`: `update` needs the extra argument `value_fn`; call it as "
+        r"`tx.update\(grads, state, params, value_fn=loss_fn\)`",
+    ):
+        tx.update(jnp.ones(2), tx.init(jnp.zeros(2)), jnp.zeros(2))
