@@ -222,4 +222,6 @@ def test_the_second_jitted_update_neither_traces_nor_compiles_again(make, dtype)
     assert {x.committed for x in jax.tree.leaves(state)} == {False}  # as the params
     for _ in range(3):
         _, state = step(params, state)
-    assert len(traces) == 1 and step._cache_size() == 1
+    # one trace, and never a second compiled entry (the bug: a second one for the committed state); in the
+    # whole suite JAX sometimes answers from its Python path, whose entries `_cache_size` does not count (0)
+    assert len(traces) == 1 and step._cache_size() <= 1
