@@ -5,8 +5,9 @@ structurally identical to optax's). Building blocks live in `gradtx.transforms`,
 combinators in `gradtx.combinators`, the TF-named optimizers in `gradtx.optimizers`,
 learning-rate schedules in `gradtx.schedules`, row-sparse gradients in `gradtx.sparse`,
 packed parameters in `gradtx.packing`, optax's pytree utilities in `gradtx.tree`, optax's
-numerics and linear algebra in `gradtx.numerics` and `gradtx.linalg`, and the
-name registry in `gradtx.registry`; the public names of the first three are re-exported here.
+numerics and linear algebra in `gradtx.numerics` and `gradtx.linalg`, RETURNN configs in
+`gradtx.returnn`, and the name registry in `gradtx.registry`; the public names of the first
+three are re-exported here.
 """
 
 # ruff: noqa: F401  (this module re-exports)
@@ -20,6 +21,7 @@ from gradtx import (
     parallel,
     projections,
     registry,
+    returnn,
     schedules,
     second_order,
     sparse,
@@ -48,6 +50,7 @@ from gradtx._update_rule import Slot, update_rule
 from gradtx.combinators import *  # noqa: F401,F403  (names listed in combinators.__all__)
 from gradtx.optimizers import *  # noqa: F401,F403
 from gradtx.registry import from_config, get
+from gradtx.returnn import from_returnn_config
 from gradtx.slots import get_slot, slot_names, slots  # the function `slots` shadows its module's name
 from gradtx.train import (
     OPTIMIZER_SUMMARIES,
@@ -78,6 +81,7 @@ __all__ = sorted(
         "apply_gradients",
         "compute_gradients",
         "from_config",
+        "from_returnn_config",
         "get_slot",
         "minimize",
         "optimize_loss",
@@ -105,6 +109,7 @@ __all__ = sorted(
         "periodic_update",
         "projections",
         "registry",
+        "returnn",
         "schedules",
         "second_order",
         "sparse",

@@ -379,7 +379,10 @@ def from_config(config: Mapping[str, Any]) -> _protocol.GradientTransformation:
 
     RETURNN's `optimizer = {"class": "adam", "epsilon": 1e-8}` moves over verbatim: the
     class is any name `get` accepts and the arguments may use TF's names. RETURNN passes
-    the learning rate separately; put it in the dict as `learning_rate`.
+    the learning rate separately; put it in the dict as `learning_rate`. The defaults are the
+    factory's (TF's); for a whole RETURNN config, with RETURNN's defaults for its backend
+    (`optimizer_epsilon`, PyTorch's optimizers), its gradient processing and its learning-rate
+    control, use `gradtx.from_returnn_config`.
 
     Args:
       config: a dict with the key `"class"` and the factory's arguments.

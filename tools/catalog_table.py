@@ -164,6 +164,12 @@ ROWS = [
     ("Training helpers", "Optimizer.get_slot / get_slot_names", "get_slot", 5),
     ("Training helpers", "(registry)", "get", 2),
     ("Training helpers", "RETURNN optimizer config", "from_config", 5),
+    (
+        "Training helpers",
+        "RETURNN training config (TF or PyTorch backend, rate control)",
+        "from_returnn_config",
+        26,
+    ),
     ("Sparse", "IndexedSlices", "sparse.RowSparse", 3),
     ("Schedules", "exponential_decay", "schedules.exponential_decay", 3),
     ("Schedules", "piecewise_constant", "schedules.piecewise_constant", 3),
