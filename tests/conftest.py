@@ -29,3 +29,22 @@ if _flags is None:
     os.environ.pop("XLA_FLAGS", None)
 else:
     os.environ["XLA_FLAGS"] = _flags
+
+# The longest items first: pytest-xdist deals the first items out alternately, so `make test`'s two workers
+# share them and finish together, instead of one running a notebook while the other has nothing left.
+LONGEST = (
+    "notebooks/",
+    "tests/test_sharding_matrix.py",
+    "tests/test_benchmarks.py::test_smoke",
+    "tests/test_explicit_mode.py::test_every_entry_steps",
+    "tests/parallel/test_multihost_checkpoint.py",
+    "tests/test_demo.py",
+    "tests/parallel/test_multiprocess.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        return next((i for i, prefix in enumerate(LONGEST) if item.nodeid.startswith(prefix)), len(LONGEST))
+
+    items.sort(key=rank)  # stable: the rest keep their order

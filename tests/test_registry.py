@@ -114,6 +114,7 @@ def test_every_public_factory_is_registered():
         "reshape_batch_axis",  # a function of a batch
         "incremental_update",  # functions of two parameter trees (target networks)
         "periodic_update",
+        "from_returnn_config",  # a config reader, like from_config: it builds transforms from a config
     }
     public = [
         n

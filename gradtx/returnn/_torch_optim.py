@@ -144,10 +144,14 @@ def _betas(cls: str, o: dict[str, Any], *, closed: bool = False) -> tuple[float,
     return out[0], out[1]
 
 
-def _common(cls: str, o: dict[str, Any], *, eps: bool = True) -> tuple[float, float | None]:
-    """torch's checks of `weight_decay` and `eps` (most classes); `eps` None for classes without it."""
-    wd = _at_least_zero(cls, o, "weight_decay", "Invalid weight_decay value")
-    return wd, (_at_least_zero(cls, o, "eps", "Invalid epsilon value") if eps else None)
+def _decay(cls: str, o: dict[str, Any]) -> float:
+    """torch's check of `weight_decay`."""
+    return _at_least_zero(cls, o, "weight_decay", "Invalid weight_decay value")
+
+
+def _common(cls: str, o: dict[str, Any]) -> tuple[float, float]:
+    """torch's checks of `weight_decay` and `eps` (the classes that take both)."""
+    return _decay(cls, o), _at_least_zero(cls, o, "eps", "Invalid epsilon value")
 
 
 def _around(lr: Any, rule: Any, o: dict[str, Any], wd: float, cls: str) -> _protocol.GradientTransformation:
@@ -173,7 +177,7 @@ def torch_sgd(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.Grad
     cls = "torch.optim.SGD"
     momentum = _at_least_zero(cls, o, "momentum", "Invalid momentum value")
     dampening = _number(cls, "dampening", o["dampening"])
-    wd, _ = _common(cls, o, eps=False)
+    wd = _decay(cls, o)
     nesterov = _flag(cls, o, "nesterov")
     if nesterov and (momentum <= 0 or dampening != 0):
         raise ValueError(
@@ -186,7 +190,6 @@ def torch_sgd(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.Grad
 def _adam_like(cls: str, lr: Any, o: dict[str, Any]) -> _protocol.GradientTransformation:
     b1, b2 = _betas(cls, o)
     wd, eps = _common(cls, o)
-    assert eps is not None
     return _around(lr, R.adam_rule(b1, b2, eps, amsgrad=_flag(cls, o, "amsgrad")), o, wd, cls)
 
 
@@ -208,7 +211,6 @@ def torch_radam(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.Gr
     cls = "torch.optim.RAdam"
     b1, b2 = _betas(cls, o)
     wd, eps = _common(cls, o)
-    assert eps is not None
     return _around(lr, R.radam_rule(b1, b2, eps), o, wd, cls)
 
 
@@ -218,7 +220,6 @@ def torch_nadam(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.Gr
     cls = "torch.optim.NAdam"
     b1, b2 = _betas(cls, o)
     wd, eps = _common(cls, o)
-    assert eps is not None
     psi = _at_least_zero(cls, o, "momentum_decay", "Invalid momentum_decay value")
     return _around(lr, R.nadam_rule(b1, b2, eps, psi), o, wd, cls)
 
@@ -229,7 +230,6 @@ def torch_adamax(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.G
     cls = "torch.optim.Adamax"
     b1, b2 = _betas(cls, o)
     wd, eps = _common(cls, o)
-    assert eps is not None
     return _around(lr, R.adamax_rule(b1, b2, eps), o, wd, cls)
 
 
@@ -240,7 +240,6 @@ def torch_adagrad(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.
     lr_decay = _at_least_zero(cls, o, "lr_decay", "Invalid lr_decay value")
     init = _at_least_zero(cls, o, "initial_accumulator_value", "Invalid initial_accumulator_value value")
     wd, eps = _common(cls, o)
-    assert eps is not None
     return _around(lr, R.adagrad_rule(lr_decay, init, eps), o, wd, cls)
 
 
@@ -251,7 +250,6 @@ def torch_rmsprop(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.
     alpha = _at_least_zero(cls, o, "alpha", "Invalid alpha value")
     momentum = _at_least_zero(cls, o, "momentum", "Invalid momentum value")
     wd, eps = _common(cls, o)
-    assert eps is not None
     return _around(lr, R.rmsprop_rule(alpha, eps, momentum, centered=_flag(cls, o, "centered")), o, wd, cls)
 
 
@@ -263,7 +261,6 @@ def torch_adadelta(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol
     if not 0.0 <= rho <= 1.0:
         raise ValueError(f"`{cls}`: `rho` must be in [0, 1], got {o['rho']!r} (torch: Invalid rho value).")
     wd, eps = _common(cls, o)
-    assert eps is not None
     return _around(lr, R.adadelta_rule(rho, eps), o, wd, cls)
 
 
