@@ -363,7 +363,7 @@ def get(name: str, /, **kwargs: Any) -> _protocol.GradientTransformation:
     Raises:
       UnknownNameError: (a KeyError and a ValueError) for an unknown name; the message
         lists close names.
-      TypeError: for an argument the factory does not take.
+      TypeError: for an argument the factory does not take, or one it needs that is missing.
 
     Example:
         >>> import gradtx
@@ -371,7 +371,22 @@ def get(name: str, /, **kwargs: Any) -> _protocol.GradientTransformation:
         >>> isinstance(tx, gradtx.GradientTransformation)
         True
     """
-    return entry(name).factory(**translate_kwargs(name, kwargs))
+    e = entry(name)
+    arguments = translate_kwargs(name, kwargs)
+    needed = [
+        p.name
+        for p in inspect.signature(e.factory).parameters.values()
+        if p.default is inspect.Parameter.empty
+        and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        and p.name not in arguments
+    ]
+    if needed:
+        given = ", ".join(f"`{k}`" for k in kwargs) or "no arguments"
+        raise TypeError(
+            f"`gradtx.get({name!r})`: `{e.name}` needs {' and '.join(f'`{n}`' for n in needed)} "
+            f"(no default), got {given}."
+        )
+    return e.factory(**arguments)
 
 
 def from_config(config: Mapping[str, Any]) -> _protocol.GradientTransformation:

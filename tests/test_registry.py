@@ -168,3 +168,10 @@ def test_from_config_takes_returnn_style_dicts():
         gradtx.from_config({"learning_rate": 0.1})
     with pytest.raises(KeyError, match=r"unknown optimizer or transform 'adamm'"):
         gradtx.from_config({"class": "adamm"})
+
+
+def test_get_names_a_needed_argument_that_is_missing():
+    with pytest.raises(
+        TypeError, match=r"`gradtx.get\('adamw'\)`: `adamw` needs `weight_decay` \(no default\)"
+    ):
+        gradtx.from_config({"class": "adamw", "epsilon": 1e-13, "learning_rate": 0.1})

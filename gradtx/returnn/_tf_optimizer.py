@@ -185,8 +185,9 @@ class OptimizerChoice:
         """`gradtx.get(name, learning_rate=..., **kwargs)`, with a bad argument named as the config's."""
         try:
             return registry.get(self.name, learning_rate=learning_rate, **self.kwargs)
-        except TypeError as err:
-            raise TypeError(f"`tf_update`: `optimizer` ({self.name}): {err}") from None
+        except TypeError as err:  # an argument the class does not take, or one it needs
+            message = f"`from_returnn_config`: the config's `optimizer` ({self.name}): {err}"
+            raise ReturnnConfigError(message) from None
 
 
 def _present(config: Mapping[str, Any], key: str) -> bool:

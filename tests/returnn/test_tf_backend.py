@@ -99,11 +99,6 @@ def test_l2_without_decouple_constraints_is_refused():
     "config, l2, match",
     [
         ({"optimizer": {"class": 3}}, None, r'`optimizer\["class"\]` must be a class name'),
-        (
-            {"optimizer": {"class": "adam", "betaa1": 0.5}},
-            None,
-            r"`optimizer` \(adam\).*unknown argument `betaa1`",
-        ),
         ({"gradient_clip": "big"}, None, r"`gradient_clip` must be a number"),
         ({"gradient_noise": 0.1, "random_seed": "x"}, None, r"`random_seed` must be an int"),
         ({"decouple_constraints": True}, {"w": "big"}, r"`l2` must be a float >= 0"),
@@ -113,6 +108,21 @@ def test_l2_without_decouple_constraints_is_refused():
 def test_wrong_types(config, l2, match):
     with pytest.raises(TypeError, match=match):
         tf_update(config, l2=l2).factory(0.1)
+
+
+@pytest.mark.parametrize(
+    "spec, match",
+    [
+        ({"class": "adam", "betaa1": 0.5}, r"`optimizer` \(adam\).*unknown argument `betaa1`"),
+        (
+            {"class": "adamw", "epsilon": 1e-13},
+            r"`optimizer` \(adamw\).*`adamw` needs `weight_decay` \(no default\)",
+        ),
+    ],
+)
+def test_optimizer_arguments_the_class_does_not_take_or_needs(spec, match):
+    with pytest.raises(ReturnnConfigError, match=match):
+        tf_update({"optimizer": spec}).factory(0.1)
 
 
 def test_l2_tree_not_matching_params():
