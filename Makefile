@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 PYTEST_ARGS ?= -n 2
 
-.PHONY: test demo bench lint install clean
+.PHONY: test demo bench lint install clean release floor docs
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ $(VENV)/.installed-lint: pyproject.toml | $(PY)
 
 $(VENV)/.installed-demo: pyproject.toml | $(PY)
 	$(PIP) install -e '.[demo]'
+	touch $@
+
+$(VENV)/.installed-docs: pyproject.toml | $(PY)
+	$(PIP) install -e '.[test,docs]'
 	touch $@
 
 install: $(VENV)/.installed-test
@@ -44,5 +48,25 @@ demo: $(VENV)/.installed-demo
 bench: $(VENV)/.installed-test
 	$(PY) -m benchmarks.run
 
+## make docs: the site (guides, API reference, executed notebooks) into docs/_build/html, warnings
+## as errors, then its internal links checked. The HTML is rebuilt from scratch (-E, and no stale
+## page survives: each build reports every page's warnings and links); notebooks re-execute only
+## when their code changed (their cache is docs/_build/.jupyter_cache).
+SPHINXOPTS ?= -E
+docs: $(VENV)/.installed-docs
+	rm -rf docs/_build/html
+	$(PY) -m sphinx -W --keep-going $(SPHINXOPTS) -b html docs docs/_build/html
+	$(PY) tools/check_links.py docs/_build/html
+
+## make release: build the sdist and wheel, twine-check them, install the wheel (no extras) into a fresh venv
+## and step an optimizer there without any optional package (tools/release_check.py).
+release: | $(PY)
+	$(PIP) install 'build==1.6.1' 'twine==7.0.0'
+	$(PY) tools/release_check.py
+
+## make floor: the core suite on the oldest versions pyproject.toml allows, in .venv-floor (tools/floor_check.py).
+floor: | $(PY)
+	$(PY) tools/floor_check.py
+
 clean:
-	rm -rf $(VENV) build *.egg-info artifacts
+	rm -rf $(VENV) .venv-floor build *.egg-info artifacts docs/_build docs/notebooks

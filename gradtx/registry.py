@@ -7,8 +7,8 @@ verbatim. Lookup ignores case, underscores and a trailing "Optimizer": `"lazy_ad
 
 Every factory of the library is registered (in `gradtx/_catalog/`, one module per family, loaded with this
 module) with `example` arguments that build a working instance: the contract suite
-(tests/test_contract.py) runs over all of them, and the README's catalogue table is
-generated from them.
+(tests/test_contract.py) runs over all of them, and the catalogue table of the "From TF1"
+guide (docs/guides/from-tf1.md) is generated from them.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class Entry:
         from plain arguments) or "wrapper" (takes a transform, e.g. `moving_average`).
       aliases: other accepted names (TF class names, optimize_loss strings, RETURNN names).
       example: keyword arguments that build a working instance (docs and contract tests).
-      reference: the system it reproduces, as shown in the README table.
+      reference: the system it reproduces, as shown in the catalogue table (docs/guides/from-tf1.md).
       sparse: what a row-sparse gradient does (checked by the contract suite): "rows" --
         only the touched rows of the params and slots change, exactly as the dense rule
         applied to those rows alone; "all_rows" -- TF's rule that touches every row (TF1

@@ -1,4 +1,5 @@
-"""The guides in docs/guides run: their Python blocks are executed in order, in one namespace.
+"""The guides in docs/guides and the site's index page run: their Python blocks are executed in order, in
+one namespace.
 
 A guide that registers a factory does so in a copy of the registry, so the rest of the suite
 sees the built-in catalogue only.
@@ -13,7 +14,8 @@ import pytest
 
 from gradtx import registry
 
-GUIDES = sorted((pathlib.Path(__file__).parent.parent / "docs" / "guides").glob("*.md"))
+DOCS = pathlib.Path(__file__).parent.parent / "docs"
+GUIDES = sorted(DOCS.joinpath("guides").glob("*.md")) + [DOCS / "index.md"]
 
 
 def _blocks(path: pathlib.Path) -> list[str]:

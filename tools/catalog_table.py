@@ -1,8 +1,9 @@
-"""Render README's catalogue table from what gradtx actually has and what the tests check.
+"""Render the catalogue table of docs/guides/from-tf1.md from what gradtx has and what the tests check.
 
-Usage: `python tools/catalog_table.py` prints the table; `--write` replaces it in README.md
-(between the `catalog:start` / `catalog:end` markers). tests/test_readme.py fails when the
-README's table differs from this output, so each row's status stays true.
+Usage: `python tools/catalog_table.py` prints the table; `--write` replaces it in
+docs/guides/from-tf1.md (between the `catalog:start` / `catalog:end` markers).
+tests/test_readme.py fails when the guide's table differs from this output, so each row's
+status stays true.
 
 Status of a row:
 - "TF parity": the name exists and a test in tests/parity/ calls it (compared with TensorFlow);
@@ -19,6 +20,7 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+TARGET = ROOT / "docs" / "guides" / "from-tf1.md"  # the page that holds the table
 START, END = "<!-- catalog:start -->", "<!-- catalog:end -->"
 
 # (section, seed system, gradtx path, issue that adds it)
@@ -255,16 +257,16 @@ def render() -> str:
     return "\n".join(lines)
 
 
-def readme_with_table(text: str) -> str:
+def with_table(text: str) -> str:
+    """`text` with the table between its markers replaced by the current one."""
     head, _, rest = text.partition(START)
     _, _, tail = rest.partition(END)
     return f"{head}{START}\n{render()}\n{END}{tail}"
 
 
 def main(argv: list[str]) -> int:
-    readme = ROOT / "README.md"
     if "--write" in argv:
-        readme.write_text(readme_with_table(readme.read_text()))
+        TARGET.write_text(with_table(TARGET.read_text()))
     else:
         print(render())
     return 0

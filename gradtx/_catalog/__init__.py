@@ -3,8 +3,8 @@
 `gradtx.registry` is the mechanism; the package imports this package right after it, so the
 registry is complete once `gradtx` is imported. One module per family (tf.train, contrib,
 RETURNN, building blocks, combinators, parallel); each entry's `example` builds a working
-instance; the contract suite runs over all of them and the README's catalogue table is
-generated from them.
+instance; the contract suite runs over all of them and the catalogue table of
+docs/guides/from-tf1.md is generated from them.
 """
 
 from __future__ import annotations

@@ -267,7 +267,7 @@ def load_npz(
 
     Args:
       path: the file to read.
-      target: a tree of the expected structure: arrays or `jax.ShapeDtypeStruct`s.
+      target: a tree of the expected structure: arrays or `jax.ShapeDtypeStruct` objects.
       transform: the transform whose state `target` is (or holds), or the `optimize_loss`
         trainer of a `TrainState`; None skips the check.
       allow_other_transform: load a file written by another transform all the same (to

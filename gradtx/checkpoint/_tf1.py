@@ -159,7 +159,7 @@ def from_tf1(
       path: the checkpoint: its prefix (``".../model.ckpt-1000"``) or its directory (the
         latest checkpoint there).
       tx: the gradtx optimizer that continues the run.
-      params: a tree of the parameters (arrays or `jax.ShapeDtypeStruct`s, packed or not):
+      params: a tree of the parameters (arrays or `jax.ShapeDtypeStruct` objects, packed or not):
         the structure, shapes and dtypes to read into.
       name_map: TF variable names for parameters whose key path is not their TF name, as a
         dict ``{"dense/kernel": "model/dense/kernel"}`` or a function of the key path

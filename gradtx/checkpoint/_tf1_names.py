@@ -279,7 +279,7 @@ def tf1_names(
 
     Args:
       tx: the gradtx optimizer.
-      params: the parameters (arrays or `jax.ShapeDtypeStruct`s, packed or not).
+      params: the parameters (arrays or `jax.ShapeDtypeStruct` objects, packed or not).
       name_map: TF variable names, as for `from_tf1`.
       optimizer_name: the `name` of the TF optimizer, if not its default.
       slot_op_names: per gradtx slot, the name TF creates it under, as for `from_tf1`.

@@ -71,7 +71,7 @@ def named_chain(*named_transforms: tuple[str, Any]) -> _protocol.GradientTransfo
       *named_transforms: `(name, transform)` pairs, in the order they act; names unique.
 
     Returns:
-      A `GradientTransformation` whose state is `{name: state}`.
+      A `GradientTransformation` whose state is ``{name: state}``.
 
     Raises:
       TypeError: if an argument is not a `(str, transform)` pair.

@@ -142,7 +142,7 @@ def partition(
         `params -> tree of labels`.
 
     Returns:
-      A `GradientTransformation` whose state is `{label: inner_state}`.
+      A `GradientTransformation` whose state is ``{label: inner_state}``.
 
     Raises:
       TypeError: for a non-transform value, or `param_labels=None`.

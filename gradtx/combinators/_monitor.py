@@ -61,7 +61,7 @@ def snapshot(measure_name: str, measure: Callable[[Any], Any]) -> _protocol.Grad
       measure: a function of the update tree returning a pytree of arrays.
 
     Returns:
-      A `GradientTransformation` with state `SnapshotState({measure_name: measurement})`.
+      A `GradientTransformation` with state ``SnapshotState({measure_name: measurement})``.
 
     Raises:
       TypeError: for a non-string name or a non-callable measure.

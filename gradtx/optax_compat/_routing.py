@@ -196,7 +196,7 @@ def selective_transform(optimizer: Any, *, freeze_mask: Any) -> _protocol.Gradie
       freeze_mask: a static tree of bools (True: frozen) with the params' structure.
 
     Returns:
-      `partition({"train": optimizer, "freeze": set_to_zero()}, labels)`, optax's composition.
+      ``partition({"train": optimizer, "freeze": set_to_zero()}, labels)``, optax's composition.
 
     Raises:
       TypeError: for a bad `optimizer`.

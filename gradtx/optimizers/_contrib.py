@@ -302,7 +302,7 @@ def shampoo(
       precond_update_interval: update the matrix statistics every this many steps (int >= 1).
       eps: added to the statistics (times I) and floor of the singular values, >= 0 (TF's
         `epsilon`, whose default 0.1 this is; a rank-deficient statistic amplifies float32
-        rounding by about sqrt(|G| / eps), so smaller values are less steady).
+        rounding by about :math:`\sqrt{|G| / \epsilon}`, so smaller values are less steady).
       alpha: total power of the preconditioners, >= 0.
       use_iterative_root: use the Schur-Newton iteration instead of the SVD (rank / alpha
         must then be an integer).

@@ -296,42 +296,42 @@ def polyak_sgd(
 ) -> _protocol.GradientTransformation:
     r"""SGD at Polyak's step size: the loss's gap to `f_min` over the squared gradient norm (optax's numbers).
 
-        `chain(scale_by_learning_rate(scaling), scale_by_polyak(f_min, max_learning_rate, eps,
-        variant))`, optax's chain: the step size is computed from the scaled gradient, so
-        below the cap the step is :math:`-rac{f - f^\star}{s \lVert g
-    Vert^2} g` (`scaling`
-        :math:`s` divides it), at the cap :math:`-s \gamma_{\max} g`. `update` needs the loss:
-        `tx.update(grads, state, params, value=loss)`. A row-sparse gradient is densified.
+    `chain(scale_by_learning_rate(scaling), scale_by_polyak(f_min, max_learning_rate, eps,
+    variant))`, optax's chain: the step size is computed from the scaled gradient, so
+    below the cap the step is :math:`-\frac{f - f^\star}{s \lVert g
+    \rVert^2} g` (`scaling`
+    :math:`s` divides it), at the cap :math:`-s \gamma_{\max} g`. `update` needs the loss:
+    `tx.update(grads, state, params, value=loss)`. A row-sparse gradient is densified.
 
-        Args:
-          max_learning_rate: the largest step size, >= 0.
-          scaling: multiplies the gradient before the step size is computed, >= 0 (number or schedule).
-          f_min: a lower bound of the loss (0 for a model that interpolates the data).
-          eps: added to the squared norm, >= 0.
-          variant: "sps", or "sps+" (the positive part of the gap).
+    Args:
+      max_learning_rate: the largest step size, >= 0.
+      scaling: multiplies the gradient before the step size is computed, >= 0 (number or schedule).
+      f_min: a lower bound of the loss (0 for a model that interpolates the data).
+      eps: added to the squared norm, >= 0.
+      variant: "sps", or "sps+" (the positive part of the gap).
 
-        Returns:
-          An `ElementWise` chain; its `update` needs the extra argument `value`.
+    Returns:
+      An `ElementWise` chain; its `update` needs the extra argument `value`.
 
-        Raises:
-          ValueError: for a negative rate, scaling or `eps`, or an unknown variant.
+    Raises:
+      ValueError: for a negative rate, scaling or `eps`, or an unknown variant.
 
-        Example:
-            >>> import jax, jax.numpy as jnp, gradtx
-            >>> def f(x):
-            ...     return jnp.sum(x**2)
-            >>> tx, params = gradtx.polyak_sgd(), jnp.array([1.0, 2.0, 3.0])
-            >>> state = tx.init(params)
-            >>> for _ in range(2):
-            ...     value, grad = jax.value_and_grad(f)(params)
-            ...     u, state = tx.update(grad, state, params, value=value)
-            ...     params = gradtx.apply_updates(params, u)
-            >>> float(f(params))  # 14 / 4 / 4, as optax's documented run
-            0.875
+    Example:
+        >>> import jax, jax.numpy as jnp, gradtx
+        >>> def f(x):
+        ...     return jnp.sum(x**2)
+        >>> tx, params = gradtx.polyak_sgd(), jnp.array([1.0, 2.0, 3.0])
+        >>> state = tx.init(params)
+        >>> for _ in range(2):
+        ...     value, grad = jax.value_and_grad(f)(params)
+        ...     u, state = tx.update(grad, state, params, value=value)
+        ...     params = gradtx.apply_updates(params, u)
+        >>> float(f(params))  # 14 / 4 / 4, as optax's documented run
+        0.875
 
-        References:
-          Loizou, Vaswani, Laradji, Lacoste-Julien, *Stochastic Polyak step-size for SGD: an
-          adaptive learning rate for fast convergence*, AISTATS 2021 (arXiv:2002.10542).
+    References:
+      Loizou, Vaswani, Laradji, Lacoste-Julien, *Stochastic Polyak step-size for SGD: an
+      adaptive learning rate for fast convergence*, AISTATS 2021 (arXiv:2002.10542).
     """
     _checks.check_nonnegative("polyak_sgd", "scaling", scaling)
     return chain(scale_by_learning_rate(scaling), scale_by_polyak(f_min, max_learning_rate, eps, variant))

@@ -355,7 +355,7 @@ def muon(
         None: the 2-D leaves are Muon's.
 
     Returns:
-      A `LeafWise` partition `{"muon": ..., "fallback": ...}`; its slots are `momentum`
+      A `LeafWise` partition ``{"muon": ..., "fallback": ...}``; its slots are `momentum`
       (the matrices), `m` and `v` (the other leaves, with the default fallback).
 
     Raises:

@@ -3,7 +3,7 @@
 A model with thousands of small leaves pays per leaf on every step: a kernel (and its
 launch) per leaf and per slot, and compile time that grows with the number of leaves.
 `pack` keeps such parameters in a few buffers instead, grouped by dtype and by sharding,
-and `unpack` gives the model its leaves back as views, inside the jitted loss:
+and `unpack` gives the model its leaves back as views, inside the jitted loss::
 
     packed = gradtx.packing.pack(params)            # once, outside the step
     state = tx.init(packed)

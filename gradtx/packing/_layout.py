@@ -113,7 +113,7 @@ def layout_of(tree: Any, *, max_leaf_size: int = MAX_LEAF_SIZE) -> Layout:
     """The layout `pack` gives `tree`, without packing it.
 
     Args:
-      tree: a pytree of arrays or `jax.ShapeDtypeStruct`s (their shardings decide the groups).
+      tree: a pytree of arrays or `jax.ShapeDtypeStruct` objects (their shardings decide the groups).
       max_leaf_size: leaves with more elements than this on a device (a sharded leaf counts
         its shard) stay as they are.
 

@@ -18,7 +18,7 @@ def _spec(x: Any) -> P:
 
 
 def restore_target(tx: Any, params: Any, mesh: jax.sharding.Mesh) -> dict[str, Any]:
-    """`{"params": ..., "opt_state": ...}` as `jax.ShapeDtypeStruct`s placed on `mesh`: a restore target.
+    """`{"params": ..., "opt_state": ...}` of `jax.ShapeDtypeStruct` placed on `mesh`: a restore target.
 
     A checkpoint of a run (orbax, each process writing the shards its devices hold) is
     restored into the shardings of the target it is given, so a run saved on one mesh
@@ -37,12 +37,12 @@ def restore_target(tx: Any, params: Any, mesh: jax.sharding.Mesh) -> dict[str, A
     Args:
       tx: the transform of the resumed run, built for `mesh` (e.g.
         `sharded_state(inner, "data", mesh=mesh)`).
-      params: the params, or a tree of `jax.ShapeDtypeStruct`s: shapes, dtypes and specs
+      params: the params, or a tree of `jax.ShapeDtypeStruct` objects: shapes, dtypes and specs
         are read, values never.
       mesh: the mesh the run continues on; the params' specs must name its axes.
 
     Returns:
-      `{"params": tree, "opt_state": tree}` of `jax.ShapeDtypeStruct` with `NamedSharding`s
+      ``{"params": tree, "opt_state": tree}`` of `jax.ShapeDtypeStruct` with a `NamedSharding` each
       on `mesh` (`orbax.checkpoint.args.StandardRestore(target)`).
 
     Raises:

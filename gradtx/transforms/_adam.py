@@ -172,7 +172,8 @@ def scale_by_adam(
 
     .. math::
         m_t = m_{t-1} + (g_t - m_{t-1})(1-\beta_1), \quad
-        v_t = v_{t-1} + (g_t^2 - v_{t-1})(1-\beta_2), \quad
+        v_t = v_{t-1} + (g_t^2 - v_{t-1})(1-\beta_2),
+
         u_t = \frac{m_t \sqrt{1-\beta_2^t}/(1-\beta_1^t)}{\sqrt{v_t} + \hat\epsilon}
 
     Followed by `scale_by_learning_rate(lr)` this is `tf.compat.v1.train.AdamOptimizer`
