@@ -162,11 +162,16 @@ def clip_by_global_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.Gradi
     return _protocol.ElementWise(init_fn, update_fn)
 
 
+def global_norm_scale(norm: jax.Array, max_norm: Any) -> jax.Array:
+    """TF's `clip_by_global_norm` factor for a global norm: `c * min(1 / norm, 1 / c)`, NaN for NaN."""
+    c = jnp.asarray(max_norm, norm.dtype)
+    return c * jnp.minimum(1.0 / norm, 1.0 / c) + (norm - norm)
+
+
 def clip_to_global_norm(updates: Any, max_norm: Any) -> tuple[Any, jax.Array]:
     """`clip_by_global_norm`'s step for a resolved `max_norm`: (the clipped updates, their norm before)."""
     norm = _tree.global_norm(updates)
-    c = jnp.asarray(max_norm, norm.dtype)
-    scale = c * jnp.minimum(1.0 / norm, 1.0 / c) + (norm - norm)
+    scale = global_norm_scale(norm, max_norm)
 
     def leaf(g):
         v = _tree.values_of(g)

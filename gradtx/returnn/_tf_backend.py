@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from gradtx import _base, _protocol, _tree, sparse
-from gradtx.combinators import accumulate_gradients, add_noise, chain, clip, clip_by_norm
+from gradtx.combinators import _clip, accumulate_gradients, add_noise, chain, clip, clip_by_norm
 from gradtx.returnn._common import BackendUpdate, ReturnnConfigError
 from gradtx.returnn._tf_optimizer import OptimizerChoice, optimizer_choice
 
@@ -188,9 +188,7 @@ def _clip_by_raw_global_norm(max_norm: float) -> _protocol.GradientTransformatio
     """`tf.clip_by_global_norm(grads, max_norm, use_norm=raw_norm)`: scale `c * min(1/n, 1/c)` (NaN: NaN)."""
 
     def leaf(g, norm):
-        c = jnp.asarray(max_norm, norm.dtype)
-        scale = c * jnp.minimum(1.0 / norm, 1.0 / c) + (norm - norm)
-        return g * scale.astype(g.dtype)
+        return g * _clip.global_norm_scale(norm, max_norm).astype(g.dtype)
 
     return _by_raw_norm("gradient_clip_global_norm", leaf)
 
