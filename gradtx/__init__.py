@@ -29,9 +29,9 @@ from gradtx import (
     transforms,
     tree,
 )
-from gradtx._base import apply_updates, with_extra_args_support
 from gradtx._catalog import OPTIMIZER_NAMES  # registers every built-in factory
-from gradtx._protocol import (
+from gradtx._core.factory import with_extra_args_support
+from gradtx._core.protocol import (
     ElementWise,
     EmptyState,
     GradientTransformation,
@@ -45,8 +45,8 @@ from gradtx._protocol import (
     UnknownNameError,
     Updates,
 )
-from gradtx._tree_updates import incremental_update, periodic_update
-from gradtx._update_rule import Slot, update_rule
+from gradtx._core.rule import Slot, update_rule
+from gradtx._core.updates import apply_updates, incremental_update, periodic_update
 from gradtx.combinators import *  # noqa: F401,F403  (names listed in combinators.__all__)
 from gradtx.optimizers import *  # noqa: F401,F403
 from gradtx.registry import from_config, get

@@ -13,7 +13,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _checks, tree
+from gradtx import tree
+from gradtx._core import checks as _checks
 
 __all__ = ["matrix_inverse_pth_root", "nnls", "power_iteration"]
 

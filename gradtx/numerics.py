@@ -14,7 +14,9 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.stats.norm as _normal
 
-from gradtx import _checks, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import formulas as _formulas
+from gradtx._core import hyper as _hyper
 
 __all__ = [
     "MultiNormalDiagFromLogScale",
@@ -95,9 +97,9 @@ def safe_root_mean_squares(x: Any, min_rms: Any) -> jax.Array:
       optax's `optax.safe_root_mean_squares`.
     """
     x = jnp.asarray(x)
-    rms = jnp.sqrt(jnp.mean(_tree.abs_sq(x)))
+    rms = jnp.sqrt(jnp.mean(_formulas.abs_sq(x)))
     x = jnp.where(rms <= min_rms, jnp.ones_like(x), x)
-    return jnp.where(rms <= min_rms, min_rms, jnp.sqrt(jnp.mean(_tree.abs_sq(x))))
+    return jnp.where(rms <= min_rms, min_rms, jnp.sqrt(jnp.mean(_formulas.abs_sq(x))))
 
 
 def safe_increment(count: Any) -> jax.Array:
@@ -128,7 +130,7 @@ def safe_increment(count: Any) -> jax.Array:
     """
     count = jnp.asarray(count)
     if jnp.issubdtype(count.dtype, jnp.integer):
-        return _tree.increment(count)
+        return _hyper.increment(count)
     if jnp.issubdtype(count.dtype, jnp.floating):
         top = jnp.asarray(jnp.finfo(count.dtype).max, count.dtype)
         return jnp.where(count < top, count + jnp.asarray(1, count.dtype), top)

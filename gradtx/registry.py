@@ -18,7 +18,8 @@ import difflib
 import inspect
 from typing import Any, Callable, Mapping
 
-from gradtx import _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import protocol as _protocol
 
 KINDS = ("optimizer", "transform", "wrapper")
 """The kinds of entries: full optimizers, transforms from plain arguments, wrappers of a transform."""

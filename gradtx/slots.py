@@ -20,7 +20,9 @@ from typing import Any, Iterator
 
 import jax
 
-from gradtx import _masks, _protocol, packing
+from gradtx import packing
+from gradtx._core import masks as _masks
+from gradtx._core import protocol as _protocol
 
 
 def _is_state(x: Any) -> bool:

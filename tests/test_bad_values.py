@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradtx import _protocol, registry
+from gradtx import registry
+from gradtx._core import protocol as _protocol
 
 ENTRIES = registry.entries()
 

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import gradtx
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 
 
 def test_apply_updates_adds_and_keeps_each_param_dtype():
@@ -143,10 +145,10 @@ def test_with_extra_args_support_drops_args_for_foreign_transforms():
         def update(self, updates, state, params=None):
             return updates, state
 
-    tx = _base.with_extra_args_support(Foreign())
+    tx = _factory.with_extra_args_support(Foreign())
     assert tx.update(1.0, (), None, global_step=3) == (1.0, ())
     native = gradtx.identity()
-    assert _base.with_extra_args_support(native).update is native.update
+    assert _factory.with_extra_args_support(native).update is native.update
 
 
 def test_a_schedule_must_return_a_real_scalar():

@@ -96,10 +96,10 @@ def _attribute_docstrings(module_name: str) -> dict[str, str]:
 ATTRIBUTE_DOCS = {
     k: v
     for m in [
-        "gradtx._protocol",
+        "gradtx._core.protocol",
         "gradtx.train",
         "gradtx._catalog",
-        "gradtx.packing._layout",
+        "gradtx._core.packed_layout",
         *PUBLIC_MODULES[1:],
     ]
     for k, v in _attribute_docstrings(m).items()

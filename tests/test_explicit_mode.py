@@ -5,7 +5,7 @@ On a 4 x 2 mesh of Explicit axes, with a kernel sharded `P("data", "model")`, a 
 need a mapped axis) traces, places its slots and its updates like the params (the same spec),
 and steps with the numbers of the plain, unsharded run; so do packed parameters (`pack`,
 `packed(tx)`) and ZeRO under jit (`sharded_state(tx, "data", mesh=mesh)`). The matrix rules
-choose where their matrices live (`gradtx._placement`: `whole`, `placed_like`,
+choose where their matrices live (`gradtx._core.placement`: `whole`, `placed_like`,
 `whole_sharding`), and what that costs is pinned: Muon and Shampoo gather a sharded leaf once
 (one all-gather per sharded mesh axis) and slice the update back, GGT all-reduces its Gram
 matrix and its projection, and nothing else communicates.

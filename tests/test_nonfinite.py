@@ -25,7 +25,8 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import gradtx
-from gradtx import _tree, registry
+from gradtx import registry
+from gradtx._core import walk as _walk
 
 STEPS = 7
 BAD = 2  # an even count: the example conditions of `conditionally_*` run the inner transform there
@@ -83,7 +84,7 @@ def _run(entry, tx):
             g, t = x
             updates, state = tx.update(g, state, params, **entry.extra(t))
             params = gradtx.apply_updates(params, updates)
-            return (params, state), (params, state, _tree.all_finite(state))
+            return (params, state), (params, state, _walk.all_finite(state))
 
         return jax.lax.scan(step, (params, tx.init(params)), (grads, steps))[1]
 
@@ -154,7 +155,7 @@ def _close(a, b):
 def _measure(runs, value):
     """The behaviour (one of `registry.NONFINITE`) with `value` at step `BAD`, from the runs of `RUNS`."""
     params, _, state_finite = runs[value]
-    if not bool(_tree.all_finite(_steps(params, BAD))):
+    if not bool(_walk.all_finite(_steps(params, BAD))):
         return "propagates"
     if not bool(state_finite[-1]):
         return "sticks"
@@ -173,7 +174,7 @@ def _skipped_the_step(guarded, plain):
     for value in VALUES:
         params, states, state_finite = guarded[value]
         if not (
-            bool(_tree.all_finite(params))
+            bool(_walk.all_finite(params))
             and bool(np.all(state_finite))
             and _close(_steps(params, BAD), _steps(skip_params, BAD - 1, STEPS - 1))
             and _close(_steps(states.inner_state, BAD), _steps(skip_states, BAD - 1, STEPS - 1))

@@ -1,4 +1,4 @@
-"""Slots are placed like their parameters when `init` runs, in each way JAX runs it (`gradtx._placement`).
+"""Slots are placed like their parameters when `init` runs, in each way JAX runs it (`_core.placement`).
 
 For every registered optimizer, and every wrapper that needs no mapped axis, on a 4 x 2 mesh
 of 8 CPU devices with a kernel sharded `P("data", "model")`, a bias sharded `P("model")` and

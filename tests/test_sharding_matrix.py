@@ -45,7 +45,7 @@ from jax.sharding import PartitionSpec as P
 
 import gradtx
 from gradtx import registry
-from gradtx._vma import varying
+from gradtx._core.vma import varying
 from tests import helpers
 from tests.test_nonfinite import FAST_COMPILE
 from tests.test_sharding import OPTAX

@@ -21,7 +21,8 @@ import optax
 import pytest
 
 import gradtx
-from gradtx import _tree, _tree_checks
+from gradtx._core import formulas as _formulas
+from gradtx._core import shapes as _shapes
 
 TRANSFORMS = pathlib.Path(gradtx.__file__).parent / "transforms"
 
@@ -63,7 +64,7 @@ def test_every_building_block_is_a_formula_and_a_declaration(path):
         if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("gradtx.transforms._")
     ]
     # tree-wide rules whose scalar state is computed from the step's sums (Prodigy's d, DoG's distance) are
-    # declared with `gradtx._tree_rule.tree_rule`, `update_rule`'s helpers around a tree formula
+    # declared with `gradtx._core.tree_rule.tree_rule`, `update_rule`'s helpers around a tree formula
     declared = "update_rule(" in text or "tree_rule(" in text
     assert declared or any(a.name.endswith("_family") for n in siblings for a in n.names), path.name
 
@@ -76,7 +77,7 @@ def test_the_adam_moment_is_five_frames_below_update():
     stacks = []
 
     def profile(frame, event, arg):
-        if event == "call" and frame.f_code is _tree.moment_increment.__code__:
+        if event == "call" and frame.f_code is _formulas.moment_increment.__code__:
             names, f = [], frame
             while f is not None and f is not here:
                 names.append(f.f_code.co_name)
@@ -95,8 +96,8 @@ def test_the_adam_moment_is_five_frames_below_update():
 def test_the_shape_checks_run_once_per_step(monkeypatch):
     """`api`'s trace-time checks run at the factory the user called, not at every nesting level."""
     calls = []
-    original = _tree_checks.check_shapes
-    monkeypatch.setattr(_tree_checks, "check_shapes", lambda *a, **k: calls.append(a[0]) or original(*a, **k))
+    original = _shapes.check_shapes
+    monkeypatch.setattr(_shapes, "check_shapes", lambda *a, **k: calls.append(a[0]) or original(*a, **k))
     params = {"w": jnp.zeros(3)}
     for tx, name in [
         (gradtx.adam(0.1), "adam"),
@@ -202,7 +203,7 @@ def test_scalars_take_each_leafs_dtype_once():
         return g, velocity
 
     params = {"a": jnp.zeros(2, jnp.bfloat16), "b": jnp.zeros(2, jnp.float32)}
-    for compute_dtype, want in ((None, jnp.bfloat16), (gradtx._scalars.at_least_float32, jnp.float32)):
+    for compute_dtype, want in ((None, jnp.bfloat16), (gradtx._core.scalars.at_least_float32, jnp.float32)):
         seen.clear()
         tx = gradtx.update_rule(
             "x",
@@ -241,7 +242,7 @@ def _trajectory(tx, n=5):
 
 
 def test_restated_keeps_the_numbers_under_other_field_names():
-    from gradtx._update_rule import restated
+    from gradtx._core.rule import restated
 
     plain = gradtx.scale_by_bias_corrected_adam()
     u0, s0 = _trajectory(plain)
@@ -254,7 +255,7 @@ def test_restated_keeps_the_numbers_under_other_field_names():
 
 
 def test_restated_without_a_count_and_its_refusals():
-    from gradtx._update_rule import restated
+    from gradtx._core.rule import restated
 
     u0, s0 = _trajectory(gradtx.trace(0.9))
     u1, s1 = _trajectory(restated(gradtx.trace(0.9), _NoCount, {"momentum": "trace"}))

@@ -77,7 +77,7 @@ OPTIMIZER_FAMILIES = {
 
 SECTION_TITLES = {
     "gradtx": "Types and constants",
-    "gradtx._base": "Applying updates",
+    "gradtx._core.updates": "Applying updates",
     "gradtx.slots": "Slots by name",
 }
 """Section headings where the defining module's docstring does not give a short one."""

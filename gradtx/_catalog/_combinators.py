@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import jax
 
-from gradtx import _tree, combinators, optimizers
+from gradtx import combinators, optimizers
 from gradtx._catalog._entries import BOUNDS_INF, transform, wrapper
+from gradtx._core import walk as _walk
 
 
 def _halve(grads, params):
     """An example `transform_gradients` function: halve every gradient (row-sparse ones in their values)."""
     del params
     return jax.tree.map(
-        lambda g: g.with_values(g.values / 2) if _tree.is_row_sparse(g) else g / 2,
+        lambda g: g.with_values(g.values / 2) if _walk.is_row_sparse(g) else g / 2,
         grads,
-        is_leaf=_tree.is_row_sparse,
+        is_leaf=_walk.is_row_sparse,
     )
 
 

@@ -14,7 +14,8 @@ from typing import Any, Callable
 
 import jax
 
-from gradtx import _naming, packing
+from gradtx import packing
+from gradtx._core import naming as _naming
 
 ROOT = "<root>"
 """The name under which a tree that is a single array is stored."""

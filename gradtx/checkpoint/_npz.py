@@ -33,7 +33,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx import _checks, packing
+from gradtx import packing
+from gradtx._core import checks as _checks
 from gradtx.checkpoint import _common
 from gradtx.checkpoint._common import CheckpointError
 

@@ -19,7 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx import _checks, _protocol, packing
+from gradtx import packing
+from gradtx._core import checks as _checks
+from gradtx._core import protocol as _protocol
 from gradtx.checkpoint import _common, _tf1_names
 from gradtx.checkpoint._common import CheckpointError
 

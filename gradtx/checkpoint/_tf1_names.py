@@ -18,7 +18,10 @@ from typing import Any, Callable, Iterator, Mapping
 
 import jax
 
-from gradtx import _checks, _masks, _protocol, combinators, packing, transforms
+from gradtx import combinators, packing, transforms
+from gradtx._core import checks as _checks
+from gradtx._core import masks as _masks
+from gradtx._core import protocol as _protocol
 from gradtx.checkpoint._common import is_named_tuple
 
 GLOBAL_STEP = "global_step"

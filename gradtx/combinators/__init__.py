@@ -1,5 +1,6 @@
 """Transforms of transforms: composition, routing, pre- and post-processing; no update rule of their own."""
 
+from gradtx._core.chain import chain, named_chain
 from gradtx.combinators._accumulate import (
     AccumulateGradientsState,
     ApplyIfFiniteState,
@@ -10,7 +11,6 @@ from gradtx.combinators._accumulate import (
     skip_not_finite,
 )
 from gradtx.combinators._apply_every import ApplyEveryState, apply_every
-from gradtx.combinators._chain import chain, named_chain
 from gradtx.combinators._clip import ClipByGlobalNormState, ClipState, clip, clip_by_global_norm, clip_by_norm
 from gradtx.combinators._complex import (
     SplitRealAndImaginaryArrays,

@@ -8,7 +8,16 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _checks, _placement, _protocol, _sliced, _tree, _vma, sparse
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import hyper as _hyper
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core import sliced as _sliced
+from gradtx._core import vma as _vma
+from gradtx._core import walk as _walk
 from gradtx.combinators import _carry
 
 
@@ -71,7 +80,7 @@ def skip_large_updates(
         (True, 25.0)
     """
     del gradient_step, params
-    norm_squared = _tree.global_norm(updates) ** 2
+    norm_squared = _formulas.global_norm(updates) ** 2
     skip = jnp.logical_or(jnp.isnan(norm_squared), norm_squared > max_squared_norm)
     return skip, {"should_skip": skip, "norm_squared": norm_squared}
 
@@ -128,7 +137,7 @@ def _every_k_at(every_k: Any, count: jax.Array) -> Any:
     return k.astype(jnp.int32)
 
 
-@_base.api
+@_factory.api
 def accumulate_gradients(
     tx: Any,
     every_k: int | Callable[[jax.Array], Any],
@@ -200,7 +209,7 @@ def accumulate_gradients(
     if should_skip_update_fn is not None:
         _checks.check_callable(fn, "should_skip_update_fn", should_skip_update_fn)
     _checks.check_float_dtype(fn, "accumulator_dtype", accumulator_dtype)
-    inner = _base.member(tx)
+    inner = _factory.member(tx)
 
     def init_fn(params):
         acc = jax.tree.map(
@@ -208,10 +217,10 @@ def accumulate_gradients(
         )
         skip_state = ()
         if should_skip_update_fn is not None:
-            _, skip_state = should_skip_update_fn(_placement.zeros_like(params), _tree.zero_count(), params)
+            _, skip_state = should_skip_update_fn(_placement.zeros_like(params), _hyper.zero_count(), params)
         # two buffers: a donated step must not be handed one buffer twice
         return AccumulateGradientsState(
-            _tree.zero_count(), _tree.zero_count(), acc, inner.init(params), skip_state
+            _hyper.zero_count(), _hyper.zero_count(), acc, inner.init(params), skip_state
         )
 
     def update_fn(updates, state, params=None, **extra_args):
@@ -221,17 +230,17 @@ def accumulate_gradients(
             skip, skip_state = should_skip_update_fn(dense, state.count, params)
             skip_state = _like(skip_state, state.skip_state)
         k = _every_k_at(every_k, state.count)
-        added = _tree.map_leaves(
+        added = _walk.map_leaves(
             lambda g, a: a if g is None else a + g.astype(a.dtype), dense, state.accumulator
         )
-        acc = _tree.where(skip, state.accumulator, added)
+        acc = _walk.where(skip, state.accumulator, added)
         mini_step = jnp.where(skip, state.mini_step, state.mini_step + 1).astype(jnp.int32)
 
         def mean(a):
             return a / (k if isinstance(k, int) else k.astype(a.dtype)) if use_grad_mean else a
 
         def run(acc, inner_state):
-            grads = _tree.map_leaves(lambda g, a: None if g is None else mean(a).astype(g.dtype), dense, acc)
+            grads = _walk.map_leaves(lambda g, a: None if g is None else mean(a).astype(g.dtype), dense, acc)
             out, new_inner = inner.update(grads, inner_state, params, **extra_args)
             return sparse.densify(out), jax.tree.map(jnp.zeros_like, acc), new_inner
 
@@ -250,14 +259,14 @@ def accumulate_gradients(
         apply = mini_step >= k
         out, acc, inner_state = lax.cond(apply, applied, waiting, acc, kept)
         return out, AccumulateGradientsState(
-            count=jnp.where(apply, _tree.increment(state.count), state.count).astype(jnp.int32),
+            count=jnp.where(apply, _hyper.increment(state.count), state.count).astype(jnp.int32),
             mini_step=jnp.where(apply, 0, mini_step).astype(jnp.int32),
             accumulator=acc,
             inner_state=inner_state,
             skip_state=skip_state,
         )
 
-    return _base.composite(init_fn, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)
 
 
 class ApplyIfFiniteState(NamedTuple):
@@ -270,7 +279,7 @@ class ApplyIfFiniteState(NamedTuple):
 
 
 def _typed_true(tree: Any) -> jax.Array:
-    """`True`, typed (under `shard_map`) to vary as `_tree.all_finite(tree)` does (a type cast)."""
+    """`True`, typed (under `shard_map`) to vary as `_walk.all_finite(tree)` does (a type cast)."""
     true = jnp.asarray(True)
     for leaf in jax.tree.leaves(tree):
         true = _vma.typed_like(true, leaf)
@@ -286,12 +295,12 @@ def step_is_finite(updates: Any, out: Any, inner_state: Any) -> jax.Array:
     replica finds the step not finite, without a collective here. The inner state is read
     only when `out` is not finite (one `lax.cond`). Also `loss_scaled`'s test.
     """
-    out_finite = _tree.all_finite(out)
-    state_finite = lax.cond(out_finite, _typed_true, _tree.all_finite, inner_state)
-    return _tree.all_finite(updates) & (out_finite | jnp.logical_not(state_finite))
+    out_finite = _walk.all_finite(out)
+    state_finite = lax.cond(out_finite, _typed_true, _walk.all_finite, inner_state)
+    return _walk.all_finite(updates) & (out_finite | jnp.logical_not(state_finite))
 
 
-@_base.api
+@_factory.api
 def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientTransformation:
     """Skip steps with a non-finite gradient: zero updates and the inner state kept, with a count.
 
@@ -335,27 +344,29 @@ def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientT
     fn = "apply_if_finite"
     _checks.check_transform(fn, "tx", tx)
     _checks.check_int(fn, "max_consecutive_errors", max_consecutive_errors, minimum=0)
-    inner = _base.member(tx)
+    inner = _factory.member(tx)
 
     def init_fn(params):
-        return ApplyIfFiniteState(_tree.zero_count(), jnp.array(True), _tree.zero_count(), inner.init(params))
+        return ApplyIfFiniteState(
+            _hyper.zero_count(), jnp.array(True), _hyper.zero_count(), inner.init(params)
+        )
 
     def update_fn(updates, state, params=None, **extra_args):
         out, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
         finite = step_is_finite(updates, out, state.inner_state)
-        notfinite = jnp.where(finite, 0, _tree.increment(state.notfinite_count)).astype(jnp.int32)
+        notfinite = jnp.where(finite, 0, _hyper.increment(state.notfinite_count)).astype(jnp.int32)
         take = finite | (notfinite > max_consecutive_errors)
-        zeros = _tree.map_updates(
+        zeros = _walk.map_updates(
             fn,
             lambda u: (
-                u.with_values(jnp.zeros_like(u.values)) if _tree.is_row_sparse(u) else jnp.zeros_like(u)
+                u.with_values(jnp.zeros_like(u.values)) if _walk.is_row_sparse(u) else jnp.zeros_like(u)
             ),
             out,
         )
-        out = _tree.where(take, out, zeros)
+        out = _walk.where(take, out, zeros)
         kept = _carry.as_returned(fn, state.inner_state, inner_state)
-        inner_state = _tree.where(take, inner_state, kept)
-        total = jnp.where(finite, state.total_notfinite, _tree.increment(state.total_notfinite))
+        inner_state = _walk.where(take, inner_state, kept)
+        total = jnp.where(finite, state.total_notfinite, _hyper.increment(state.total_notfinite))
         return out, ApplyIfFiniteState(notfinite, finite, total.astype(jnp.int32), inner_state)
 
-    return _base.composite(init_fn, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)

@@ -6,7 +6,8 @@ from typing import Any
 
 import jax
 
-from gradtx import _protocol, _tree
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
 
 
 def as_returned(fn: str, kept: Any, returned: Any) -> Any:
@@ -28,7 +29,7 @@ def as_returned(fn: str, kept: Any, returned: Any) -> Any:
     returned_def: Any = jax.tree.structure(returned)  # a PyTreeDef
     if jax.tree.structure(kept) == returned_def:
         return kept
-    if _tree.key_paths(kept) != _tree.key_paths(returned):
+    if _walk.key_paths(kept) != _walk.key_paths(returned):
         raise _protocol.tree_mismatch_error(
             fn,
             "the inner state given to the step",

@@ -7,7 +7,13 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, packing
+from gradtx import packing
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
 
 
 class ClipState(NamedTuple):
@@ -18,23 +24,23 @@ class ClipState(NamedTuple):
 
 def _stateless(fn: str, bound: Any, apply) -> _protocol.GradientTransformation:
     """A transform `apply(updates, bound_value)`; `count` is in its state only when `bound` is a schedule."""
-    scheduled = _tree.any_schedule(bound)
+    scheduled = _hyper.any_schedule(bound)
 
     def init_fn(params):
         del params
-        return ClipState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
+        return ClipState(_hyper.zero_count()) if scheduled else _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
         if scheduled:
-            return apply(updates, bound(state.count)), ClipState(_tree.increment(state.count))
+            return apply(updates, bound(state.count)), ClipState(_hyper.increment(state.count))
         return apply(updates, bound), state
 
     return _protocol.GradientTransformation(init_fn, update_fn)
 
 
-@_base.api
-@_base.real_only("complex numbers are not ordered (clip |u| with clip_by_norm)")
+@_factory.api
+@_factory.real_only("complex numbers are not ordered (clip |u| with clip_by_norm)")
 def clip(max_delta: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Clip every element of the updates to `[-max_delta, max_delta]` (`tf.clip_by_value`).
 
@@ -62,16 +68,16 @@ def clip(max_delta: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformat
 
     def apply(updates, bound):
         def leaf(g):
-            v = _tree.values_of(g)
-            b = _tree.like(bound, v)
-            return _tree.with_values(g, jnp.clip(v, -b, b))
+            v = _walk.values_of(g)
+            b = _hyper.like(bound, v)
+            return _walk.with_values(g, jnp.clip(v, -b, b))
 
-        return _tree.map_updates("clip", leaf, updates)
+        return _walk.map_updates("clip", leaf, updates)
 
     return _protocol.ElementWise(*_stateless("clip", max_delta, apply))
 
 
-@_base.api
+@_factory.api
 def clip_by_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Rescale each tensor whose L2 norm exceeds `max_norm` to norm `max_norm` (`tf.clip_by_norm`).
 
@@ -101,10 +107,10 @@ def clip_by_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.GradientTran
 
     def apply(updates, bound):
         def leaf(g):
-            v = _tree.values_of(g)
-            return _tree.with_values(g, _tree.clip_to_norm(v, _tree.like(bound, v)))
+            v = _walk.values_of(g)
+            return _walk.with_values(g, _formulas.clip_to_norm(v, _hyper.like(bound, v)))
 
-        return _tree.map_updates("clip_by_norm", leaf, updates)
+        return _walk.map_updates("clip_by_norm", leaf, updates)
 
     # per tensor, its norm through `_sliced`: exact on ZeRO's slices (`sharded_state` takes it in `shard_map`)
     return _protocol.SliceWise(*packing.leaf_wise(_stateless("clip_by_norm", max_norm, apply)))
@@ -117,7 +123,7 @@ class ClipByGlobalNormState(NamedTuple):
     global_norm: jax.Array  # the norm of the last updates before clipping (for logging; read, never fed back)
 
 
-@_base.api
+@_factory.api
 def clip_by_global_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Scale all updates together so their global L2 norm is at most `max_norm`: `tf.clip_by_global_norm`.
 
@@ -152,12 +158,12 @@ def clip_by_global_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.Gradi
 
     def init_fn(params):
         del params
-        return ClipByGlobalNormState(_tree.zero_count(), jnp.zeros([], jnp.float32))
+        return ClipByGlobalNormState(_hyper.zero_count(), jnp.zeros([], jnp.float32))
 
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
-        out, norm = clip_to_global_norm(updates, _tree.resolve(max_norm, state.count))
-        return out, ClipByGlobalNormState(_tree.increment(state.count), norm.astype(jnp.float32))
+        out, norm = clip_to_global_norm(updates, _hyper.resolve(max_norm, state.count))
+        return out, ClipByGlobalNormState(_hyper.increment(state.count), norm.astype(jnp.float32))
 
     return _protocol.ElementWise(init_fn, update_fn)
 
@@ -170,11 +176,11 @@ def global_norm_scale(norm: jax.Array, max_norm: Any) -> jax.Array:
 
 def clip_to_global_norm(updates: Any, max_norm: Any) -> tuple[Any, jax.Array]:
     """`clip_by_global_norm`'s step for a resolved `max_norm`: (the clipped updates, their norm before)."""
-    norm = _tree.global_norm(updates)
+    norm = _formulas.global_norm(updates)
     scale = global_norm_scale(norm, max_norm)
 
     def leaf(g):
-        v = _tree.values_of(g)
-        return _tree.with_values(g, v * scale.astype(v.dtype))
+        v = _walk.values_of(g)
+        return _walk.with_values(g, v * scale.astype(v.dtype))
 
-    return _tree.map_updates("clip_by_global_norm", leaf, updates), norm
+    return _walk.map_updates("clip_by_global_norm", leaf, updates), norm

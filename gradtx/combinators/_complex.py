@@ -7,7 +7,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, packing, sparse
+from gradtx import packing, sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 
 
 class SplitRealAndImaginaryArrays(NamedTuple):
@@ -41,7 +44,7 @@ def _is_pair(x: Any) -> bool:
     return isinstance(x, SplitRealAndImaginaryArrays)
 
 
-@_base.api
+@_factory.api
 def split_real_and_imaginary(inner: Any) -> _protocol.GradientTransformation:
     r"""Run `inner` on the real and imaginary parts of complex parameters as two real parameters.
 
@@ -79,7 +82,7 @@ def split_real_and_imaginary(inner: Any) -> _protocol.GradientTransformation:
     """
     fn = "split_real_and_imaginary"
     _checks.check_transform(fn, "inner", inner)
-    member = _base.member(inner)
+    member = _factory.member(inner)
 
     def init_fn(params):
         return SplitRealAndImaginaryState(member.init(jax.tree.map(_split, params)))

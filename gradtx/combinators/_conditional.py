@@ -8,7 +8,12 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
 from gradtx.combinators import _carry
 from gradtx.combinators._zeroing import _zeros
 
@@ -33,16 +38,16 @@ class ConditionallyMaskState(NamedTuple):
 def _keeps_rows(x: Any, t: Any) -> bool:
     """Whether a row-sparse update `x` can stay row-sparse beside `t`, the inner transform's abstract output
     for it: `t` is row-sparse with the same number of entries."""
-    return _tree.is_row_sparse(x) and _tree.is_row_sparse(t) and x.values.shape == t.values.shape
+    return _walk.is_row_sparse(x) and _walk.is_row_sparse(t) and x.values.shape == t.values.shape
 
 
 def _dense_unless_kept(updates: Any, target: Any, out: Any) -> Any:
     """The inner transform's output `out`, densified where a skipped step cannot keep its rows."""
 
     def leaf(x, t, y):
-        return y.todense() if _tree.is_row_sparse(y) and not _keeps_rows(x, t) else y
+        return y.todense() if _walk.is_row_sparse(y) and not _keeps_rows(x, t) else y
 
-    return _tree.map_leaves(leaf, updates, target, out)
+    return _walk.map_leaves(leaf, updates, target, out)
 
 
 def _typed_like(tree: Any, target: Any) -> Any:
@@ -58,10 +63,10 @@ def _typed_like(tree: Any, target: Any) -> Any:
             return sparse.RowSparse.tree_unflatten(
                 (x.dense_shape, t.unique), (x.indices, x.values.astype(t.values.dtype))
             )
-        x = x.todense() if _tree.is_row_sparse(x) else jnp.asarray(x)
-        return x.astype(t.values.dtype if _tree.is_row_sparse(t) else t.dtype)
+        x = x.todense() if _walk.is_row_sparse(x) else jnp.asarray(x)
+        return x.astype(t.values.dtype if _walk.is_row_sparse(t) else t.dtype)
 
-    return _tree.map_leaves(leaf, tree, target)
+    return _walk.map_leaves(leaf, tree, target)
 
 
 def _conditional(
@@ -79,10 +84,10 @@ def _conditional(
     _checks.check_transform(fn, "inner", inner)
     _checks.check_callable(fn, "should_transform_fn", should_transform_fn)
     _checks.check_bool(fn, "forward_extra_args", forward_extra_args)
-    inner = _base.member(inner)
+    inner = _factory.member(inner)
 
     def init_fn(params):
-        return state_cls(**{count_field: _tree.zero_count(), "inner_state": inner.init(params)})
+        return state_cls(**{count_field: _hyper.zero_count(), "inner_state": inner.init(params)})
 
     def update_fn(updates, state, params=None, **extra_args):
         count = getattr(state, count_field)
@@ -107,12 +112,12 @@ def _conditional(
             return _typed_like(skipped_updates(updates), target), _typed_like(kept, target_state)
 
         out, inner_state = lax.cond(condition.astype(bool), run, skip, None)
-        return out, state_cls(**{count_field: _tree.increment(count), "inner_state": inner_state})
+        return out, state_cls(**{count_field: _hyper.increment(count), "inner_state": inner_state})
 
-    return _base.composite(init_fn, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)
 
 
-@_base.api
+@_factory.api
 def conditionally_transform(
     inner: Any, should_transform_fn: ConditionFn, *, forward_extra_args: bool = False
 ) -> _protocol.GradientTransformation:
@@ -158,7 +163,7 @@ def conditionally_transform(
     )
 
 
-@_base.api
+@_factory.api
 def conditionally_mask(
     inner: Any, should_transform_fn: ConditionFn, *, forward_extra_args: bool = False
 ) -> _protocol.GradientTransformation:
@@ -197,6 +202,6 @@ def conditionally_mask(
         inner,
         should_transform_fn,
         forward_extra_args,
-        lambda updates: _tree.map_updates("conditionally_mask", _zeros, updates),
+        lambda updates: _walk.map_updates("conditionally_mask", _zeros, updates),
         ConditionallyMaskState,
     )

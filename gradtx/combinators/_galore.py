@@ -9,8 +9,15 @@ from typing import Any, NamedTuple, Sequence, Union
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, _tree, _tree_checks, packing, sparse
-from gradtx._rule_leaves import refuse_integers
+from gradtx import packing, sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core import shapes as _shape_checks
+from gradtx._core import walk as _walk
+from gradtx._core.rule_parts import refuse_integers
 from gradtx.transforms._bias_corrected_adam import scale_by_bias_corrected_adam
 
 
@@ -102,8 +109,8 @@ def _project_back(u: jax.Array, p: jax.Array, g: jax.Array, axes, rank: int, sca
     return _placement.placed_like((scale * full).astype(g.dtype), g)
 
 
-@_base.api
-@_base.real_only("it projects on the singular vectors of real matrices")
+@_factory.api
+@_factory.real_only("it projects on the singular vectors of real matrices")
 def scale_by_galore(
     rank: int = 128,
     update_proj_gap: int = 200,
@@ -180,7 +187,7 @@ def scale_by_galore(
             f"`{_checks.api_name(fn)}`: `weight_dimension_numbers` must be None, a GaLoreDimensionNumbers, a "
             f"tree of them shaped like the params or a function of the params, got {dims_arg!r}."
         )
-    base = _base.member(scale_by_bias_corrected_adam() if base_optimizer is None else base_optimizer)
+    base = _factory.member(scale_by_bias_corrected_adam() if base_optimizer is None else base_optimizer)
     name = _checks.api_name(fn)
 
     def dims_of(tree: Any) -> tuple[list[Any], list[Any], Any]:
@@ -216,7 +223,7 @@ def scale_by_galore(
             projectors.append(_fill(p, p_shape))
             proxies.append(_fill(p, low_shape))
         base_state = base.init(treedef.unflatten(proxies))
-        return GaLoreState(_tree.zero_count(), base_state, treedef.unflatten(projectors))
+        return GaLoreState(_hyper.zero_count(), base_state, treedef.unflatten(projectors))
 
     def update_fn(updates, state, params=None, **extra_args):
         leaves, axes, treedef = dims_of(sparse.densify(updates))
@@ -230,13 +237,13 @@ def scale_by_galore(
             low.append(r)
             projectors.append(p)
         low_tree = treedef.unflatten(low)
-        _tree_checks.check_shapes(name, low_tree, None, state.base_optimizer_state)  # made for these shapes?
+        _shape_checks.check_shapes(name, low_tree, None, state.base_optimizer_state)  # made for these shapes?
         steps, base_state = base.update(low_tree, state.base_optimizer_state, None, **extra_args)
         out = [
             u if ax is None or u is None else _project_back(u, p, g, ax, rank, scale)
             for u, p, g, ax in zip(treedef.flatten_up_to(steps), projectors, leaves, axes, strict=True)
         ]
-        new_state = GaLoreState(_tree.increment(state.count), base_state, treedef.unflatten(projectors))
+        new_state = GaLoreState(_hyper.increment(state.count), base_state, treedef.unflatten(projectors))
         return treedef.unflatten(out), new_state
 
     return packing.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn))
@@ -252,7 +259,7 @@ def _check_projectors(
         want = (0, 0) if ax is None else _shapes(jnp.shape(g), ax, rank)[1]
         if tuple(jnp.shape(p)) != want:
             raise ValueError(
-                f"`{fn}`: the gradient at {_tree.key_paths(updates)[i]} has shape {tuple(jnp.shape(g))}, but "
+                f"`{fn}`: the gradient at {_walk.key_paths(updates)[i]} has shape {tuple(jnp.shape(g))}, but "
                 f"the state's GaLoreState, its slot `projector` there has shape {tuple(jnp.shape(p))} "
                 f"(`init` makes it {want} for such a parameter); pass a state made by `init` from params "
                 "shaped like these gradients."

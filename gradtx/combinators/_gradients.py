@@ -8,10 +8,17 @@ from typing import Callable, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _masks, _protocol, _sliced, _tree, packing
+from gradtx import packing
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import masks as _masks
+from gradtx._core import protocol as _protocol
+from gradtx._core import sliced as _sliced
+from gradtx._core import walk as _walk
 
 
-@_base.api
+@_factory.api
 def transform_gradients(
     fn: Callable[[_protocol.Updates, _protocol.Params | None], _protocol.Updates],
 ) -> _protocol.GradientTransformation:
@@ -44,7 +51,7 @@ def transform_gradients(
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
         out = fn(updates, params)
-        _tree.flatten_updates("transform_gradients", updates, out, names=("grads", "fn(grads, params)"))
+        _walk.flatten_updates("transform_gradients", updates, out, names=("grads", "fn(grads, params)"))
         return out, state
 
     return _protocol.GradientTransformation(init_fn, update_fn)
@@ -57,8 +64,8 @@ class AddNoiseState(NamedTuple):
     key: jax.Array  # uint32 key data of the PRNG key made from `seed`
 
 
-@_base.api
-@_base.real_only("it draws real Gaussian noise")
+@_factory.api
+@_factory.real_only("it draws real Gaussian noise")
 def add_noise(
     scale: _protocol.ScalarOrSchedule, seed: int = 0, *, truncated: bool = True
 ) -> _protocol.GradientTransformation:
@@ -100,21 +107,21 @@ def add_noise(
 
     def init_fn(params):
         del params
-        return AddNoiseState(_tree.zero_count(), jax.random.key_data(jax.random.key(seed)))
+        return AddNoiseState(_hyper.zero_count(), jax.random.key_data(jax.random.key(seed)))
 
     def update_fn(updates, state, params=None, *, key=None, **extra_args):
         del params, extra_args
         base = (
             key if key is not None else jax.random.fold_in(jax.random.wrap_key_data(state.key), state.count)
         )
-        s = _tree.resolve(scale, state.count)
+        s = _hyper.resolve(scale, state.count)
 
         def noisy(path, g):
             if g is None:
                 return None
             # each leaf's noise depends on its own key path only, not on the other leaves
             k = jax.random.fold_in(base, zlib.crc32(_masks.path_str(path).encode()) & 0x7FFFFFFF)
-            dense = g.todense() if _tree.is_row_sparse(g) else g
+            dense = g.todense() if _walk.is_row_sparse(g) else g
 
             def draw(shape):  # the whole leaf's noise (ZeRO's slices cut theirs from it: `_sliced`)
                 if truncated:
@@ -122,18 +129,18 @@ def add_noise(
                 return jax.random.normal(k, shape, jnp.float32)
 
             noise = _sliced.leaf_part(path, dense, draw)
-            return dense + (noise * _tree.scalar(s)).astype(dense.dtype)
+            return dense + (noise * _hyper.scalar(s)).astype(dense.dtype)
 
         out = jax.tree_util.tree_map_with_path(
-            noisy, updates, is_leaf=lambda x: x is None or _tree.is_row_sparse(x)
+            noisy, updates, is_leaf=lambda x: x is None or _walk.is_row_sparse(x)
         )
-        return out, AddNoiseState(_tree.increment(state.count), state.key)
+        return out, AddNoiseState(_hyper.increment(state.count), state.key)
 
     # per leaf (key paths), exact on ZeRO's slices: `sharded_state` takes it inside `shard_map`
     return _protocol.SliceWise(*packing.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn)))
 
 
-@_base.api
+@_factory.api
 def scale_gradients(
     multipliers: Mapping[str, _protocol.ScalarOrSchedule],
 ) -> _protocol.GradientTransformation:
@@ -175,13 +182,13 @@ def scale_gradients(
                 f"`{_checks.api_name(fn)}`: `multipliers` keys must be key-path strings, got {k!r}."
             )
         _checks.check_hyperparam(fn, f"multipliers[{k!r}]", v)
-    scheduled = _tree.any_schedule(*multipliers.values())
+    scheduled = _hyper.any_schedule(*multipliers.values())
 
     def factors(tree):
         """key -> factor for each leaf of `tree` (None where no key matches); checks the keys."""
         used, out = set(), []
         flat = jax.tree_util.tree_flatten_with_path(
-            tree, is_leaf=lambda x: x is None or _tree.is_row_sparse(x)
+            tree, is_leaf=lambda x: x is None or _walk.is_row_sparse(x)
         )[0]
         for path, leaf in flat:
             if leaf is None:
@@ -207,26 +214,26 @@ def scale_gradients(
 
     def init_fn(params):
         factors(params)
-        return ScaleGradientsState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
+        return ScaleGradientsState(_hyper.zero_count()) if scheduled else _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
         keys = factors(params if params is not None else updates)
         count = state.count if scheduled else None
-        leaves, treedef = jax.tree.flatten(updates, is_leaf=lambda x: x is None or _tree.is_row_sparse(x))
+        leaves, treedef = jax.tree.flatten(updates, is_leaf=lambda x: x is None or _walk.is_row_sparse(x))
         if len(leaves) != len(keys):
             raise _protocol.tree_mismatch_error(fn, "updates", updates, "params", params)
 
         def scaled(g, key):
             if g is None or key is None:
                 return g
-            factor = _tree.resolve(multipliers[key], count)
-            if _tree.is_row_sparse(g):
-                return g.with_values(g.values * _tree.like(factor, g.values))
-            return g * _tree.like(factor, g)
+            factor = _hyper.resolve(multipliers[key], count)
+            if _walk.is_row_sparse(g):
+                return g.with_values(g.values * _hyper.like(factor, g.values))
+            return g * _hyper.like(factor, g)
 
         out = treedef.unflatten([scaled(g, k) for g, k in zip(leaves, keys, strict=True)])
-        return out, (ScaleGradientsState(_tree.increment(state.count)) if scheduled else state)
+        return out, (ScaleGradientsState(_hyper.increment(state.count)) if scheduled else state)
 
     return _protocol.GradientTransformation(init_fn, update_fn)
 

@@ -11,7 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx import _base, _checks, _naming, _protocol, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import naming as _naming
+from gradtx._core import protocol as _protocol
 
 
 class Hyperparams(dict):
@@ -177,7 +181,7 @@ def _check_static_names(factory: str, statics: frozenset[str], known: Any) -> No
         )
 
 
-@_base.api
+@_factory.api
 def inject_hyperparams(
     factory: Callable[..., _protocol.GradientTransformation],
     *,
@@ -293,13 +297,13 @@ def inject_hyperparams(
             positional = [
                 call.pop(p.name) for p in params.values() if p.kind is inspect.Parameter.POSITIONAL_ONLY
             ]
-            return _base.member(factory(*positional, *var_args, **call))
+            return _factory.member(factory(*positional, *var_args, **call))
 
         def values_at(count):
-            return Hyperparams({k: jnp.asarray(_tree.resolve(v, count), dtype) for k, v in numeric.items()})
+            return Hyperparams({k: jnp.asarray(_hyper.resolve(v, count), dtype) for k, v in numeric.items()})
 
         def init_fn(params):
-            count = _tree.zero_count()
+            count = _hyper.zero_count()
             values = values_at(count)
             return InjectHyperparamsState(count, values, build(values).init(params))
 
@@ -313,14 +317,14 @@ def inject_hyperparams(
                 inner_tx = build(values)
             new_updates, inner = inner_tx.update(updates, state.inner_state, params, **extra_args)
             return _checks.nan_unless(conditions, new_updates), InjectHyperparamsState(
-                _tree.increment(state.count), Hyperparams(values), inner
+                _hyper.increment(state.count), Hyperparams(values), inner
             )
 
-        kind_of = build(values_at(_tree.zero_count()))  # the inner one's kind
+        kind_of = build(values_at(_hyper.zero_count()))  # the inner one's kind
         tx_name = f"inject_hyperparams({_naming.factory_name(factory)})"  # what a checkpoint records
         if _checks._API_NAME.get() is not None:  # inside another factory: it wraps once
-            return _naming.named(_base.composite(init_fn, update_fn, kind_of), tx_name)
-        raw = _base.composite(init_fn, update_fn, kind_of)
-        return _naming.named(_base.wrapped_once(f"inject_hyperparams({name})", raw), tx_name)
+            return _naming.named(_factory.composite(init_fn, update_fn, kind_of), tx_name)
+        raw = _factory.composite(init_fn, update_fn, kind_of)
+        return _naming.named(_factory.wrapped_once(f"inject_hyperparams({name})", raw), tx_name)
 
     return wrapped

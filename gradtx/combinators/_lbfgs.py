@@ -14,7 +14,12 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, _tree, tree
+from gradtx import tree
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
 from gradtx.combinators._linesearch import checked
 
 
@@ -62,7 +67,7 @@ def _precondition(updates, diff_params, diff_updates, weights, identity_scale, m
     return jax.lax.scan(_left, (vec, memory), (indices, alphas))[0][0]
 
 
-@_base.api
+@_factory.api
 def scale_by_lbfgs(
     memory_size: int = 10, *, scale_init_precond: bool = True
 ) -> _protocol.GradientTransformation:
@@ -112,7 +117,7 @@ def scale_by_lbfgs(
 
     def init_fn(params):
         return ScaleByLBFGSState(
-            count=_tree.zero_count(),
+            count=_hyper.zero_count(),
             params=_placement.zeros_like(params),
             updates=_placement.zeros_like(params),
             diff_params_memory=jax.tree.map(lambda p: _placement.stacked(p, memory_size), params),
@@ -153,7 +158,7 @@ def scale_by_lbfgs(
             identity_scale = jnp.where(state.count > 0, identity_scale, capped_inv_norm)
         # 3. the direction P_k u_k
         direction = _precondition(updates, *memories, identity_scale, memory_idx)
-        new_state = ScaleByLBFGSState(_tree.increment(state.count), params, updates, *memories)
+        new_state = ScaleByLBFGSState(_hyper.increment(state.count), params, updates, *memories)
         return tree.cast_like(direction, updates), new_state
 
     return _protocol.GradientTransformation(init_fn, update_fn)

@@ -20,8 +20,14 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, _tree, tree
-from gradtx import _rule_leaves as _leaves
+from gradtx import tree
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core import rule_parts as _leaves
+from gradtx._core import walk as _walk
 
 
 class BacktrackingLinesearchInfo(NamedTuple):
@@ -63,7 +69,9 @@ def value_dtype(params: Any) -> Any:
     leaves = jax.tree.leaves(params)
     dtype = jnp.result_type(leaves[0]) if leaves else None
     return (
-        _tree.real_dtype(dtype) if dtype is not None and jnp.issubdtype(dtype, jnp.inexact) else float_dtype()
+        _formulas.real_dtype(dtype)
+        if dtype is not None and jnp.issubdtype(dtype, jnp.inexact)
+        else float_dtype()
     )
 
 
@@ -99,7 +107,7 @@ def strong(value: Any) -> jax.Array:
 
 def densified(updates: Any) -> Any:
     """The updates with row-sparse leaves densified (a line search steps along the whole direction)."""
-    return jax.tree.map(_leaves.dense, updates, is_leaf=_tree.is_row_sparse)
+    return jax.tree.map(_leaves.dense, updates, is_leaf=_walk.is_row_sparse)
 
 
 def fn_kwargs(value_fn: Callable[..., Any], extra_args: dict[str, Any]) -> dict[str, Any]:
@@ -136,7 +144,7 @@ def cond_print(condition: Any, message: str, **kwargs: Any) -> None:
     jax.lax.cond(condition, lambda: jax.debug.print(message, **kwargs, ordered=True), lambda: None)
 
 
-@_base.api
+@_factory.api
 def scale_by_backtracking_linesearch(
     max_backtracking_steps: int,
     slope_rtol: Any = 1e-4,

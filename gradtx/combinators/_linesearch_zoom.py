@@ -13,7 +13,12 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, _tree, tree
+from gradtx import tree
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
 from gradtx.combinators._linesearch import check_number, cond_print, objective, strong, value_dtype
 
 
@@ -78,7 +83,7 @@ def _quadmin(a, fa, fpa, b, fb):
     return a - fpa / (2.0 * ((fb - fa - fpa * db) / db**2))
 
 
-@_base.api
+@_factory.api
 def scale_by_zoom_linesearch(
     max_linesearch_steps: int,
     max_learning_rate: Any = None,
@@ -236,7 +241,7 @@ def zoom_linesearch(
             )
         failed = (s.steps + 1 >= max_linesearch_steps) & ~done
         return s._replace(
-            steps=_tree.increment(s.steps), at=new, grad=grad, decrease_error=decrease_error,
+            steps=_hyper.increment(s.steps), at=new, grad=grad, decrease_error=decrease_error,
             curvature_error=curvature_error, interval_found=jnp.asarray(interval_found),
             done=jnp.asarray(done), failed=jnp.asarray(failed), low=low, high=high, cubic_ref=low.stepsize,
             value_cubic_ref=low.value, safe=safe, safe_grad=safe_grad,
@@ -271,7 +276,7 @@ def zoom_linesearch(
         # stop on a too short interval only once a step with sufficient decrease is known
         stop = (s.steps + 1 >= max_linesearch_steps) | ((delta <= stepsize_precision) & (safe.stepsize > 0.0))
         return s._replace(
-            steps=_tree.increment(s.steps), at=new, grad=grad, decrease_error=decrease_error,
+            steps=_hyper.increment(s.steps), at=new, grad=grad, decrease_error=decrease_error,
             curvature_error=curvature_error, done=done, failed=stop & ~done, low=new_low, high=new_high,
             cubic_ref=cubic_ref, value_cubic_ref=value_cubic_ref, safe=safe, safe_grad=safe_grad,
         )  # fmt: skip

@@ -7,7 +7,13 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
+from gradtx._core import updates as _updates
+from gradtx._core import walk as _walk
 
 
 def sync_step(u: Any, fast: Any, slow: Any, sync: Any, alpha: Any) -> tuple[Any, Any]:
@@ -30,7 +36,7 @@ class LookaheadState(NamedTuple):
     inner_state: Any  # the fast optimizer's state
 
 
-@_base.api
+@_factory.api
 def lookahead(
     tx: Any, sync_period: int, slow_step_size: _protocol.ScalarOrSchedule, *, reset_state: bool = False
 ) -> _protocol.GradientTransformation:
@@ -87,32 +93,32 @@ def lookahead(
     _checks.check_finite(fn, "slow_step_size", slow_step_size)
     _checks.check_in_range(fn, "slow_step_size", slow_step_size, 0.0, 1.0)
     _checks.check_bool(fn, "reset_state", reset_state)
-    inner = _base.member(tx)
+    inner = _factory.member(tx)
 
     def init_fn(params):
         slow = jax.tree.map(lambda p: jnp.array(p, copy=True), params)  # its own buffers (donation)
-        return LookaheadState(_tree.zero_count(), slow, inner.init(params))
+        return LookaheadState(_hyper.zero_count(), slow, inner.init(params))
 
     def update_fn(updates, state, params=None, **extra_args):
         if params is None:
             raise _protocol.missing_params(fn)
         fast, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
         sync = (state.count + 1) % sync_period == 0  # this step ends a period of k fast steps
-        alpha = _tree.scalar(_tree.resolve(slow_step_size, state.count), params)
+        alpha = _hyper.scalar(_hyper.resolve(slow_step_size, state.count), params)
 
         def leaf(u, s, p):
-            out, slow_step = sync_step(u, p, s, sync, _tree.like(alpha, u))
+            out, slow_step = sync_step(u, p, s, sync, _hyper.like(alpha, u))
             return out, jnp.where(sync, s + slow_step.astype(s.dtype), s)
 
-        out, slow = _tree.split_map(
+        out, slow = _walk.split_map(
             fn, leaf, 2, sparse.densify(fast), state.slow, params, names=("updates", "state.slow", "params")
         )
         if reset_state:
-            fresh = inner.init(_base.apply_updates(params, out))
-            inner_state = _tree.where(sync, fresh, inner_state)
-        return out, LookaheadState(_tree.increment(state.count), slow, inner_state)
+            fresh = inner.init(_updates.apply_updates(params, out))
+            inner_state = _walk.where(sync, fresh, inner_state)
+        return out, LookaheadState(_hyper.increment(state.count), slow, inner_state)
 
-    return _base.composite(init_fn, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)
 
 
 def _find(state: Any) -> LookaheadState | None:

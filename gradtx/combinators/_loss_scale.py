@@ -8,7 +8,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
 from gradtx.combinators import _carry
 from gradtx.combinators._accumulate import step_is_finite
 from gradtx.combinators._zeroing import _zeros
@@ -45,14 +49,14 @@ def _unscaled(fn: str, updates: Any, scale: jax.Array) -> Any:
     reciprocal = 1 / scale
 
     def leaf(g):
-        v = _tree.values_of(g)
+        v = _walk.values_of(g)
         wide = jnp.promote_types(v.dtype, reciprocal.dtype)
-        return _tree.with_values(g, (v.astype(wide) * reciprocal.astype(wide)).astype(v.dtype))
+        return _walk.with_values(g, (v.astype(wide) * reciprocal.astype(wide)).astype(v.dtype))
 
-    return _tree.map_updates(fn, leaf, updates)
+    return _walk.map_updates(fn, leaf, updates)
 
 
-@_base.api
+@_factory.api
 def loss_scaled(
     tx: Any,
     loss_scale: str | float = "dynamic",
@@ -133,12 +137,12 @@ def loss_scaled(
     _checks.check_int(fn, "increment_period", increment_period, minimum=1)
     _checks.check_number(fn, "multiplier", multiplier)
     _checks.check_in_range(fn, "multiplier", multiplier, 1.0, float("inf"), high_open=True)
-    inner = _base.member(tx)
+    inner = _factory.member(tx)
     dynamic = loss_scale == "dynamic"
     start = float(initial_loss_scale if dynamic else loss_scale)
 
     def init_fn(params):
-        return LossScaleState(jnp.asarray(start, jnp.float32), _tree.zero_count(), inner.init(params))
+        return LossScaleState(jnp.asarray(start, jnp.float32), _hyper.zero_count(), inner.init(params))
 
     def update_fn(updates, state, params=None, **extra_args):
         scale = jnp.asarray(state.loss_scale, jnp.float32)
@@ -147,9 +151,9 @@ def loss_scaled(
         if not dynamic:  # TF's FixedLossScale: every step applied
             return out, LossScaleState(scale, state.good_steps, inner_state)
         finite = step_is_finite(grads, out, state.inner_state)
-        out = _tree.where(finite, out, _tree.map_updates(fn, _zeros, out))
+        out = _walk.where(finite, out, _walk.map_updates(fn, _zeros, out))
         kept = _carry.as_returned(fn, state.inner_state, inner_state)
-        inner_state = _tree.where(finite, inner_state, kept)
+        inner_state = _walk.where(finite, inner_state, kept)
         good = state.good_steps + 1
         grow = finite & (good >= increment_period)
         grown = scale * multiplier
@@ -161,7 +165,7 @@ def loss_scaled(
         good = jnp.where(finite & jnp.logical_not(grow), good, 0).astype(jnp.int32)
         return out, LossScaleState(scale.astype(jnp.float32), good, inner_state)
 
-    return _base.composite(init_fn, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)
 
 
 def scale_loss(loss: Any, state: Any) -> jax.Array:

@@ -7,7 +7,11 @@ from typing import Any, Callable, Hashable, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _masks, _protocol, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import masks as _masks
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
 
 Mask = Any
 """What selects parameters, as in `optax.masked`: a tree of bools (Python, numpy or 0-d arrays)
@@ -32,7 +36,7 @@ class MaskedState(NamedTuple):
     inner_state: Any
 
 
-@_base.api
+@_factory.api
 def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
     """Apply `inner` to the selected parameters only; the other updates pass through unchanged.
 
@@ -63,7 +67,7 @@ def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
     """
     _checks.check_transform("masked", "inner", inner)
     _check_mask("masked", mask)
-    inner = _base.member(inner)
+    inner = _factory.member(inner)
 
     def init_fn(params):
         if _masks.is_placeholder(params):  # `optax.tree.map_params` finds the slots: they stay whole
@@ -82,7 +86,7 @@ def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
     return _protocol.GradientTransformation(init_fn, update_fn)
 
 
-@_base.api
+@_factory.api
 def freeze(mask: Mask) -> _protocol.GradientTransformation:
     """Zero the updates of the selected parameters, so they stay as they are.
 
@@ -107,7 +111,7 @@ def freeze(mask: Mask) -> _protocol.GradientTransformation:
     _check_mask("freeze", mask)
 
     def zero(g):
-        if _tree.is_row_sparse(g):
+        if _walk.is_row_sparse(g):
             return g.with_values(jnp.zeros_like(g.values))
         return jnp.zeros_like(g)
 
@@ -119,14 +123,14 @@ def freeze(mask: Mask) -> _protocol.GradientTransformation:
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
         m = _masks.resolve_mask("freeze", mask, params if params is not None else updates)
-        return _tree.map_updates(
+        return _walk.map_updates(
             "freeze", lambda frozen, g: zero(g) if frozen else g, m, updates, names=("mask", "updates")
         ), state
 
     return _protocol.GradientTransformation(init_fn, update_fn)
 
 
-@_base.api
+@_factory.api
 def partition(
     transforms: Mapping[Hashable, Any], param_labels: Any | Callable[[Any], Any]
 ) -> _protocol.GradientTransformation:
@@ -168,7 +172,7 @@ def partition(
             "`partition`: `param_labels` must be a tree of labels (shaped like the params or a prefix of "
             "them) or a function `params -> labels`, got None."
         )
-    txs = {k: _base.member(v) for k, v in transforms.items()}
+    txs = {k: _factory.member(v) for k, v in transforms.items()}
 
     def labels_of(params):
         labels = _masks.resolve_prefix("partition", "param_labels", param_labels, params, lambda x: x)

@@ -7,8 +7,15 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _scalars, _tree, _vma, sparse
-from gradtx._tree_rule import sq_norm, total_sum
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
+from gradtx._core import scalars as _scalars
+from gradtx._core import vma as _vma
+from gradtx._core import walk as _walk
+from gradtx._core.tree_rule import sq_norm, total_sum
 
 
 class MechanizeState(NamedTuple):
@@ -34,7 +41,7 @@ def mechanic_transform(
     inner_field: str = "inner_state",
 ) -> _protocol.GradientTransformation:
     """`mechanize`'s transform with its state in `state_cls` (the base's state in `inner_field`)."""
-    inner = _base.member(base_optimizer)
+    inner = _factory.member(base_optimizer)
 
     def make(count, inner_state, r, m, v, s, x0):
         return state_cls(
@@ -46,15 +53,15 @@ def mechanic_transform(
         r, m, v = (jnp.zeros([num_betas], dtype) for _ in range(3))  # three buffers (donation)
         s = jnp.ones([num_betas], dtype) * s_init
         x0 = jax.tree.map(jnp.copy, params)
-        return make(_tree.zero_count(), inner.init(params), r, m, v, s, x0)
+        return make(_hyper.zero_count(), inner.init(params), r, m, v, s, x0)
 
     def update_fn(updates, state, params=None, **extra_args):
         if params is None:
             raise _protocol.missing_params(fn)
-        _base.refuse_complex(fn, updates, params, why="its bets are on real inner products")
+        _factory.refuse_complex(fn, updates, params, why="its bets are on real inner products")
         base_updates, inner_state = inner.update(updates, getattr(state, inner_field), params, **extra_args)
         dense = sparse.densify(updates)
-        leaves, (ps, x0s, us), treedef = _tree.flatten_updates(
+        leaves, (ps, x0s, us), treedef = _walk.flatten_updates(
             fn,
             dense,
             params,
@@ -89,12 +96,12 @@ def mechanic_transform(
             _vma.typed_like(x.astype(old.dtype), old) for x, old in zip((r, m, v, s), olds, strict=True)
         ]
         new_x0 = treedef.unflatten(x0s)
-        return treedef.unflatten(out), make(_tree.increment(state.count), inner_state, *scalars, new_x0)
+        return treedef.unflatten(out), make(_hyper.increment(state.count), inner_state, *scalars, new_x0)
 
-    return _base.composite(init_fn, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)
 
 
-@_base.api
+@_factory.api
 def mechanize(
     tx: _protocol.GradientTransformation,
     weight_decay: float = 1e-2,

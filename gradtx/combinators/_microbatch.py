@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _checks
+from gradtx._core import checks as _checks
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,14 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, _rule_leaves, _tree, sparse
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core import rule_parts as _rule_parts
+from gradtx._core import walk as _walk
 
 
 class MomoState(NamedTuple):
@@ -73,18 +80,18 @@ def _momo(fn, learning_rate, b1, b2, eps, lower_bound, weight_decay, adapt_lower
 
     def init_fn(params):
         dtype = _lowest_dtype(params)
-        zeros = _tree.map_updates(fn, lambda p: _placement.filled(p, 0.0, p.dtype), params)
+        zeros = _walk.map_updates(fn, lambda p: _placement.filled(p, 0.0, p.dtype), params)
         scalars = (jnp.zeros([], dtype), jnp.zeros([], dtype))
-        lb = jnp.asarray(_tree.resolve(lower_bound, _tree.zero_count()), dtype)
+        lb = jnp.asarray(_hyper.resolve(lower_bound, _hyper.zero_count()), dtype)
         if adam:
             return MomoAdamState(
                 zeros,
-                _tree.map_updates(fn, lambda p: _placement.filled(p, 0.0, p.dtype), params),
+                _walk.map_updates(fn, lambda p: _placement.filled(p, 0.0, p.dtype), params),
                 *scalars,
                 lb,
-                _tree.zero_count(),
+                _hyper.zero_count(),
             )
-        return MomoState(zeros, *scalars, lb, _tree.zero_count())
+        return MomoState(zeros, *scalars, lb, _hyper.zero_count())
 
     def update_fn(updates, state, params=None, *, value=None, **extra_args):
         del extra_args
@@ -92,27 +99,27 @@ def _momo(fn, learning_rate, b1, b2, eps, lower_bound, weight_decay, adapt_lower
             raise _protocol.missing_params(fn)
         if value is None:
             raise _protocol.missing_extra_arg(fn, "value", "loss")  # jax.value_and_grad gives both
-        _base.refuse_complex(fn, updates, params, why="its step size is a real inner product")
-        leaves, treedef = jax.tree.flatten(updates, is_leaf=_tree._is_update_leaf)
-        _rule_leaves.refuse_integers(fn, updates, leaves, treedef, params, None)
+        _factory.refuse_complex(fn, updates, params, why="its step size is a real inner product")
+        leaves, treedef = jax.tree.flatten(updates, is_leaf=_walk.is_update_leaf)
+        _rule_parts.refuse_integers(fn, updates, leaves, treedef, params, None)
         g = sparse.densify(updates)
         count = state.count
-        t = _tree.increment(count)
-        alpha, wd, lower = (_tree.resolve(v, count) for v in (learning_rate, weight_decay, lower_bound))
-        beta = _tree.resolve(b1, count)
+        t = _hyper.increment(count)
+        alpha, wd, lower = (_hyper.resolve(v, count) for v in (learning_rate, weight_decay, lower_bound))
+        beta = _hyper.resolve(b1, count)
         bt = beta if adam else jnp.where(count == 0, 0.0, beta)  # MoMo starts at the first gradient
         barf = bt * state.barf + (1 - bt) * jnp.asarray(value, state.barf.dtype)
-        exp_avg = _tree.map_updates(fn, lambda g_, m: bt * m + (1 - bt) * g_, g, state.exp_avg)
+        exp_avg = _walk.map_updates(fn, lambda g_, m: bt * m + (1 - bt) * g_, g, state.exp_avg)
         gamma = bt * state.gamma + (1 - bt) * _vdot(g, params)
         iprod = _vdot(exp_avg, params)
         if adam:
-            beta2, e = _tree.resolve(b2, count), _tree.resolve(eps, count)
-            exp_avg_sq = _tree.map_updates(
+            beta2, e = _hyper.resolve(b2, count), _hyper.resolve(eps, count)
+            exp_avg_sq = _walk.map_updates(
                 fn, lambda g_, v: beta2 * v + (1 - beta2) * g_ * g_, g, state.exp_avg_sq
             )
             bc2 = jnp.asarray(1 - beta2**t, barf.dtype)
-            precond = _tree.map_updates(fn, lambda v: e + jnp.sqrt(v / bc2), exp_avg_sq)
-            direction = _tree.map_updates(fn, lambda m, p: m / p, exp_avg, precond)
+            precond = _walk.map_updates(fn, lambda v: e + jnp.sqrt(v / bc2), exp_avg_sq)
+            direction = _walk.map_updates(fn, lambda m, p: m / p, exp_avg, precond)
             sq_norm = _vdot(exp_avg, direction)
             bc1 = jnp.asarray(1 - beta**t, barf.dtype)
         else:
@@ -130,7 +137,7 @@ def _momo(fn, learning_rate, b1, b2, eps, lower_bound, weight_decay, adapt_lower
         t1 = jnp.maximum(decay * (barf - bc1 * this_lb - gamma) + iprod, 0.0) / sq_norm
         t1 = jnp.where(sq_norm <= jnp.finfo(float).eps, 0.0, t1)  # no step on a zero direction
         tau = jnp.minimum(alpha / bc1, t1)
-        out = _tree.map_updates(fn, lambda d, p: -(alpha * wd) / decay * p - tau * d, direction, params)
+        out = _walk.map_updates(fn, lambda d, p: -(alpha * wd) / decay * p - tau * d, direction, params)
         lb = state.lb
         if adapt_lower_bound:
             lb = jnp.maximum(((barf + iprod - gamma) - (1 / 2) * tau * sq_norm) / bc1, lower)
@@ -149,7 +156,7 @@ _ARGS = """learning_rate: :math:`\\alpha`, the largest step size, >= 0 (number, 
       adapt_lower_bound: estimate the lower bound on the fly (the paper's MoMo*), from `lower_bound` up."""
 
 
-@_base.api
+@_factory.api
 def momo(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     beta: _protocol.ScalarOrSchedule = 0.9,
@@ -205,7 +212,7 @@ def momo(
     return _momo(fn, learning_rate, beta, None, None, lower_bound, weight_decay, adapt_lower_bound)
 
 
-@_base.api
+@_factory.api
 def momo_adam(
     learning_rate: _protocol.ScalarOrSchedule = 1e-2,
     b1: _protocol.ScalarOrSchedule = 0.9,

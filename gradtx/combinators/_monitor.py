@@ -8,9 +8,12 @@ from typing import Any, Callable, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, sparse
-from gradtx._update_rule import restated
-from gradtx.combinators._chain import chain
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.chain import chain
+from gradtx._core.rule import restated
 from gradtx.combinators._stateless import stateless
 from gradtx.transforms import ema
 
@@ -47,7 +50,7 @@ def _check_name(fn: str, name: Any) -> None:
         )
 
 
-@_base.api
+@_factory.api
 def snapshot(measure_name: str, measure: Callable[[Any], Any]) -> _protocol.GradientTransformation:
     r"""Keep a measurement of the updates in the state (`measure(updates)`); pass the updates on unchanged.
 
@@ -91,10 +94,10 @@ def _as_transform(measure: Any) -> _protocol.GradientTransformation:
     """A measure as a transform whose `update` returns the measurement: a function becomes a stateless one."""
     if callable(measure):
         return stateless(lambda updates, params: measure(updates))
-    return _base.with_extra_args_support(measure)
+    return _factory.with_extra_args_support(measure)
 
 
-@_base.api
+@_factory.api
 def monitor(measures: Mapping[str, Any]) -> _protocol.GradientTransformation:
     r"""Keep named measurements of the updates in the state, some of them stateful; pass the updates on.
 

@@ -7,7 +7,12 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
+from gradtx._core import updates as _updates
+from gradtx._core import walk as _walk
 
 
 class MovingAverageState(NamedTuple):
@@ -18,7 +23,7 @@ class MovingAverageState(NamedTuple):
     inner_state: Any
 
 
-@_base.api
+@_factory.api
 def moving_average(
     tx: Any, average_decay: _protocol.ScalarOrSchedule = 0.9999, *, num_updates: bool = False
 ) -> _protocol.GradientTransformation:
@@ -64,31 +69,31 @@ def moving_average(
     _checks.check_transform(fn, "tx", tx)
     _checks.check_in_range(fn, "average_decay", average_decay, 0.0, 1.0)
     _checks.check_bool(fn, "num_updates", num_updates)
-    inner = _base.member(tx)
+    inner = _factory.member(tx)
 
     def init_fn(params):
         averages = jax.tree.map(lambda p: jnp.array(p, copy=True), params)  # its own buffers (donation)
-        return MovingAverageState(_tree.zero_count(), averages, inner.init(params))
+        return MovingAverageState(_hyper.zero_count(), averages, inner.init(params))
 
     def update_fn(updates, state, params=None, **extra_args):
         if params is None:
             raise _protocol.missing_params(fn)
         out, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
-        new_params = _base.apply_updates(params, out)
-        decay = _tree.scalar(_tree.resolve(average_decay, state.count), params)
+        new_params = _updates.apply_updates(params, out)
+        decay = _hyper.scalar(_hyper.resolve(average_decay, state.count), params)
         if num_updates:
-            t = _tree.scalar(state.count + 1, params)  # the step (TF's num_updates)
+            t = _hyper.scalar(state.count + 1, params)  # the step (TF's num_updates)
             decay = jnp.minimum(decay, (1.0 + t) / (10.0 + t))
 
         def average(a, w):
-            return a - (a - w) * _tree.like(1 - decay, a)
+            return a - (a - w) * _hyper.like(1 - decay, a)
 
-        averages = _tree.map_updates(
+        averages = _walk.map_updates(
             fn, average, state.averages, new_params, names=("state.averages", "params")
         )
-        return out, MovingAverageState(_tree.increment(state.count), averages, inner_state)
+        return out, MovingAverageState(_hyper.increment(state.count), averages, inner_state)
 
-    return _base.composite(init_fn, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)
 
 
 def _find(state: Any) -> MovingAverageState | None:
@@ -180,5 +185,5 @@ def swap_averaged(params: Any, state: Any) -> tuple[Any, Any]:
     found = _find(state)
     if found is None:
         raise ValueError("`swap_averaged`: the state holds no `moving_average` state.")
-    _tree.flatten_updates("swap_averaged", params, found.averages, names=("params", "averages"))
+    _walk.flatten_updates("swap_averaged", params, found.averages, names=("params", "averages"))
     return found.averages, _replace(state, found._replace(averages=params))

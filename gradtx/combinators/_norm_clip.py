@@ -7,7 +7,13 @@ from typing import Any, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
 from gradtx.combinators import _unitwise
 from gradtx.combinators._clip import ClipState
 
@@ -32,10 +38,10 @@ def global_norm(tree: Any) -> jax.Array:
         >>> gradtx.global_norm({"a": jnp.array([3.0]), "b": jnp.array([[4.0]]), "c": None})
         Array(5., dtype=float32)
     """
-    return _tree.global_norm(tree)
+    return _formulas.global_norm(tree)
 
 
-@_base.api
+@_factory.api
 def adaptive_grad_clip(
     clipping: _protocol.ScalarOrSchedule,
     eps: _protocol.ScalarOrSchedule = 1e-3,
@@ -96,34 +102,34 @@ def adaptive_grad_clip(
     _checks.check_positive(fn, "clipping", clipping)
     _checks.check_nonnegative(fn, "eps", eps)
     _unitwise.check_axis(fn, axis)
-    scheduled = _tree.any_schedule(clipping, eps)
+    scheduled = _hyper.any_schedule(clipping, eps)
     name = _checks.api_name(fn)
 
     def init_fn(params):
         del params
-        return ClipState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
+        return ClipState(_hyper.zero_count()) if scheduled else _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
         if params is None:
             raise _protocol.missing_params(fn)
         count = state.count if scheduled else None
-        lam, floor = _tree.resolve(clipping, count), _tree.resolve(eps, count)
+        lam, floor = _hyper.resolve(clipping, count), _hyper.resolve(eps, count)
         dense = sparse.densify(updates)
-        leaves, (flat_params,), treedef = _tree.flatten_updates(
+        leaves, (flat_params,), treedef = _walk.flatten_updates(
             fn, dense, params, names=("updates", "params")
         )
-        paths = _tree.key_paths(dense)
+        paths = _walk.key_paths(dense)
 
         def leaf(g, p, path):
             if g is None:
                 return None
             axes = _unitwise.unit_axes(name, path, g.shape, axis)
             g_norm, p_norm = _unitwise.unit_norm(g, axes), _unitwise.unit_norm(p, axes)
-            max_norm = _tree.like(lam, g_norm) * jnp.maximum(p_norm, _tree.like(floor, p_norm))
+            max_norm = _hyper.like(lam, g_norm) * jnp.maximum(p_norm, _hyper.like(floor, p_norm))
             return _unitwise.unitwise_clip(g_norm, max_norm, g)
 
         out = treedef.unflatten([leaf(*args) for args in zip(leaves, flat_params, paths, strict=True)])
-        return out, (ClipState(_tree.increment(state.count)) if scheduled else state)
+        return out, (ClipState(_hyper.increment(state.count)) if scheduled else state)
 
     return _protocol.GradientTransformation(init_fn, update_fn)

@@ -12,14 +12,16 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _checks, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import formulas as _formulas
+from gradtx._core import walk as _walk
 
 
 def check_per_example(fn: str, grads: Any) -> int:
     """The batch size of per-example gradients: every leaf is an array with the same leading axis."""
-    named = [(p, x) for p, x in zip(_tree.key_paths(grads), _tree.flatten_updates(fn, grads)[0], strict=True)]
+    named = [(p, x) for p, x in zip(_walk.key_paths(grads), _walk.flatten_updates(fn, grads)[0], strict=True)]
     leaves = [x for _, x in named if x is not None]
-    if any(_tree.is_row_sparse(x) for x in leaves):
+    if any(_walk.is_row_sparse(x) for x in leaves):
         raise TypeError(f"`{fn}`: per-example gradients must be dense arrays, got a row-sparse gradient.")
     sizes = {jnp.shape(x)[0] if jnp.ndim(x) else -1 for x in leaves}
     if not leaves or len(sizes) != 1 or -1 in sizes:
@@ -36,7 +38,7 @@ def clip_and_sum(fn: str, grads: Any, l2_norm_clip: Any) -> tuple[Any, jax.Array
 
     An example of norm 0 is kept as it is."""
     check_per_example(fn, grads)
-    norms = jax.vmap(_tree.global_norm)(grads)  # one global norm per example
+    norms = jax.vmap(_formulas.global_norm)(grads)  # one global norm per example
     factors = jnp.nan_to_num(jnp.minimum(jnp.asarray(l2_norm_clip, norms.dtype) / norms, 1.0), nan=1.0)
 
     def leaf(g):

@@ -8,7 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx import _base, _checks, _protocol, _rule_leaves, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
+from gradtx._core import rule_parts as _rule_parts
+from gradtx._core import walk as _walk
 from gradtx.tree import _dtypes
 
 
@@ -72,10 +77,10 @@ def plateau_rule(
         return state_cls(
             scale=jnp.asarray(1.0, low),
             best_value=jnp.asarray(jnp.inf, high),
-            plateau_count=_tree.zero_count(),
-            cooldown_count=_tree.zero_count(),
+            plateau_count=_hyper.zero_count(),
+            cooldown_count=_hyper.zero_count(),
             avg_value=jnp.asarray(0.0, high),
-            **{accumulated_field: _tree.zero_count()},
+            **{accumulated_field: _hyper.zero_count()},
         )
 
     def checked(state):
@@ -83,7 +88,7 @@ def plateau_rule(
         `patience` checks without improvement (none during a cooldown)."""
         improved = state.avg_value < (1 - rtol) * state.best_value - atol
         best = jnp.where(improved, state.avg_value.astype(state.best_value.dtype), state.best_value)
-        plateau = jnp.where(improved, 0, _tree.increment(state.plateau_count))
+        plateau = jnp.where(improved, 0, _hyper.increment(state.plateau_count))
         in_cooldown = state.cooldown_count > 0
         drop = jnp.logical_and(jnp.logical_not(in_cooldown), plateau == patience)
         scale = jnp.maximum(jnp.where(drop, state.scale * factor, state.scale), min_scale)
@@ -95,27 +100,27 @@ def plateau_rule(
                 in_cooldown, state.cooldown_count - 1, jnp.where(drop, cooldown, 0)
             ).astype(jnp.int32),
             avg_value=jnp.zeros_like(state.avg_value),
-            **{accumulated_field: _tree.zero_count()},
+            **{accumulated_field: _hyper.zero_count()},
         )
 
     def update_fn(updates, state, params=None, *, value=None, **extra_args):
         del extra_args
         if value is None:
             raise _protocol.missing_extra_arg(fn, "value", "loss")
-        leaves, _, treedef = _tree.flatten_updates(fn, updates)
-        _rule_leaves.refuse_integers(fn, updates, leaves, treedef, params, None)  # a scale < 1 rounds away
+        leaves, _, treedef = _walk.flatten_updates(fn, updates)
+        _rule_parts.refuse_integers(fn, updates, leaves, treedef, params, None)  # a scale < 1 rounds away
         count = getattr(state, accumulated_field)
-        new_count = _tree.increment(count)
+        new_count = _hyper.increment(count)
         avg = (count * state.avg_value + jnp.asarray(value).astype(state.avg_value.dtype)) / new_count
         state = state._replace(avg_value=avg.astype(state.avg_value.dtype), **{accumulated_field: new_count})
         new = checked(state)
         state = jax.tree.map(lambda a, b: jnp.where(new_count == accumulation_size, a, b), new, state)
         scale = state.scale
-        out = _tree.map_updates(
+        out = _walk.map_updates(
             fn,
             lambda g: (
                 g.with_values(scale.astype(g.values.dtype) * g.values)
-                if _tree.is_row_sparse(g)
+                if _walk.is_row_sparse(g)
                 else scale.astype(g.dtype) * g
             ),
             updates,
@@ -125,7 +130,7 @@ def plateau_rule(
     return _protocol.ElementWise(init_fn, update_fn)
 
 
-@_base.api
+@_factory.api
 def reduce_on_plateau(
     factor: float = 0.1,
     patience: int = 10,

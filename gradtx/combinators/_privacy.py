@@ -11,7 +11,10 @@ from typing import Any, NamedTuple
 
 import jax
 
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
 from gradtx.combinators._gradients import add_noise
 from gradtx.combinators._per_example import check_per_example as _check_per_example
 from gradtx.combinators._per_example import clip_and_sum as _clip_and_sum
@@ -62,8 +65,8 @@ class DifferentiallyPrivateAggregateState(NamedTuple):
     rng_key: jax.Array  # the typed PRNG key of the next step's noise
 
 
-@_base.api
-@_base.per_example_grads
+@_factory.api
+@_factory.per_example_grads
 def differentially_private_aggregate(
     l2_norm_clip: _protocol.ScalarOrSchedule,
     noise_multiplier: _protocol.ScalarOrSchedule,
@@ -133,7 +136,7 @@ def differentially_private_aggregate(
         return _keyed_aggregate(fn, l2_norm_clip, noise_multiplier, key)
 
     def std(count):
-        return _tree.resolve(l2_norm_clip, count) * _tree.resolve(noise_multiplier, count)
+        return _hyper.resolve(l2_norm_clip, count) * _hyper.resolve(noise_multiplier, count)
 
     noise = add_noise(std, seed, truncated=False)
     name = _checks.api_name(fn)
@@ -143,7 +146,7 @@ def differentially_private_aggregate(
 
     def update_fn(updates, state, params=None, **extra_args):
         batch = _check_per_example(name, updates)
-        summed, _ = _clip_and_sum(name, updates, _tree.resolve(l2_norm_clip, state.count))
+        summed, _ = _clip_and_sum(name, updates, _hyper.resolve(l2_norm_clip, state.count))
         noisy, state = noise.update(summed, state, params, **extra_args)
         return jax.tree.map(lambda g: (g / batch).astype(g.dtype), noisy), state
 

@@ -8,7 +8,15 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _rule_leaves, _tree, sparse
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
+from gradtx._core import rule_parts as _rule_parts
+from gradtx._core import updates as _updates
+from gradtx._core import walk as _walk
 
 
 class SAMState(NamedTuple):
@@ -22,11 +30,11 @@ class SAMState(NamedTuple):
 
 def _refuse_integers(fn: str, updates: Any, params: Any) -> None:
     """Refuse integer gradients or params (at trace time): every fractional update would round away."""
-    leaves, treedef = jax.tree.flatten(updates, is_leaf=_tree._is_update_leaf)
-    _rule_leaves.refuse_integers(fn, updates, leaves, treedef, params, None)
+    leaves, treedef = jax.tree.flatten(updates, is_leaf=_walk.is_update_leaf)
+    _rule_parts.refuse_integers(fn, updates, leaves, treedef, params, None)
 
 
-@_base.api
+@_factory.api
 def normalize() -> _protocol.GradientTransformation:
     r"""Divide the updates by their global norm: a direction of unit length over all leaves together.
 
@@ -64,13 +72,13 @@ def normalize() -> _protocol.GradientTransformation:
         del extra_args
         _refuse_integers("normalize", updates, params)
         updates = sparse.densify(updates)
-        norm = _tree.global_norm(updates)
-        return _tree.map_updates("normalize", lambda g: g / norm.astype(g.dtype), updates), state
+        norm = _formulas.global_norm(updates)
+        return _walk.map_updates("normalize", lambda g: g / norm.astype(g.dtype), updates), state
 
     return _protocol.GradientTransformation(init_fn, update_fn)  # `api` gives it per-leaf views (packing)
 
 
-@_base.api
+@_factory.api
 def sam(
     tx: Any,
     adv_tx: Any,
@@ -138,26 +146,26 @@ def sam(
     _checks.check_int(fn, "sync_period", sync_period, minimum=1)
     _checks.check_bool(fn, "reset_state", reset_state)
     _checks.check_bool(fn, "opaque_mode", opaque_mode)
-    outer, adv = _base.member(tx), _base.member(adv_tx)
+    outer, adv = _factory.member(tx), _factory.member(adv_tx)
 
     def init_fn(params):
         cache = None if opaque_mode else jax.tree.map(lambda p: jnp.array(p, copy=True), params)
-        return SAMState(_tree.zero_count(), outer.init(params), adv.init(params), cache)
+        return SAMState(_hyper.zero_count(), outer.init(params), adv.init(params), cache)
 
     def transparent(updates, state, params, grad_fn, extra_args):
         del grad_fn
         first, last = state.steps_since_sync == 0, state.steps_since_sync == sync_period - 1
         adv_updates, adv_state = adv.update(updates, state.adv_state, params, **extra_args)
-        adv_updates = _tree.map_updates(fn, jnp.negative, adv_updates)
+        adv_updates = _walk.map_updates(fn, jnp.negative, adv_updates)
         opt_updates, opt_state = outer.update(updates, state.opt_state, state.cache, **extra_args)
-        opt_updates = _tree.map_updates(fn, lambda u, c, p: c - p + u, opt_updates, state.cache, params)
-        cache = _tree.where(first, params, state.cache)
-        out = _tree.where(last, opt_updates, adv_updates)
+        opt_updates = _walk.map_updates(fn, lambda u, c, p: c - p + u, opt_updates, state.cache, params)
+        cache = _walk.where(first, params, state.cache)
+        out = _walk.where(last, opt_updates, adv_updates)
         keep = adv.init(params) if reset_state else state.adv_state
         return out, SAMState(
             (state.steps_since_sync + 1) % sync_period,
-            _tree.where(last, opt_state, state.opt_state),
-            _tree.where(last, keep, adv_state),
+            _walk.where(last, opt_state, state.opt_state),
+            _walk.where(last, keep, adv_state),
             cache,
         )
 
@@ -167,7 +175,7 @@ def sam(
         adv_params, adv_state = params, state.adv_state
         for i in range(sync_period - 1):
             adv_updates, adv_state = adv.update(updates, adv_state, adv_params, **extra_args)
-            adv_params = _base.apply_updates(adv_params, _tree.map_updates(fn, jnp.negative, adv_updates))
+            adv_params = _updates.apply_updates(adv_params, _walk.map_updates(fn, jnp.negative, adv_updates))
             updates = sparse.densify(grad_fn(adv_params, i))
         if reset_state:
             adv_state = adv.init(params)
@@ -180,4 +188,4 @@ def sam(
         updates = sparse.densify(updates)
         return (opaque if opaque_mode else transparent)(updates, state, params, grad_fn, extra_args)
 
-    return _base.composite(init_fn, update_fn, outer, adv)
+    return _factory.composite(init_fn, update_fn, outer, adv)

@@ -8,7 +8,14 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, _rule_leaves, _tree, sparse
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core import rule_parts as _rule_parts
+from gradtx._core import walk as _walk
 
 
 class HutchinsonState(NamedTuple):
@@ -28,14 +35,14 @@ class SophiaState(NamedTuple):
 
 def _refuse_integers(fn: str, updates: Any, params: Any) -> None:
     """Refuse integer gradients or params (at trace time): every fractional update would round away."""
-    leaves, treedef = jax.tree.flatten(updates, is_leaf=_tree._is_update_leaf)
-    _rule_leaves.refuse_integers(fn, updates, leaves, treedef, params, None)
+    leaves, treedef = jax.tree.flatten(updates, is_leaf=_walk.is_update_leaf)
+    _rule_parts.refuse_integers(fn, updates, leaves, treedef, params, None)
 
 
 _REAL = "its Hessian-diagonal estimate and clipping are of real numbers"
 
 
-@_base.api
+@_factory.api
 def hutchinson_estimator_diag_hessian(
     random_seed: jax.Array | None = None,
 ) -> _protocol.GradientTransformation:
@@ -92,7 +99,7 @@ def hutchinson_estimator_diag_hessian(
         if obj_fn is None:
             raise _protocol.missing_extra_arg(fn, "obj_fn", "lambda params: loss(params, batch)")
         _refuse_integers(fn, params, params)
-        _base.refuse_complex(fn, None, params, why=_REAL)
+        _factory.refuse_complex(fn, None, params, why=_REAL)
         key, subkey = jax.random.split(state.key)
         leaves, treedef = jax.tree.flatten(params)
         keys = jax.random.split(subkey, len(leaves))
@@ -108,7 +115,7 @@ def hutchinson_estimator_diag_hessian(
     return _protocol.GradientTransformation(init_fn, update_fn)  # `api` gives it per-leaf views (packing)
 
 
-@_base.api
+@_factory.api
 def scale_by_sophia(
     b1: _protocol.ScalarOrSchedule = 0.965,
     b2: _protocol.ScalarOrSchedule = 0.99,
@@ -189,13 +196,13 @@ def scale_by_sophia(
     if hessian_diagonal_fn is None:
         hessian_diagonal_fn = hutchinson_estimator_diag_hessian()
     _checks.check_transform(fn, "hessian_diagonal_fn", hessian_diagonal_fn)
-    estimator = _base.member(hessian_diagonal_fn)
+    estimator = _factory.member(hessian_diagonal_fn)
 
     def init_fn(params):
         return SophiaState(
-            _tree.zero_count(),
-            _tree.map_updates(fn, lambda p: _placement.filled(p, 0.0, mu_dtype or p.dtype), params),
-            _tree.map_updates(fn, lambda p: _placement.filled(p, 0.0, p.dtype), params),
+            _hyper.zero_count(),
+            _walk.map_updates(fn, lambda p: _placement.filled(p, 0.0, mu_dtype or p.dtype), params),
+            _walk.map_updates(fn, lambda p: _placement.filled(p, 0.0, p.dtype), params),
             estimator.init(params),
         )
 
@@ -203,14 +210,14 @@ def scale_by_sophia(
         if params is None:
             raise _protocol.missing_params(fn)
         _refuse_integers(fn, updates, params)
-        _base.refuse_complex(fn, updates, params, why=_REAL)
+        _factory.refuse_complex(fn, updates, params, why=_REAL)
         grads = sparse.densify(updates)
-        count, t = state.count, _tree.increment(state.count)
-        h = {k: _tree.resolve(v, count) for k, v in dict(b1=b1, b2=b2, eps=eps, gamma=gamma).items()}
-        rho = _tree.resolve(clip_threshold, count)
+        count, t = state.count, _hyper.increment(state.count)
+        h = {k: _hyper.resolve(v, count) for k, v in dict(b1=b1, b2=b2, eps=eps, gamma=gamma).items()}
+        rho = _hyper.resolve(clip_threshold, count)
         bc1 = 1 - jnp.asarray(h["b1"], jnp.float32) ** t
-        mu = _tree.map_updates(fn, lambda g, m: h["b1"] * m + (1 - h["b1"]) * g, grads, state.mu)
-        out = _tree.map_updates(
+        mu = _walk.map_updates(fn, lambda g, m: h["b1"] * m + (1 - h["b1"]) * g, grads, state.mu)
+        out = _walk.map_updates(
             fn, lambda m, v: (m / bc1.astype(m.dtype)) / jnp.maximum(h["gamma"] * v, h["eps"]), mu, state.nu
         )
         if rho is not None:
@@ -222,18 +229,18 @@ def scale_by_sophia(
                     lambda: jax.debug.print("Sophia optimizer win rate: {}", win_rate),
                     lambda: None,
                 )
-            out = _tree.map_updates(fn, lambda u: jnp.clip(u, -rho, rho), out)
+            out = _walk.map_updates(fn, lambda u: jnp.clip(u, -rho, rho), out)
 
         def refresh(estimator_state, nu):
             diag, estimator_state = estimator.update(grads, estimator_state, params, **extra_args)
-            return estimator_state, _tree.map_updates(
+            return estimator_state, _walk.map_updates(
                 fn, lambda d, v: h["b2"] * v + (1 - h["b2"]) * d, diag, nu
             )
 
         estimator_state, nu = jax.lax.cond(
             count % update_interval == 0, refresh, lambda s, v: (s, v), state.hessian_fn_state, state.nu
         )
-        mu = _tree.map_updates(fn, lambda m, old: m.astype(old.dtype), mu, state.mu)
+        mu = _walk.map_updates(fn, lambda m, old: m.astype(old.dtype), mu, state.mu)
         return out, SophiaState(t, mu, nu, estimator_state)
 
-    return _base.composite(init_fn, update_fn, estimator)
+    return _factory.composite(init_fn, update_fn, estimator)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 
 
-@_base.api
+@_factory.api
 def identity() -> _protocol.GradientTransformation:
     """Leave the updates unchanged (the neutral element of `chain`).
 
@@ -32,7 +34,7 @@ def identity() -> _protocol.GradientTransformation:
     return _protocol.ElementWise(init_fn, update_fn)
 
 
-@_base.api
+@_factory.api
 def stateless(
     f: Callable[[_protocol.Updates, _protocol.Params | None], _protocol.Updates],
 ) -> _protocol.GradientTransformation:

@@ -10,7 +10,8 @@ from typing import Any, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _checks, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import formulas as _formulas
 
 
 def unit_axes(fn: str, path: str, shape: tuple[int, ...], axis: Any) -> tuple[int, ...] | None:
@@ -36,7 +37,7 @@ def unit_axes(fn: str, path: str, shape: tuple[int, ...], axis: Any) -> tuple[in
 
 def unit_norm(x: jax.Array, axes: tuple[int, ...] | None) -> jax.Array:
     """The L2 norm of each unit of `x` (summed in at least float32), broadcastable against `x`."""
-    return jnp.sqrt(_tree.squared_norm(x, axis=axes, keepdims=True))
+    return jnp.sqrt(_formulas.squared_norm(x, axis=axes, keepdims=True))
 
 
 def check_axis(fn: str, axis: Any) -> None:
@@ -90,7 +91,7 @@ def unitwise_norm(x: jax.Array, axis: int | Sequence[int] | None = None) -> jax.
     check_axis(fn, axis)
     x = jnp.asarray(x)
     norm = unit_norm(x, unit_axes(_checks.api_name(fn), "`x`", tuple(x.shape), axis))
-    return jnp.broadcast_to(norm.astype(_tree.real_dtype(x.dtype)), x.shape)
+    return jnp.broadcast_to(norm.astype(_formulas.real_dtype(x.dtype)), x.shape)
 
 
 def unitwise_clip(

@@ -6,7 +6,13 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 import jax
 
-from gradtx import _base, _checks, _masks, _protocol, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import hyper as _hyper
+from gradtx._core import masks as _masks
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
 
 
 class ClipVariablesState(NamedTuple):
@@ -15,7 +21,7 @@ class ClipVariablesState(NamedTuple):
     count: _protocol.Count  # int32: completed updates
 
 
-@_base.api
+@_factory.api
 def clip_variables(
     max_norm: _protocol.ScalarOrSchedule, dims: Mapping[str, Sequence[int]]
 ) -> _protocol.GradientTransformation:
@@ -70,11 +76,11 @@ def clip_variables(
             f"`{_checks.api_name(fn)}`: `dims` must be a non-empty dict key path -> list of axes, "
             f"got {dims!r}."
         )
-    scheduled = _tree.any_schedule(max_norm)
+    scheduled = _hyper.any_schedule(max_norm)
 
     def axes_of(params) -> list[Any]:
         flat = jax.tree_util.tree_flatten_with_path(
-            params, is_leaf=lambda x: x is None or _tree.is_row_sparse(x)
+            params, is_leaf=lambda x: x is None or _walk.is_row_sparse(x)
         )[0]
         out, used = [], set()
         for path, p in flat:
@@ -89,7 +95,7 @@ def clip_variables(
                     f"`{_checks.api_name(fn)}`: axes {list(dims[hits[0]])} are out of range for "
                     f"{_masks.path_str(path)!r} of shape {tuple(p.shape)}."
                 )
-            if hits and _tree.is_integer(p):
+            if hits and _walk.is_integer(p):
                 raise TypeError(
                     f"`{_checks.api_name(fn)}`: the parameter {_masks.path_str(path)!r} is {p.dtype}; its "
                     "projection onto a norm ball is fractional and would be rounded away. Clip "
@@ -105,31 +111,31 @@ def clip_variables(
 
     def init_fn(params):
         axes_of(params)
-        return ClipVariablesState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
+        return ClipVariablesState(_hyper.zero_count()) if scheduled else _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
         if params is None:
             raise _protocol.missing_params(fn)
-        c_ = _tree.resolve(max_norm, state.count if scheduled else None)
-        leaves, (flat_p,), treedef = _tree.flatten_updates(fn, updates, params, names=("updates", "params"))
+        c_ = _hyper.resolve(max_norm, state.count if scheduled else None)
+        leaves, (flat_p,), treedef = _walk.flatten_updates(fn, updates, params, names=("updates", "params"))
 
         def project(u, p, axes):
             if u is None or axes is None:
                 return u
-            c = _tree.like(c_, p)
-            if _tree.is_row_sparse(u) and 0 not in axes:
+            c = _hyper.like(c_, p)
+            if _walk.is_row_sparse(u) and 0 not in axes:
                 u = u.deduplicated()
                 rows = u.gather(p)
                 moved = rows + u.values.astype(p.dtype)
-                return u.with_values(u.zero_padding(_tree.clip_to_norm(moved, c, axes) - rows))
-            dense = u.todense() if _tree.is_row_sparse(u) else u
+                return u.with_values(u.zero_padding(_formulas.clip_to_norm(moved, c, axes) - rows))
+            dense = u.todense() if _walk.is_row_sparse(u) else u
             moved = p + dense.astype(p.dtype)
-            return (_tree.clip_to_norm(moved, c, axes) - p).astype(dense.dtype)
+            return (_formulas.clip_to_norm(moved, c, axes) - p).astype(dense.dtype)
 
         out = treedef.unflatten(
             [project(u, p, a) for u, p, a in zip(leaves, flat_p, axes_of(params), strict=True)]
         )
-        return out, (ClipVariablesState(_tree.increment(state.count)) if scheduled else state)
+        return out, (ClipVariablesState(_hyper.increment(state.count)) if scheduled else state)
 
     return _protocol.GradientTransformation(init_fn, update_fn)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from gradtx import _base, _checks, _masks, _protocol, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import masks as _masks
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
 from gradtx.combinators._masking import Mask
 
 
@@ -14,7 +19,7 @@ class AddDecayedWeightsState(NamedTuple):
     count: _protocol.Count  # int32: completed updates
 
 
-@_base.api
+@_factory.api
 def add_decayed_weights(
     weight_decay: _protocol.ScalarOrSchedule, *, mask: Mask | None = None
 ) -> _protocol.GradientTransformation:
@@ -50,30 +55,32 @@ def add_decayed_weights(
     _checks.check_nonnegative(fn, "weight_decay", weight_decay)
     if mask is not None:
         _masks.check_mask(fn, mask)
-    scheduled = _tree.any_schedule(weight_decay)
+    scheduled = _hyper.any_schedule(weight_decay)
 
     def init_fn(params):
         if mask is not None and not _masks.is_placeholder(params):  # fail early on a bad mask
             _masks.resolve_mask(fn, mask, params)
-        return AddDecayedWeightsState(_tree.zero_count()) if scheduled else _protocol.EmptyState()
+        return AddDecayedWeightsState(_hyper.zero_count()) if scheduled else _protocol.EmptyState()
 
     def update_fn(updates, state, params=None, **extra_args):
         del extra_args
         if params is None:
             raise _protocol.missing_params(fn)
-        wd = _tree.resolve(weight_decay, state.count if scheduled else None)
+        wd = _hyper.resolve(weight_decay, state.count if scheduled else None)
         m = _masks.resolve_mask(fn, True if mask is None else mask, params)
 
         def leaf(g, p, on):
             if not on:
                 return g
-            if _tree.is_row_sparse(g):
+            if _walk.is_row_sparse(g):
                 g = g.deduplicated()  # the decay is added once per row
-                return g.with_values(g.values + _tree.like(wd, g.values) * g.gather(p).astype(g.values.dtype))
-            return g + _tree.like(wd, g) * p.astype(g.dtype)
+                return g.with_values(
+                    g.values + _hyper.like(wd, g.values) * g.gather(p).astype(g.values.dtype)
+                )
+            return g + _hyper.like(wd, g) * p.astype(g.dtype)
 
-        out = _tree.map_updates(fn, leaf, updates, params, m, names=("updates", "params", "mask"))
-        return out, (AddDecayedWeightsState(_tree.increment(state.count)) if scheduled else state)
+        out = _walk.map_updates(fn, leaf, updates, params, m, names=("updates", "params", "mask"))
+        return out, (AddDecayedWeightsState(_hyper.increment(state.count)) if scheduled else state)
 
     return (
         _protocol.ElementWise(init_fn, update_fn)
@@ -91,12 +98,12 @@ class DecoupledWeightDecayState(NamedTuple):
 
 def _add_rows(u: Any, rows: Any, like: Any) -> Any:
     """An inner update plus a decay given on the rows of the row-sparse gradient `like`."""
-    if _tree.is_row_sparse(u):  # same deduplicated rows as the decay
+    if _walk.is_row_sparse(u):  # same deduplicated rows as the decay
         return u.with_values(u.values + rows.astype(u.values.dtype))
     return like.add_to_rows(u, rows)
 
 
-@_base.api
+@_factory.api
 def decoupled_weight_decay(
     tx: Any,
     weight_decay: _protocol.ScalarOrSchedule,
@@ -144,35 +151,35 @@ def decoupled_weight_decay(
         _checks.check_learning_rate(fn, learning_rate)
     if mask is not None:
         _masks.check_mask(fn, mask)
-    inner = _base.member(tx)
+    inner = _factory.member(tx)
 
     def init_fn(params):
         if mask is not None and not _masks.is_placeholder(params):  # fail early on a bad mask
             _masks.resolve_mask(fn, mask, params)
-        return DecoupledWeightDecayState(_tree.zero_count(), inner.init(params))
+        return DecoupledWeightDecayState(_hyper.zero_count(), inner.init(params))
 
     def update_fn(updates, state, params=None, **extra_args):
         if params is None:
             raise _protocol.missing_params(fn)
-        wd = _tree.resolve(weight_decay, state.count)
+        wd = _hyper.resolve(weight_decay, state.count)
         if learning_rate is not None:
-            wd = _tree.scalar(_tree.resolve(learning_rate, state.count), params) * wd
+            wd = _hyper.scalar(_hyper.resolve(learning_rate, state.count), params) * wd
         on = _masks.resolve_mask(fn, True if mask is None else mask, params)
         inner_updates, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
 
         def leaf(g, u, p, decay):
             if u is None or not decay:
                 return u
-            if _tree.is_row_sparse(g):
+            if _walk.is_row_sparse(g):
                 g = g.deduplicated()
-                return _add_rows(u, -_tree.like(wd, p) * g.gather(p), g)
-            return u + (-_tree.like(wd, p) * p).astype(u.dtype)
+                return _add_rows(u, -_hyper.like(wd, p) * g.gather(p), g)
+            return u + (-_hyper.like(wd, p) * p).astype(u.dtype)
 
-        out = _tree.map_updates(
+        out = _walk.map_updates(
             fn, leaf, updates, inner_updates, params, on, names=("updates", "inner updates", "params", "mask")
         )
-        return out, DecoupledWeightDecayState(_tree.increment(state.count), inner_state)
+        return out, DecoupledWeightDecayState(_hyper.increment(state.count), inner_state)
 
     if mask is not None:  # key paths: leaf-wise (the mask is resolved on unpacked params)
         return _protocol.GradientTransformation(init_fn, update_fn)
-    return _base.composite(init_fn, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)

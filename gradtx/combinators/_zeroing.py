@@ -7,15 +7,19 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _protocol, _sliced, _tree, sparse
+from gradtx import sparse
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core import sliced as _sliced
+from gradtx._core import walk as _walk
 
 
 def _zeros(g: Any) -> Any:
     """A zero update shaped like `g` (a row-sparse one keeps its indices)."""
-    return _tree.with_values(g, jnp.zeros_like(_tree.values_of(g)))
+    return _walk.with_values(g, jnp.zeros_like(_walk.values_of(g)))
 
 
-@_base.api
+@_factory.api
 def set_to_zero() -> _protocol.GradientTransformation:
     """Replace every update by zeros, so the parameters stay as they are (`optax.set_to_zero`).
 
@@ -41,7 +45,7 @@ def set_to_zero() -> _protocol.GradientTransformation:
 
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
-        return _tree.map_updates("set_to_zero", _zeros, updates), state
+        return _walk.map_updates("set_to_zero", _zeros, updates), state
 
     return _protocol.ElementWise(init_fn, update_fn)
 
@@ -52,7 +56,7 @@ class ZeroNansState(NamedTuple):
     found_nan: Any  # per parameter (per buffer on packed params): a bool, True if the last update had a NaN
 
 
-@_base.api
+@_factory.api
 def zero_nans() -> _protocol.GradientTransformation:
     r"""Replace NaN entries of the updates by 0, and record where NaNs were found (`optax.zero_nans`).
 
@@ -83,11 +87,11 @@ def zero_nans() -> _protocol.GradientTransformation:
 
         def leaf(g, found):
             del found
-            v = _tree.values_of(g)
+            v = _walk.values_of(g)
             nan = jnp.isnan(v)
-            return _tree.with_values(g, jnp.where(nan, jnp.zeros_like(v), v)), jnp.any(nan)
+            return _walk.with_values(g, jnp.where(nan, jnp.zeros_like(v), v)), jnp.any(nan)
 
-        out, found = _tree.split_map(
+        out, found = _walk.split_map(
             "zero_nans", leaf, 2, updates, state.found_nan, names=("updates", "state.found_nan")
         )
         return out, ZeroNansState(_sliced.total(found, "any"))  # one reduction for all flags (`_sliced`)
@@ -95,8 +99,8 @@ def zero_nans() -> _protocol.GradientTransformation:
     return _protocol.ElementWise(init_fn, update_fn)
 
 
-@_base.api
-@_base.real_only("complex numbers are not ordered")
+@_factory.api
+@_factory.real_only("complex numbers are not ordered")
 def keep_params_nonnegative() -> _protocol.GradientTransformation:
     r"""Change the updates so that no parameter becomes negative (`optax.keep_params_nonnegative`).
 
@@ -137,7 +141,7 @@ def keep_params_nonnegative() -> _protocol.GradientTransformation:
             p = p.astype(u.dtype)
             return jnp.where(p + u < 0, -p, u)
 
-        out = _tree.map_updates(fn, leaf, sparse.densify(updates), params, names=("updates", "params"))
+        out = _walk.map_updates(fn, leaf, sparse.densify(updates), params, names=("updates", "params"))
         return out, state
 
     return _protocol.ElementWise(init_fn, update_fn)

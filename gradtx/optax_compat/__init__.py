@@ -27,7 +27,6 @@ from gradtx import (
     Schedule,
     Updates,
     ZeroNansState,
-    _protocol,
     adaptive_grad_clip,
     apply_updates,
     chain,
@@ -50,6 +49,7 @@ from gradtx import (
     with_extra_args_support,
     zero_nans,
 )
+from gradtx._core import protocol as _protocol
 from gradtx.optax_compat import projections, schedules, second_order
 from gradtx.optax_compat._aliases import (
     adadelta,

@@ -11,7 +11,8 @@ from typing import Any
 import jax.numpy as jnp
 
 import gradtx
-from gradtx import _base, _protocol
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.optax_compat import _combinators as C
 from gradtx.optax_compat import _masked
 from gradtx.optax_compat import _scalings as S
@@ -48,7 +49,7 @@ def _documented(chain: str) -> Any:
     return decorate
 
 
-@_base.api
+@_factory.api
 @_documented("chain(trace(momentum) or identity(), scale_by_learning_rate(learning_rate))")
 def sgd(
     learning_rate: Any, momentum: Any = None, nesterov: bool = False, accumulator_dtype: Any = None
@@ -57,7 +58,7 @@ def sgd(
     return gradtx.chain(first, gradtx.scale_by_learning_rate(learning_rate))
 
 
-@_base.api
+@_factory.api
 @_documented(
     "chain(scale_by_lion(b1, b2, mu_dtype), add_decayed_weights(weight_decay, mask), scale_by_learning_rate)"
 )
@@ -76,7 +77,7 @@ def lion(
     )
 
 
-@_base.api
+@_factory.api
 @_documented("chain(scale_by_novograd(...), scale_by_learning_rate(learning_rate))")
 def novograd(
     learning_rate: Any,
@@ -92,19 +93,19 @@ def novograd(
     )
 
 
-@_base.api
+@_factory.api
 @_documented("chain(scale_by_sm3(momentum), scale(-learning_rate))")
 def sm3(learning_rate: Any, momentum: Any = 0.9) -> _protocol.GradientTransformation:
     return gradtx.chain(S.scale_by_sm3(momentum), gradtx.scale(-learning_rate))
 
 
-@_base.api
+@_factory.api
 @_documented("chain(scale_by_sign(), scale_by_learning_rate(learning_rate))")
 def sign_sgd(learning_rate: Any) -> _protocol.GradientTransformation:
     return gradtx.chain(gradtx.scale_by_sign(), gradtx.scale_by_learning_rate(learning_rate))
 
 
-@_base.api
+@_factory.api
 @_documented("chain(ema(beta, debias=False), scale_by_sign(), scale_by_learning_rate(learning_rate))")
 def signum(
     learning_rate: Any, beta: Any = 0.9, accumulator_dtype: Any = None
@@ -116,7 +117,7 @@ def signum(
     )
 
 
-@_base.api
+@_factory.api
 @_documented(
     "chain(scale_by_factored_rms(...), clip_by_block_rms, scale_by_learning_rate(flip_sign=False), "
     "scale_by_param_block_rms, ema (momentum), add_decayed_weights, scale(-1))"
@@ -150,7 +151,7 @@ def adafactor(
     return gradtx.chain(*tx)
 
 
-@_base.api
+@_factory.api
 @_documented(
     "chain(scale_by_rms(...) or scale_by_stddev(...) if centered, scale_by_learning_rate, "
     "trace(momentum, nesterov) or identity())"
@@ -174,7 +175,7 @@ def rmsprop(
     )
 
 
-@_base.api
+@_factory.api
 @_documented("chain(scale_by_rss(initial_accumulator_value, eps), scale_by_learning_rate(learning_rate))")
 def adagrad(
     learning_rate: Any, initial_accumulator_value: Any = 0.1, eps: Any = 1e-7
@@ -184,7 +185,7 @@ def adagrad(
     )
 
 
-@_base.api
+@_factory.api
 @_documented("chain(scale_by_rprop(learning_rate, ...), scale(-1.0))")
 def rprop(
     learning_rate: Any,
@@ -198,7 +199,7 @@ def rprop(
     )
 
 
-@_base.api
+@_factory.api
 @_documented("chain(add_decayed_weights(weight_decay, weight_decay_mask), scale_by_adadelta(rho, eps), lr)")
 def adadelta(
     learning_rate: Any = None,
@@ -214,7 +215,7 @@ def adadelta(
     )
 
 
-@_base.api
+@_factory.api
 @_documented(
     "chain(masked(add_decayed_weights), masked(scale_by_trust_ratio), learning rate, trace(momentum))"
 )

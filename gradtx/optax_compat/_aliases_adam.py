@@ -9,13 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 import gradtx
-from gradtx import _base, _protocol
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.optax_compat import _combinators as C
 from gradtx.optax_compat import _transforms as T
 from gradtx.optax_compat._aliases import _documented
 
 
-@_base.api
+@_factory.api
 @_documented(
     "chain(scale_by_adam(b1, b2, eps, eps_root, mu_dtype, nesterov=nesterov), scale_by_learning_rate)"
 )
@@ -35,7 +36,7 @@ def adam(
     )
 
 
-@_base.api
+@_factory.api
 @_documented("adam with nesterov=True")
 def nadam(
     learning_rate: Any,
@@ -50,7 +51,7 @@ def nadam(
     return adam(learning_rate, b1, b2, eps, eps_root, mu_dtype, nesterov=nesterov)
 
 
-@_base.api
+@_factory.api
 @_documented("chain(scale_by_adam(...), add_decayed_weights(weight_decay, mask), scale_by_learning_rate)")
 def adamw(
     learning_rate: Any,
@@ -71,7 +72,7 @@ def adamw(
     )
 
 
-@_base.api
+@_factory.api
 @_documented("adamw with nesterov=True")
 def nadamw(
     learning_rate: Any,
@@ -88,7 +89,7 @@ def nadamw(
     return adamw(learning_rate, b1, b2, eps, eps_root, mu_dtype, weight_decay, mask, nesterov=nesterov)
 
 
-@_base.api
+@_factory.api
 @_documented("chain(scale_by_radam(...), scale_by_learning_rate(learning_rate))")
 def radam(
     learning_rate: Any,
@@ -106,7 +107,7 @@ def radam(
     )
 
 
-@_base.api
+@_factory.api
 @_documented("chain(scale_by_belief(...), scale_by_learning_rate(learning_rate))")
 def adabelief(
     learning_rate: Any,
@@ -123,7 +124,7 @@ def adabelief(
     )
 
 
-@_base.api
+@_factory.api
 @_documented("chain(scale_by_yogi(b1, b2, eps), scale_by_learning_rate(learning_rate))")
 def yogi(
     learning_rate: Any, b1: Any = 0.9, b2: Any = 0.999, eps: Any = 1e-3
@@ -131,7 +132,7 @@ def yogi(
     return gradtx.chain(T.scale_by_yogi(b1, b2, eps), gradtx.scale_by_learning_rate(learning_rate))
 
 
-@_base.api
+@_factory.api
 @_documented(
     "chain(scale_by_adam(...), add_decayed_weights(...), scale_by_trust_ratio(), scale_by_learning_rate)"
 )
@@ -152,7 +153,7 @@ def lamb(
     )
 
 
-@_base.api
+@_factory.api
 @_documented("chain(scale_by_adan(...), add_decayed_weights(weight_decay, mask), scale_by_learning_rate)")
 def adan(
     learning_rate: Any,
@@ -171,7 +172,7 @@ def adan(
     )
 
 
-@_base.api
+@_factory.api
 @_documented("chain(scale_by_amsgrad(...), scale_by_learning_rate(learning_rate))")
 def amsgrad(
     learning_rate: Any,
@@ -189,7 +190,7 @@ def amsgrad(
     )
 
 
-@_base.api
+@_factory.api
 @_documented("chain(scale_by_adamax(b1, b2, eps), scale_by_learning_rate(learning_rate))")
 def adamax(
     learning_rate: Any, b1: Any = 0.9, b2: Any = 0.999, eps: Any = 1e-8
@@ -197,7 +198,7 @@ def adamax(
     return gradtx.chain(T.scale_by_adamax(b1, b2, eps), gradtx.scale_by_learning_rate(learning_rate))
 
 
-@_base.api
+@_factory.api
 @_documented(
     "chain(scale_by_adamax(b1, b2, eps), add_decayed_weights(weight_decay, mask), scale_by_learning_rate)"
 )

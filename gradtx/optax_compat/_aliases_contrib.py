@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import gradtx
-from gradtx import _base, _protocol, parallel
+from gradtx import parallel
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import HutchinsonState, MomoAdamState, MomoState, SAMState, SophiaState
 from gradtx.optax_compat import _combinators as C
 
@@ -96,7 +98,7 @@ def sam(
 
         return tx.update(updates, state, params, grad_fn=grad_fn, **extra_args)
 
-    return _base.composite(tx.init, update, tx)
+    return _factory.composite(tx.init, update, tx)
 
 
 def hutchinson_estimator_diag_hessian(random_seed: Any = None) -> _protocol.GradientTransformation:
@@ -126,7 +128,7 @@ _HUTCHINSON = hutchinson_estimator_diag_hessian()
 """optax's default estimator of `sophia` (made once, as optax's default argument is)."""
 
 
-@_base.api
+@_factory.api
 def sophia(
     learning_rate: Any,
     b1: Any = 0.965,

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 import gradtx
-from gradtx import _base, _protocol
-from gradtx._update_rule import restated
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import restated
 from gradtx.optax_compat import _combinators as C
 from gradtx.optax_compat import _states
 from gradtx.transforms._delayed_moment import adopt_clip_value
@@ -52,7 +53,7 @@ def relaid(
     tx: _protocol.GradientTransformation, to_optax: Callable[[Any], Any], from_optax: Callable[[Any], Any]
 ) -> _protocol.GradientTransformation:
     """`tx` with its state shown in optax's layout: `to_optax(state)` after each call, `from_optax` before."""
-    inner = _base.member(tx)
+    inner = _factory.member(tx)
 
     def init_fn(params):
         return to_optax(inner.init(params))
@@ -61,7 +62,7 @@ def relaid(
         updates, state = inner.update(updates, from_optax(state), params, **extra_args)
         return updates, to_optax(state)
 
-    return _base.composite(init_fn, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)
 
 
 # --------------------------------------------------------------------------- AdEMAMix
@@ -85,7 +86,7 @@ class ScaleBySimplifiedAdEMAMixState(NamedTuple):
     n: _protocol.Updates  # second moment
 
 
-@_base.api
+@_factory.api
 def scale_by_ademamix(
     b1: Any = 0.9,
     b2: Any = 0.999,
@@ -126,7 +127,7 @@ def scale_by_ademamix(
     )
 
 
-@_base.api
+@_factory.api
 @_contrib_documented(
     "chain(scale_by_ademamix(b1, b2, b3, alpha, eps, eps_root, mu_dtype), add_decayed_weights(weight_decay, "
     "mask), scale_by_learning_rate(learning_rate))"
@@ -150,7 +151,7 @@ def ademamix(
     )
 
 
-@_base.api
+@_factory.api
 def scale_by_simplified_ademamix(
     b1: Any = 0.99, b2: Any = 0.95, alpha: Any = 0.0, eps: Any = 1e-8, eps_root: Any = 0.0
 ) -> _protocol.GradientTransformation:
@@ -179,7 +180,7 @@ def scale_by_simplified_ademamix(
     return restated(inner, ScaleBySimplifiedAdEMAMixState, {"count": "t"})
 
 
-@_base.api
+@_factory.api
 @_contrib_documented(
     "chain(scale_by_simplified_ademamix(b1, b2, alpha, eps, eps_root), add_decayed_weights(weight_decay, "
     "mask), scale_by_learning_rate(learning_rate))"
@@ -204,7 +205,7 @@ def simplified_ademamix(
 # --------------------------------------------------------------------------- ADOPT, ACProp
 
 
-@_base.api
+@_factory.api
 def scale_by_adopt(
     b1: Any = 0.9,
     b2: Any = 0.9999,
@@ -250,7 +251,7 @@ def scale_by_adopt(
     return restated(inner, _states.ScaleByAdamState, {"m": "mu", "v": "nu"})
 
 
-@_base.api
+@_factory.api
 @_contrib_documented(
     "chain(scale_by_adopt(b1, b2, eps, mu_dtype, nesterov=..., use_clipping=..., clip_value_fn=...), "
     "scale_by_learning_rate(learning_rate))"
@@ -274,7 +275,7 @@ def adopt(
     )
 
 
-@_base.api
+@_factory.api
 def scale_by_acprop(
     b1: Any = 0.9, b2: Any = 0.999, eps: Any = 1e-16, eps_root: Any = 1e-16
 ) -> _protocol.GradientTransformation:
@@ -302,7 +303,7 @@ def scale_by_acprop(
     return restated(inner, _states.ScaleByBeliefState, {"m": "mu", "s": "nu"})
 
 
-@_base.api
+@_factory.api
 @_contrib_documented(
     "chain(scale_by_acprop(b1, b2, eps, eps_root), add_decayed_weights(weight_decay, mask), "
     "scale_by_learning_rate(learning_rate))"
@@ -335,7 +336,7 @@ class MadgradState(NamedTuple):
     x0: _protocol.Params  # the initial parameters
 
 
-@_base.api
+@_factory.api
 def scale_by_madgrad(
     learning_rate: Any, momentum: Any = 0.9, eps: Any = 1e-6
 ) -> _protocol.GradientTransformation:
@@ -361,7 +362,7 @@ def scale_by_madgrad(
     return restated(gradtx.scale_by_madgrad(learning_rate, momentum, eps), MadgradState)
 
 
-@_base.api
+@_factory.api
 @_contrib_documented(
     "chain(add_decayed_weights(weight_decay), scale_by_madgrad(learning_rate, momentum, eps))"
 )

@@ -13,7 +13,10 @@ from typing import Any, NamedTuple
 import jax
 
 import gradtx
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
 from gradtx.optax_compat import _transforms as T
 from gradtx.optax_compat._aliases import _documented
 from gradtx.optax_compat._aliases_modern import relaid
@@ -28,7 +31,7 @@ class WeightDecaySchedule(NamedTuple):
     count: _protocol.Count  # int32: completed updates
 
 
-@_base.api
+@_factory.api
 def fromage(learning_rate: Any, min_norm: Any = 1e-6) -> _protocol.GradientTransformation:
     """optax's `fromage`: `gradtx.fromage`, its state in optax's layout.
 
@@ -60,7 +63,7 @@ def fromage(learning_rate: Any, min_norm: Any = 1e-6) -> _protocol.GradientTrans
         return (*state.inner_state, decay)
 
     def from_optax(state):
-        count = state[2].count if scheduled else _tree.zero_count()
+        count = state[2].count if scheduled else _hyper.zero_count()
         return gradtx.DecoupledWeightDecayState(count, tuple(state[:2]))
 
     return relaid(gradtx.fromage(learning_rate, min_norm), to_optax, from_optax)
@@ -76,7 +79,7 @@ class ScaleByOptimisticGradientState(NamedTuple):
     previous_gradient: _protocol.Updates  # the last step's input
 
 
-@_base.api
+@_factory.api
 def scale_by_optimistic_gradient(alpha: Any = 1.0, beta: Any = 1.0) -> _protocol.GradientTransformation:
     """optax's `scale_by_optimistic_gradient`: gradtx's, in `ScaleByOptimisticGradientState(is_initial_step,
     previous_gradient)`.
@@ -105,13 +108,13 @@ def scale_by_optimistic_gradient(alpha: Any = 1.0, beta: Any = 1.0) -> _protocol
         return ScaleByOptimisticGradientState(state.count == 0, state.previous_gradient)
 
     def from_optax(state):
-        count = jax.lax.convert_element_type(~state.is_initial_step, _tree.zero_count().dtype)
+        count = jax.lax.convert_element_type(~state.is_initial_step, _hyper.zero_count().dtype)
         return gradtx.ScaleByOptimisticGradientState(count, state.previous_gradient)
 
     return relaid(gradtx.scale_by_optimistic_gradient(alpha, beta), to_optax, from_optax)
 
 
-@_base.api
+@_factory.api
 @_documented("chain(scale_by_optimistic_gradient(alpha, beta), scale_by_learning_rate(learning_rate))")
 def optimistic_gradient_descent(
     learning_rate: Any, alpha: Any = 1.0, beta: Any = 1.0
@@ -121,7 +124,7 @@ def optimistic_gradient_descent(
     )
 
 
-@_base.api
+@_factory.api
 @_documented(
     "chain(scale_by_adam(b1, b2, eps, eps_root, mu_dtype, nesterov=nesterov), "
     "scale_by_optimistic_gradient(alpha, beta), scale_by_learning_rate(learning_rate))"
@@ -145,7 +148,7 @@ def optimistic_adam_v2(
     )
 
 
-@_base.api
+@_factory.api
 def optimistic_adam(
     learning_rate: Any,
     optimism: Any = None,
@@ -219,7 +222,7 @@ def _seed(key: Any) -> int:
     return int(jax.device_get(data).ravel()[-1])
 
 
-@_base.api
+@_factory.api
 def noisy_sgd(
     learning_rate: Any, eta: Any = 0.01, gamma: Any = 0.55, key: Any = None, *, seed: Any = None
 ) -> _protocol.GradientTransformation:
@@ -262,7 +265,7 @@ def noisy_sgd(
     return relaid(inner, to_optax, from_optax)
 
 
-@_base.api
+@_factory.api
 def add_noise(eta: Any, gamma: Any, key: Any = None, *, seed: Any = None) -> _protocol.GradientTransformation:
     """optax's `add_noise`: Gaussian noise of variance `eta / t**gamma` (state `AddNoiseState`).
 

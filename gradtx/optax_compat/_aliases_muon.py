@@ -14,7 +14,9 @@ import jax
 import jax.numpy as jnp
 
 import gradtx
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.optax_compat import _aliases_adam, _routing
 from gradtx.optax_compat import _combinators as C
 from gradtx.transforms import MuonDimensionNumbers, ScaleByMuonState
@@ -104,10 +106,10 @@ def scale_by_muon(
         updates, new = tx.update(updates, ScaleByMuonState(state.count, state.mu), params, **extra_args)
         return updates, MuonState(new.count, new.momentum, state.ns_coeffs)
 
-    return _base.composite(init_fn, update_fn, tx)
+    return _factory.composite(init_fn, update_fn, tx)
 
 
-@_base.api
+@_factory.api
 def muon(
     learning_rate: Any,
     ns_coeffs: Any = NS_COEFFS,

@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 import gradtx
-from gradtx import _base, _protocol
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.optax_compat import _masked
 
 
-@_base.api
+@_factory.api
 def apply_if_finite(inner: Any, max_consecutive_errors: int) -> _protocol.GradientTransformation:
     """optax's `apply_if_finite`: `gradtx.apply_if_finite` under optax's argument names.
 
@@ -40,7 +41,7 @@ def apply_if_finite(inner: Any, max_consecutive_errors: int) -> _protocol.Gradie
     return gradtx.apply_if_finite(inner, max_consecutive_errors)
 
 
-@_base.api
+@_factory.api
 def add_decayed_weights(weight_decay: Any = 0.0, mask: Any = None) -> _protocol.GradientTransformation:
     """optax's `add_decayed_weights`: `gradtx.add_decayed_weights`, `mask` positional, decay 0 by default.
 

@@ -16,7 +16,8 @@ import jax
 
 import gradtx
 import gradtx.optax_compat as _optax
-from gradtx import _base, _protocol
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import (
     DifferentiallyPrivateAggregateState,
     GaLoreDimensionNumbers,
@@ -121,8 +122,8 @@ def differentially_private_aggregate(
     return gradtx.differentially_private_aggregate(l2_norm_clip, noise_multiplier, key=key)
 
 
-@_base.api
-@_base.per_example_grads
+@_factory.api
+@_factory.per_example_grads
 def dpsgd(
     learning_rate: Any,
     l2_norm_clip: Any,
@@ -160,7 +161,7 @@ def dpsgd(
     )
 
 
-@_base.api
+@_factory.api
 def scale_by_galore(
     rank: int = 128,
     update_proj_gap: int = 200,
@@ -197,7 +198,7 @@ def scale_by_galore(
     return gradtx.scale_by_galore(rank, update_proj_gap, scale, base, weight_dimension_numbers)
 
 
-@_base.api
+@_factory.api
 def galore(
     learning_rate: Any,
     rank: int = 128,

@@ -11,7 +11,8 @@ from typing import Any, NamedTuple
 
 import gradtx
 import gradtx.optax_compat as _optax
-from gradtx import _base, _protocol
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.transforms import ScaleByScheduleFreeState
 
 __all__ = [
@@ -46,7 +47,7 @@ def _from_optax(state: ScheduleFreeState) -> tuple[Any, ScaleByScheduleFreeState
     return state.base_optimizer_state, sf
 
 
-@_base.api
+@_factory.api
 def schedule_free(
     base_optimizer: Any,
     learning_rate: Any,
@@ -92,7 +93,7 @@ def schedule_free(
         updates, new_state = tx.update(updates, _from_optax(state), params, **extra_args)
         return updates, _to_optax(new_state)
 
-    return _base.composite(init_fn, update_fn, tx)
+    return _factory.composite(init_fn, update_fn, tx)
 
 
 def schedule_free_eval_params(state: Any, params: Any) -> Any:

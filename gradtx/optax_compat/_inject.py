@@ -20,7 +20,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx import _base, _checks, _naming, _protocol, _tree, _tree_checks
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import naming as _naming
+from gradtx._core import protocol as _protocol
+from gradtx._core import shapes as _shapes
 
 
 class InjectHyperparamsState(NamedTuple):
@@ -86,12 +91,12 @@ class WrappedSchedule:
 
     def init(self) -> WrappedScheduleState:
         """The state before the first step: count 0."""
-        return WrappedScheduleState(count=_tree.zero_count())
+        return WrappedScheduleState(count=_hyper.zero_count())
 
     def update(self, state: WrappedScheduleState, **extra_args: Any) -> WrappedScheduleState:
         """The state after a step: the count plus one (the extra arguments are not used)."""
         del extra_args
-        return WrappedScheduleState(count=_tree.increment(state.count))
+        return WrappedScheduleState(count=_hyper.increment(state.count))
 
     def __call__(self, state: WrappedScheduleState, **extra_args: Any) -> Any:
         return self.schedule_fn(state.count)
@@ -150,15 +155,15 @@ def _check_static_names(name: str, statics: set[Any], known: Iterable[str]) -> N
 
 
 def _outermost(label: str, raw: _protocol.GradientTransformation) -> _protocol.GradientTransformation:
-    """`raw` as an outermost factory returns it (`_base.wrapped_once`), except that a step keeps the dtypes
+    """`raw` as an outermost factory returns it (`_factory.wrapped_once`), except that a step keeps the dtypes
     of the inner state only: the values and the schedules' states take the dtypes optax's steps give them
     (a stateful schedule's state may start as int32 and become float32)."""
-    checked = _base.wrapped_once(label, raw)
+    checked = _factory.wrapped_once(label, raw)
 
     def update_fn(updates, state, params=None, **extra_args):
-        _tree_checks.check_shapes(label, updates, params, state)
+        _shapes.check_shapes(label, updates, params, state)
         new_updates, new_state = raw.update(updates, state, params, **extra_args)
-        inner = _base._keep_dtypes(new_state.inner_state, state.inner_state)
+        inner = _factory._keep_dtypes(new_state.inner_state, state.inner_state)
         return new_updates, new_state._replace(inner_state=inner)
 
     update_fn._gradtx_raw = raw  # type: ignore[attr-defined]
@@ -254,7 +259,7 @@ def inject_hyperparams(
             positional = [
                 call.pop(p.name) for p in parameters.values() if p.kind is inspect.Parameter.POSITIONAL_ONLY
             ]
-            return _base.member(inner_factory(*positional, *var_args, **call))
+            return _factory.member(inner_factory(*positional, *var_args, **call))
 
         def dtype_of(params: Any) -> Any:
             return hyperparam_dtype if hyperparam_dtype is not None else _widest_dtype(params)
@@ -273,7 +278,7 @@ def inject_hyperparams(
                     "else the params' widest dtype), which moved this one out of range (optax runs with it, "
                     "and may give NaN): pass a wider `hyperparam_dtype`, such as `jnp.float32`."
                 ) from None
-            return InjectStatefulHyperparamsState(_tree.zero_count(), values, states, inner.init(params))
+            return InjectStatefulHyperparamsState(_hyper.zero_count(), values, states, inner.init(params))
 
         def update_fn(updates, state, params=None, **extra_args):
             dtype = dtype_of(params)
@@ -289,12 +294,12 @@ def inject_hyperparams(
                 inner_tx = build(values)
             new_updates, inner = inner_tx.update(updates, state.inner_state, params, **extra_args)
             return _checks.nan_unless(conditions, new_updates), InjectStatefulHyperparamsState(
-                _tree.increment(state.count), values, states, inner
+                _hyper.increment(state.count), values, states, inner
             )
 
         # built once here from the values as given: the factory checks them now, and its kind is ours
         probe = build({**numeric, **{k: f(f.init()) for k, f in scheduled.items()}})
-        raw = _base.composite(init_fn, update_fn, probe)
+        raw = _factory.composite(init_fn, update_fn, probe)
         tx_name = f"optax_compat.inject_hyperparams({_naming.factory_name(inner_factory)})"
         if _checks._API_NAME.get() is not None:  # inside another factory: it wraps once
             return _naming.named(raw, tx_name)

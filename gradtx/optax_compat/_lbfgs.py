@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import gradtx
-from gradtx import _base, _protocol
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import (
     BacktrackingLinesearchInfo,
     ScaleByBacktrackingLinesearchState,
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 
-@_base.api
+@_factory.api
 def scale_by_lbfgs(
     memory_size: int = 10, scale_init_precond: bool = True
 ) -> _protocol.GradientTransformation:
@@ -65,7 +66,7 @@ def scale_by_lbfgs(
     return gradtx.scale_by_lbfgs(memory_size, scale_init_precond=scale_init_precond)
 
 
-@_base.api
+@_factory.api
 def scale_by_zoom_linesearch(
     max_linesearch_steps: int,
     max_learning_rate: Any = None,
@@ -105,7 +106,7 @@ def scale_by_zoom_linesearch(
     )  # fmt: skip
 
 
-@_base.api
+@_factory.api
 def scale_by_backtracking_linesearch(
     max_backtracking_steps: int,
     slope_rtol: Any = 1e-4,
@@ -145,7 +146,7 @@ def scale_by_backtracking_linesearch(
     )  # fmt: skip
 
 
-@_base.api
+@_factory.api
 def lbfgs(
     learning_rate: Any = None,
     memory_size: int = 10,

@@ -13,9 +13,10 @@ from typing import Any, NamedTuple
 import jax
 
 import gradtx
-from gradtx import _base, _protocol
-from gradtx._tree_rule import restated_tree
-from gradtx._update_rule import restated
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import restated
+from gradtx._core.tree_rule import restated_tree
 from gradtx.combinators._mechanic import mechanic_transform
 from gradtx.optax_compat import _combinators as C
 from gradtx.optax_compat import _scalings as S
@@ -47,7 +48,7 @@ class DAdaptAdamWState(NamedTuple):
 _D_ADAPT = {"m": "exp_avg", "v": "exp_avg_sq", "s": "grad_sum", "d": "estim_lr", "r": "numerator_weighted"}
 
 
-@_base.api
+@_factory.api
 def prodigy(
     learning_rate: Any = 1.0,
     betas: tuple[Any, Any] = (0.9, 0.999),
@@ -94,7 +95,7 @@ def prodigy(
     return restated_tree(inner, ProdigyState, {**_D_ADAPT, "x0": "params0"})
 
 
-@_base.api
+@_factory.api
 def dadapt_adamw(
     learning_rate: Any = 1.0,
     betas: tuple[Any, Any] = (0.9, 0.999),
@@ -137,7 +138,7 @@ class MechanicState(NamedTuple):
     x0: _protocol.Updates
 
 
-@_base.api
+@_factory.api
 def mechanize(
     base_optimizer: Any,
     weight_decay: Any = 1e-2,
@@ -179,7 +180,7 @@ class COCOBState(NamedTuple):
     reward: _protocol.Updates
 
 
-@_base.api
+@_factory.api
 def scale_by_cocob(alpha: Any = 100.0, eps: Any = 1e-8) -> _protocol.GradientTransformation:
     """optax's `contrib.scale_by_cocob`: `gradtx.scale_by_cocob` in `COCOBState` (no count).
 
@@ -199,7 +200,7 @@ def scale_by_cocob(alpha: Any = 100.0, eps: Any = 1e-8) -> _protocol.GradientTra
     return restated(gradtx.scale_by_cocob(alpha, eps), COCOBState)
 
 
-@_base.api
+@_factory.api
 def cocob(
     learning_rate: Any = 1.0,
     alpha: Any = 100.0,

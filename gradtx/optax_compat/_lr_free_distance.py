@@ -14,8 +14,10 @@ import jax
 import jax.numpy as jnp
 
 import gradtx
-from gradtx import _base, _checks, _protocol
-from gradtx._tree_rule import restated_tree
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.tree_rule import restated_tree
 from gradtx.optax_compat import _aliases as A
 from gradtx.optax_compat import _combinators as C
 from gradtx.optax_compat import _scalings as S
@@ -38,7 +40,7 @@ class DoWGState(NamedTuple):
     estim_sq_dist: jax.Array
 
 
-@_base.api
+@_factory.api
 def scale_by_dog(init_step: tuple[str, Any], eps: Any = 1e-8) -> _protocol.GradientTransformation:
     """optax's `scale_by_dog` (`optax.contrib._dog`'s; unexported): `gradtx.scale_by_dog` in `DoGState`.
 
@@ -60,7 +62,7 @@ def scale_by_dog(init_step: tuple[str, Any], eps: Any = 1e-8) -> _protocol.Gradi
     return restated_tree(gradtx.scale_by_dog(init_step, eps), DoGState, {})
 
 
-@_base.api
+@_factory.api
 def scale_by_dowg(init_estim_sq_dist: Any = None, eps: Any = 1e-4) -> _protocol.GradientTransformation:
     """optax's `scale_by_dowg` (`optax.contrib._dog`'s; unexported): `gradtx.scale_by_dowg` in `DoWGState`.
 
@@ -84,7 +86,7 @@ def _decay(weight_decay: Any, mask: Any) -> _protocol.GradientTransformation:
     return gradtx.identity() if weight_decay is None else C.add_decayed_weights(weight_decay, mask)
 
 
-@_base.api
+@_factory.api
 def dog(
     learning_rate: Any = 1.0,
     init_step: tuple[str, Any] = ("heuristic", 1e-6),
@@ -116,7 +118,7 @@ def dog(
     )
 
 
-@_base.api
+@_factory.api
 def dowg(
     learning_rate: Any = 1.0,
     init_estim_sq_dist: Any = None,
@@ -150,7 +152,7 @@ def dowg(
     )
 
 
-@_base.api
+@_factory.api
 def scale_by_distance_over_gradients(
     reps_rel: Any = 1e-6, eps: Any = 1e-8, param_dtype: Any = jnp.float32, global_scale: Any = 1.0
 ) -> _protocol.GradientTransformation:
@@ -181,7 +183,7 @@ scale_by_polyak = gradtx.scale_by_polyak
 """optax's `scale_by_polyak` is gradtx's: the same signature, defaults, numbers and state (`EmptyState()`)."""
 
 
-@_base.api
+@_factory.api
 def polyak_sgd(
     max_learning_rate: Any = 1.0,
     scaling: Any = 1.0,

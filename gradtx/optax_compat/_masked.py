@@ -13,7 +13,10 @@ from typing import Any, NamedTuple
 
 import jax
 
-from gradtx import _base, _checks, _masks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import masks as _masks
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import MaskedState
 
 
@@ -59,7 +62,7 @@ def _hide(layout: Any, tree: Any) -> Any:
     return jax.tree.map(lambda keep, x: x if keep else MaskedNode(), layout, tree)
 
 
-@_base.api
+@_factory.api
 def masked(
     inner: Any, mask: Any, *, mask_compatible_extra_args: bool = False
 ) -> _protocol.GradientTransformation:
@@ -101,7 +104,7 @@ def masked(
     if mask is None or jax.tree.leaves(mask):  # an empty container is the mask of empty params
         _masks.check_mask("masked", mask)
     _checks.check_transform("masked", "inner", inner)
-    inner = _base.member(inner)
+    inner = _factory.member(inner)
 
     def init_fn(params):
         if _masks.is_placeholder(params):  # `optax.tree.map_params` finds the slots: they stay whole

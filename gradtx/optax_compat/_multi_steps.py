@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 import gradtx
-from gradtx import _protocol
+from gradtx._core import protocol as _protocol
 
 
 class MultiStepsState(NamedTuple):

@@ -18,7 +18,9 @@ import jax
 import numpy as np
 
 import gradtx
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import _conditional
 from gradtx.optax_compat import _masked
 
@@ -58,7 +60,7 @@ def _labels_of(param_labels: Any, tree: Any) -> Any:
     return param_labels(tree) if callable(param_labels) else param_labels
 
 
-@_base.api
+@_factory.api
 def partition(
     transforms: Mapping[Hashable, Any],
     param_labels: Any | Callable[[Any], Any],
@@ -130,10 +132,10 @@ def partition(
             )
         return updates, PartitionState(new)
 
-    return _base.composite(init_fn, update_fn, *(_base.member(tx) for tx in transforms.values()))
+    return _factory.composite(init_fn, update_fn, *(_factory.member(tx) for tx in transforms.values()))
 
 
-@_base.api
+@_factory.api
 def multi_transform(
     transforms: Mapping[Hashable, Any],
     param_labels: Any | Callable[[Any], Any],
@@ -163,7 +165,7 @@ def multi_transform(
     return partition(transforms, param_labels, mask_compatible_extra_args=mask_compatible_extra_args)
 
 
-@_base.api
+@_factory.api
 def freeze(mask: Any) -> _protocol.GradientTransformation:
     """optax's `freeze`: zero the updates where `mask` is True (`masked(set_to_zero(), mask)`).
 
@@ -187,7 +189,7 @@ def freeze(mask: Any) -> _protocol.GradientTransformation:
     return _masked.masked(gradtx.set_to_zero(), mask)
 
 
-@_base.api
+@_factory.api
 def selective_transform(optimizer: Any, *, freeze_mask: Any) -> _protocol.GradientTransformation:
     """optax's `selective_transform`: `optimizer` where `freeze_mask` is False, zero updates where True.
 
@@ -213,7 +215,7 @@ def selective_transform(optimizer: Any, *, freeze_mask: Any) -> _protocol.Gradie
     return partition({"train": optimizer, "freeze": gradtx.set_to_zero()}, lambda _: labels)
 
 
-@_base.api
+@_factory.api
 def conditionally_transform(
     inner: Any, should_transform_fn: Callable[..., Any], forward_extra_args: bool = False
 ) -> _protocol.GradientTransformation:
@@ -249,7 +251,7 @@ def conditionally_transform(
     )
 
 
-@_base.api
+@_factory.api
 def conditionally_mask(
     inner: Any, should_transform_fn: Callable[..., Any], forward_extra_args: bool = False
 ) -> _protocol.GradientTransformation:
@@ -285,7 +287,7 @@ def conditionally_mask(
     )
 
 
-@_base.api
+@_factory.api
 def stateless_with_tree_map(f: Callable[[Any, Any], Any]) -> _protocol.GradientTransformation:
     """optax's `stateless_with_tree_map`: `f(update, param)` on every leaf, no state.
 
@@ -333,7 +335,7 @@ def init_empty_state(params: Any) -> _protocol.EmptyState:
     return _protocol.EmptyState()
 
 
-@_base.api
+@_factory.api
 def flatten(inner: Any) -> _protocol.GradientTransformation:
     """optax's `flatten`: `inner` on one vector, every leaf raveled and concatenated (optax's layout).
 
@@ -358,7 +360,7 @@ def flatten(inner: Any) -> _protocol.GradientTransformation:
         (7,)
     """
     _checks.check_transform("flatten", "inner", inner)
-    inner = _base.member(inner)
+    inner = _factory.member(inner)
 
     def ravel(tree):
         return jax.numpy.concatenate([jax.numpy.reshape(x, [-1]) for x in jax.tree.leaves(tree)])

@@ -9,13 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 import gradtx
-from gradtx import _base, _checks, _protocol
-from gradtx._update_rule import restated
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import restated
 from gradtx.combinators._clip import clip_to_global_norm
 from gradtx.optax_compat import _states
 
 
-@_base.api
+@_factory.api
 def scale_by_sm3(b1: Any = 0.9, b2: Any = 1.0, eps: Any = 1e-8) -> _protocol.GradientTransformation:
     """optax's `scale_by_sm3`: `gradtx.scale_by_sm3` in `ScaleBySM3State(mu, nu)` (no count).
 
@@ -40,7 +42,7 @@ def scale_by_sm3(b1: Any = 0.9, b2: Any = 1.0, eps: Any = 1e-8) -> _protocol.Gra
     return restated(inner, _states.ScaleBySM3State, {"accumulators": "mu", "momentum": "nu"})
 
 
-@_base.api
+@_factory.api
 def scale_by_factored_rms(
     factored: bool = True,
     decay_rate: Any = 0.8,
@@ -78,7 +80,7 @@ def scale_by_factored_rms(
     return restated(inner, _states.FactoredState)
 
 
-@_base.api
+@_factory.api
 def trace(
     decay: Any, nesterov: bool = False, accumulator_dtype: Any = None
 ) -> _protocol.GradientTransformation:
@@ -105,7 +107,7 @@ def trace(
     return restated(inner, _states.TraceState, {"momentum": "trace"})
 
 
-@_base.api
+@_factory.api
 def ema(decay: Any, debias: bool = True, accumulator_dtype: Any = None) -> _protocol.GradientTransformation:
     """optax's `ema` (debiased by default, as optax's): `gradtx.ema` with optax's defaults.
 
@@ -130,7 +132,7 @@ def ema(decay: Any, debias: bool = True, accumulator_dtype: Any = None) -> _prot
     return gradtx.ema(decay, debias=debias, mu_dtype=accumulator_dtype)
 
 
-@_base.api
+@_factory.api
 def scale_by_rms(
     decay: Any = 0.9,
     eps: Any = 1e-8,
@@ -163,7 +165,7 @@ def scale_by_rms(
     return restated(inner, _states.ScaleByRmsWithCountState if bias_correction else _states.ScaleByRmsState)
 
 
-@_base.api
+@_factory.api
 def scale_by_stddev(
     decay: Any = 0.9,
     eps: Any = 1e-8,
@@ -198,7 +200,7 @@ def scale_by_stddev(
     return restated(inner, state)
 
 
-@_base.api
+@_factory.api
 def scale_by_rss(initial_accumulator_value: Any = 0.1, eps: Any = 1e-7) -> _protocol.GradientTransformation:
     """optax's `scale_by_rss`: `gradtx.scale_by_rss` in `ScaleByRssState(sum_of_squares)`.
 
@@ -221,7 +223,7 @@ def scale_by_rss(initial_accumulator_value: Any = 0.1, eps: Any = 1e-7) -> _prot
     return restated(gradtx.scale_by_rss(initial_accumulator_value, eps), _states.ScaleByRssState)
 
 
-@_base.api
+@_factory.api
 def scale_by_rprop(
     learning_rate: Any,
     eta_minus: Any = 0.5,
@@ -257,7 +259,7 @@ def scale_by_rprop(
     return restated(inner, _states.ScaleByRpropState)
 
 
-@_base.api
+@_factory.api
 def scale_by_adadelta(rho: Any = 0.9, eps: Any = 1e-6) -> _protocol.GradientTransformation:
     """optax's `scale_by_adadelta`: `gradtx.scale_by_adadelta` (TF's ApplyAdadelta, the same formula) in
     `ScaleByAdaDeltaState(e_g, e_x)`.
@@ -282,7 +284,7 @@ def scale_by_adadelta(rho: Any = 0.9, eps: Any = 1e-6) -> _protocol.GradientTran
     return restated(inner, _states.ScaleByAdaDeltaState, {"accum": "e_g", "accum_update": "e_x"})
 
 
-@_base.api
+@_factory.api
 def scale_by_learning_rate(
     learning_rate: Any = None, *, flip_sign: bool = True
 ) -> _protocol.GradientTransformation:
@@ -310,7 +312,7 @@ def scale_by_learning_rate(
     return gradtx.scale_by_learning_rate(learning_rate, flip_sign=flip_sign)
 
 
-@_base.api
+@_factory.api
 def clip_by_global_norm(max_norm: Any) -> _protocol.GradientTransformation:
     """optax's `clip_by_global_norm`: `gradtx.clip_by_global_norm`'s clip with optax's `EmptyState`.
 

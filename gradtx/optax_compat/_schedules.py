@@ -14,17 +14,19 @@ from typing import Any, Callable, Mapping, Sequence
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol
 from gradtx import schedules as gs
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.schedules._common import PI, Scalar, f32, number, opaque
 
 
 def _api(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """`_base.api`, with the shared `Returns:` section filled in the docstring."""
+    """`_factory.api`, with the shared `Returns:` section filled in the docstring."""
     fn.__doc__ = (fn.__doc__ or "").replace(
         "{RETURNS}", "Returns:\n      A schedule `count -> float32 scalar`."
     )
-    return _base.api(fn)
+    return _factory.api(fn)
 
 
 __all__ = [

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from gradtx import _checks, _protocol
 from gradtx import schedules as gs
+from gradtx._core import checks as _checks
+from gradtx._core import protocol as _protocol
 from gradtx.optax_compat._schedules import (
     _api,
     cosine_decay_schedule,

@@ -14,7 +14,8 @@ from typing import NamedTuple
 
 import jax
 
-from gradtx import _base, _protocol
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import _plateau
 
 
@@ -29,7 +30,7 @@ class ReduceLROnPlateauState(NamedTuple):
     avg_value: jax.Array  # their mean
 
 
-@_base.api
+@_factory.api
 def reduce_on_plateau(
     factor: float = 0.1,
     patience: int = 10,

@@ -1,6 +1,6 @@
 """optax's state classes, where gradtx's building block keeps the same numbers under other field names.
 
-Each is filled by a gradtx rule (`gradtx._update_rule.restated`): the same slots, named as
+Each is filled by a gradtx rule (`gradtx._core.rule.restated`): the same slots, named as
 optax names them, so code that reads `state[0].mu` or calls `optax.tree.get(state, "nu")`,
 and checkpoints written by optax, find what they expect.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from gradtx import _protocol
+from gradtx._core import protocol as _protocol
 
 
 class ScaleByAdamState(NamedTuple):

@@ -1,7 +1,7 @@
 """optax's Adam-like building blocks under optax's names, signatures and state layouts, with optax's numbers.
 
 Each is a gradtx rule (the formula in `gradtx.transforms`) given optax's state class by
-`gradtx._update_rule.restated`, which costs nothing per step.
+`gradtx._core.rule.restated`, which costs nothing per step.
 """
 
 from __future__ import annotations
@@ -9,14 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 import gradtx
-from gradtx import _base, _protocol
-from gradtx._update_rule import restated
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import restated
 from gradtx.optax_compat import _states
 
 _MOMENTS = {"m": "mu", "v": "nu"}
 
 
-@_base.api
+@_factory.api
 def scale_by_adam(
     b1: Any = 0.9,
     b2: Any = 0.999,
@@ -53,7 +54,7 @@ def scale_by_adam(
     return restated(inner, _states.ScaleByAdamState, _MOMENTS)
 
 
-@_base.api
+@_factory.api
 def scale_by_radam(
     b1: Any = 0.9,
     b2: Any = 0.999,
@@ -89,7 +90,7 @@ def scale_by_radam(
     return restated(inner, _states.ScaleByAdamState, _MOMENTS)
 
 
-@_base.api
+@_factory.api
 def scale_by_belief(
     b1: Any = 0.9,
     b2: Any = 0.999,
@@ -123,7 +124,7 @@ def scale_by_belief(
     return restated(inner, _states.ScaleByBeliefState, {"m": "mu", "s": "nu"})
 
 
-@_base.api
+@_factory.api
 def scale_by_yogi(
     b1: Any = 0.9,
     b2: Any = 0.999,
@@ -156,7 +157,7 @@ def scale_by_yogi(
     return restated(inner, _states.ScaleByAdamState, _MOMENTS)
 
 
-@_base.api
+@_factory.api
 def scale_by_lion(
     b1: Any = 0.9, b2: Any = 0.99, mu_dtype: Any = None, *, mode: str = "hard", smooth_beta: float = 1.0
 ) -> _protocol.GradientTransformation:
@@ -187,7 +188,7 @@ def scale_by_lion(
     return restated(inner, _states.ScaleByLionState, {"m": "mu"})
 
 
-@_base.api
+@_factory.api
 def scale_by_novograd(
     b1: Any = 0.9,
     b2: Any = 0.25,
@@ -222,7 +223,7 @@ def scale_by_novograd(
     return restated(inner, _states.ScaleByNovogradState, _MOMENTS)
 
 
-@_base.api
+@_factory.api
 def scale_by_adan(
     b1: Any = 0.98, b2: Any = 0.92, b3: Any = 0.99, eps: Any = 1e-8, eps_root: Any = 0.0
 ) -> _protocol.GradientTransformation:
@@ -251,7 +252,7 @@ def scale_by_adan(
     return restated(inner, _states.ScaleByAdanState, {"count": "t", "prev_grad": "g"})
 
 
-@_base.api
+@_factory.api
 def scale_by_amsgrad(
     b1: Any = 0.9,
     b2: Any = 0.999,
@@ -297,7 +298,7 @@ def scale_by_amsgrad(
     return restated(inner, _states.ScaleByAmsgradState, {**_MOMENTS, "v_max": "nu_max"})
 
 
-@_base.api
+@_factory.api
 def scale_by_adamax(b1: Any = 0.9, b2: Any = 0.999, eps: Any = 1e-8) -> _protocol.GradientTransformation:
     """optax's `scale_by_adamax`: `gradtx.scale_by_bias_corrected_adamax` in `ScaleByAdamState(count, mu,
     nu)`.

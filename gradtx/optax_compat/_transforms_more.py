@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 import gradtx
-from gradtx import _base, _protocol
-from gradtx._tree_updates import incremental_update, periodic_update
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.updates import incremental_update, periodic_update
 from gradtx.combinators import (
     MonitorState,
     SnapshotState,
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 
-@_base.api
+@_factory.api
 def monitor(measures: Mapping[str, Any]) -> _protocol.GradientTransformation:
     """optax's `monitor`: `gradtx.monitor` whose `init` keeps no measurements yet, as optax's.
 

@@ -15,8 +15,11 @@ import jax
 import jax.numpy as jnp
 
 import gradtx
-from gradtx import _base, _checks, _protocol, linalg, numerics, sparse
-from gradtx._update_rule import restated
+from gradtx import linalg, numerics, sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import restated
 from gradtx.combinators._lookahead import sync_step
 
 MultiNormalDiagFromLogScale = numerics.MultiNormalDiagFromLogScale
@@ -81,7 +84,7 @@ class ApplyEvery(NamedTuple):
     grad_acc: Any  # their sum
 
 
-@_base.api
+@_factory.api
 def apply_every(k: int = 1) -> _protocol.GradientTransformation:
     """optax's `apply_every`: `gradtx.apply_every(k)` with its state in `ApplyEvery(count, grad_acc)`.
 
@@ -110,7 +113,7 @@ def apply_every(k: int = 1) -> _protocol.GradientTransformation:
         out, new = inner.update(updates, state, params, **extra_args)
         return out, new._replace(count=new.count % k)  # optax keeps the phase only
 
-    return _base.composite(inner.init, update_fn, inner)
+    return _factory.composite(inner.init, update_fn, inner)
 
 
 class LookaheadState(NamedTuple):
@@ -132,7 +135,7 @@ class LookaheadParams(NamedTuple):
         return cls(slow=params, fast=params)
 
 
-def lookahead(  # not `_base.api`: its params (`LookaheadParams`) are not shaped like its updates
+def lookahead(  # not `_factory.api`: its params (`LookaheadParams`) are not shaped like its updates
     fast_optimizer: Any, sync_period: int, slow_step_size: Any, reset_state: bool = False
 ) -> _protocol.GradientTransformation:
     """optax's `lookahead`: the params are `LookaheadParams(fast, slow)`, the updates too.
@@ -177,7 +180,7 @@ def lookahead(  # not `_base.api`: its params (`LookaheadParams`) are not shaped
     _checks.check_finite(fn, "slow_step_size", slow_step_size)
     _checks.check_in_range(fn, "slow_step_size", slow_step_size, 0.0, 1.0)
     _checks.check_bool(fn, "reset_state", reset_state)
-    inner = _base.member(fast_optimizer)
+    inner = _factory.member(fast_optimizer)
 
     def init_fn(params):
         fast = params.fast if isinstance(params, LookaheadParams) else params  # optax: fast weights alone too
@@ -202,4 +205,4 @@ def lookahead(  # not `_base.api`: its params (`LookaheadParams`) are not shaped
         steps = (state.steps_since_sync + 1) % sync_period
         return LookaheadParams(fast_out, slow_out), LookaheadState(fast_state, steps.astype(jnp.int32))
 
-    return _base.composite(init_fn, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)

@@ -6,7 +6,7 @@ The same functions are at `gradtx.optax_compat`'s top level, as optax has them a
 
 from __future__ import annotations
 
-from gradtx._protocol import Schedule
+from gradtx._core.protocol import Schedule
 from gradtx.optax_compat._inject import (
     InjectHyperparamsState,
     InjectStatefulHyperparamsState,

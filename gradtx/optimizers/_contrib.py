@@ -7,7 +7,9 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import chain, decoupled_weight_decay
 from gradtx.optimizers._tf_train import adagrad
 from gradtx.transforms import (
@@ -21,7 +23,7 @@ from gradtx.transforms import (
 )
 
 
-@_base.api
+@_factory.api
 def momentumw(
     learning_rate: _protocol.ScalarOrSchedule,
     momentum: _protocol.ScalarOrSchedule,
@@ -68,7 +70,7 @@ def momentumw(
     )
 
 
-@_base.api
+@_factory.api
 def lars(
     learning_rate: _protocol.ScalarOrSchedule,
     momentum: _protocol.ScalarOrSchedule = 0.9,
@@ -114,7 +116,7 @@ def lars(
     )
 
 
-@_base.api
+@_factory.api
 def reg_adagrad(
     learning_rate: _protocol.ScalarOrSchedule, initial_accumulator_value: float = 0.1
 ) -> _protocol.GradientTransformation:
@@ -144,7 +146,7 @@ def reg_adagrad(
     return adagrad(learning_rate, initial_accumulator_value)
 
 
-@_base.api
+@_factory.api
 def addsign(
     learning_rate: _protocol.ScalarOrSchedule = 0.1,
     alpha: _protocol.ScalarOrSchedule = 1.0,
@@ -182,7 +184,7 @@ def addsign(
     return chain(scale_by_addsign(alpha, beta, sign_decay), scale_by_learning_rate(learning_rate))
 
 
-@_base.api
+@_factory.api
 def powersign(
     learning_rate: _protocol.ScalarOrSchedule = 0.1,
     base: _protocol.ScalarOrSchedule = math.e,
@@ -221,7 +223,7 @@ def powersign(
     return chain(scale_by_powersign(base, beta, sign_decay), scale_by_learning_rate(learning_rate))
 
 
-@_base.api
+@_factory.api
 def ggt(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -267,7 +269,7 @@ def ggt(
     return chain(scale_by_ggt(b1, window, eps, svd_eps, sigma_eps), scale_by_learning_rate(learning_rate))
 
 
-@_base.api
+@_factory.api
 def shampoo(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     *,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import chain, decoupled_weight_decay
 from gradtx.transforms import (
     scale_by_adam,
@@ -31,7 +33,7 @@ def _doc(fn):
 
 
 @_doc
-@_base.api
+@_factory.api
 def adamax(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -63,7 +65,7 @@ def adamax(
 
 
 @_doc
-@_base.api
+@_factory.api
 def adam_gs(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -105,7 +107,7 @@ def adam_gs(
 
 
 @_doc
-@_base.api
+@_factory.api
 def lazy_adam(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -146,7 +148,7 @@ def lazy_adam(
 
 
 @_doc
-@_base.api
+@_factory.api
 def lazy_adam_gs(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -185,7 +187,7 @@ def lazy_adam_gs(
 
 
 @_doc
-@_base.api
+@_factory.api
 def nadam(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -225,7 +227,7 @@ def nadam(
 
 
 @_doc
-@_base.api
+@_factory.api
 def adamw(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     *,

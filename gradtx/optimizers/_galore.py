@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtx import _base, _protocol
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import add_decayed_weights, chain, scale_by_galore
 from gradtx.transforms import scale_by_learning_rate
 
 
-@_base.api
+@_factory.api
 def galore(
     learning_rate: _protocol.ScalarOrSchedule,
     rank: int = 128,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import chain, identity, scale_by_lbfgs, scale_by_zoom_linesearch
 from gradtx.transforms import scale, scale_by_learning_rate
 
@@ -12,7 +14,7 @@ ZOOM = "zoom"
 """`lbfgs`'s default line search: `scale_by_zoom_linesearch(20, initial_guess_strategy="one")` (optax's)."""
 
 
-@_base.api
+@_factory.api
 def lbfgs(
     learning_rate: _protocol.ScalarOrSchedule | None = None,
     memory_size: int = 10,

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import add_decayed_weights, chain, identity
 from gradtx.transforms import (
     scale,
@@ -22,7 +24,7 @@ from gradtx.transforms import (
 )
 
 
-@_base.api
+@_factory.api
 def prodigy(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -85,7 +87,7 @@ def prodigy(
     )
 
 
-@_base.api
+@_factory.api
 def dadapt_adamw(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -128,7 +130,7 @@ def dadapt_adamw(
     return scale_by_dadapt_adamw(learning_rate, b1, b2, eps, estim_lr0, weight_decay)
 
 
-@_base.api
+@_factory.api
 def cocob(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     alpha: _protocol.ScalarOrSchedule = 100.0,
@@ -182,7 +184,7 @@ def _decay(weight_decay: Any, mask: Any) -> _protocol.GradientTransformation:
     return identity() if weight_decay is None else add_decayed_weights(weight_decay, mask=mask)
 
 
-@_base.api
+@_factory.api
 def dog(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     init_step: tuple[str, Any] = ("heuristic", 1e-6),
@@ -234,7 +236,7 @@ def dog(
     )
 
 
-@_base.api
+@_factory.api
 def dowg(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     init_estim_sq_dist: float | None = None,
@@ -286,7 +288,7 @@ def dowg(
     )
 
 
-@_base.api
+@_factory.api
 def polyak_sgd(
     max_learning_rate: _protocol.ScalarOrSchedule = 1.0,
     scaling: _protocol.ScalarOrSchedule = 1.0,

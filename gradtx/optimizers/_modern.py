@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtx import _base, _protocol
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import add_decayed_weights, chain
 from gradtx.transforms import (
     scale_by_adan,
@@ -26,7 +27,7 @@ from gradtx.transforms import (
 )
 
 
-@_base.api
+@_factory.api
 def radam(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -76,7 +77,7 @@ def radam(
     )
 
 
-@_base.api
+@_factory.api
 def adabelief(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -123,7 +124,7 @@ def adabelief(
     )
 
 
-@_base.api
+@_factory.api
 def yogi(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -169,7 +170,7 @@ def yogi(
     )
 
 
-@_base.api
+@_factory.api
 def adan(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.98,
@@ -223,7 +224,7 @@ def adan(
     )
 
 
-@_base.api
+@_factory.api
 def nadamw(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from gradtx import _base, _protocol
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import add_decayed_weights, chain
 from gradtx.transforms import (
     scale_by_acprop,
@@ -27,7 +28,7 @@ from gradtx.transforms import (
 from gradtx.transforms._delayed_moment import adopt_clip_value
 
 
-@_base.api
+@_factory.api
 def ademamix(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -86,7 +87,7 @@ def ademamix(
     )
 
 
-@_base.api
+@_factory.api
 def simplified_ademamix(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.99,
@@ -142,7 +143,7 @@ def simplified_ademamix(
     )
 
 
-@_base.api
+@_factory.api
 def adopt(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -204,7 +205,7 @@ def adopt(
     )
 
 
-@_base.api
+@_factory.api
 def acprop(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -255,7 +256,7 @@ def acprop(
     )
 
 
-@_base.api
+@_factory.api
 def optimistic_adam(
     learning_rate: _protocol.ScalarOrSchedule,
     *,
@@ -315,7 +316,7 @@ def optimistic_adam(
     )
 
 
-@_base.api
+@_factory.api
 def adamaxw(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,

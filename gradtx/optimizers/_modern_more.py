@@ -11,7 +11,10 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import add_decayed_weights, add_noise, chain, decoupled_weight_decay
 from gradtx.transforms import (
     scale_by_learning_rate,
@@ -21,7 +24,7 @@ from gradtx.transforms import (
 )
 
 
-@_base.api
+@_factory.api
 def madgrad(
     learning_rate: _protocol.ScalarOrSchedule,
     momentum: _protocol.ScalarOrSchedule = 0.9,
@@ -84,7 +87,7 @@ def fromage_rates(learning_rate: _protocol.ScalarOrSchedule) -> tuple[Any, Any]:
     return rate, shrink
 
 
-@_base.api
+@_factory.api
 def fromage(
     learning_rate: _protocol.ScalarOrSchedule, min_norm: _protocol.ScalarOrSchedule = 1e-6
 ) -> _protocol.GradientTransformation:
@@ -129,7 +132,7 @@ def fromage(
     return decoupled_weight_decay(chain(scale_by_trust_ratio(min_norm), scale_by_learning_rate(rate)), shrink)
 
 
-@_base.api
+@_factory.api
 def optimistic_gradient_descent(
     learning_rate: _protocol.ScalarOrSchedule,
     alpha: _protocol.ScalarOrSchedule = 1.0,
@@ -174,12 +177,12 @@ def annealed_noise_std(eta: Any, gamma: Any) -> Any:
     optax computes it."""
 
     def std(count):
-        return jnp.sqrt(_tree.resolve(eta, count) / _tree.increment(count) ** _tree.resolve(gamma, count))
+        return jnp.sqrt(_hyper.resolve(eta, count) / _hyper.increment(count) ** _hyper.resolve(gamma, count))
 
     return std
 
 
-@_base.api
+@_factory.api
 def noisy_sgd(
     learning_rate: _protocol.ScalarOrSchedule,
     eta: _protocol.ScalarOrSchedule = 0.01,

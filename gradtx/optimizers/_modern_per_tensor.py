@@ -12,7 +12,9 @@ from typing import Any, Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import add_decayed_weights, chain, partition
 from gradtx.transforms import (
     clip_by_block_rms,
@@ -34,7 +36,7 @@ _DESCEND = 1.0
 update."""
 
 
-@_base.api
+@_factory.api
 def adafactor(
     learning_rate: _protocol.ScalarOrSchedule | None = None,
     min_dim_size_to_factor: int = 128,
@@ -125,7 +127,7 @@ def adafactor(
     return chain(*parts, scale_by_learning_rate(_DESCEND))
 
 
-@_base.api
+@_factory.api
 def lamb(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -182,7 +184,7 @@ def lamb(
     )
 
 
-@_base.api
+@_factory.api
 def novograd(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -234,7 +236,7 @@ def novograd(
     )
 
 
-@_base.api
+@_factory.api
 def sm3(
     learning_rate: _protocol.ScalarOrSchedule,
     momentum: _protocol.ScalarOrSchedule = 0.9,
@@ -291,7 +293,7 @@ def _labels_by_dims(dims: Any) -> Any:
     return labels
 
 
-@_base.api
+@_factory.api
 def muon(
     learning_rate: _protocol.ScalarOrSchedule,
     ns_coeffs: Sequence[float] | Sequence[Sequence[float]] = NS_COEFFS,

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import add_decayed_weights, chain
 from gradtx.transforms import (
     ema,
@@ -26,7 +28,7 @@ _DESCEND = 1.0
 (the sign)."""
 
 
-@_base.api
+@_factory.api
 def lion(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -77,7 +79,7 @@ def lion(
     )
 
 
-@_base.api
+@_factory.api
 def sign_sgd(learning_rate: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""signSGD: every element moves by the learning rate against its gradient's sign.
 
@@ -108,7 +110,7 @@ def sign_sgd(learning_rate: _protocol.ScalarOrSchedule) -> _protocol.GradientTra
     return chain(scale_by_sign(), scale_by_learning_rate(learning_rate))
 
 
-@_base.api
+@_factory.api
 def signum(
     learning_rate: _protocol.ScalarOrSchedule,
     beta: _protocol.ScalarOrSchedule = 0.9,
@@ -151,7 +153,7 @@ def signum(
     return chain(ema(beta, mu_dtype=mu_dtype), scale_by_sign(), scale_by_learning_rate(learning_rate))
 
 
-@_base.api
+@_factory.api
 def rprop(
     learning_rate: _protocol.ScalarOrSchedule,
     eta_minus: _protocol.ScalarOrSchedule = 0.5,

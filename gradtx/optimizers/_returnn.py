@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gradtx import _base, _protocol
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import chain
 from gradtx.transforms import (
     scale_by_amsgrad,
@@ -13,7 +14,7 @@ from gradtx.transforms import (
 )
 
 
-@_base.api
+@_factory.api
 def amsgrad(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -49,7 +50,7 @@ def amsgrad(
     return chain(scale_by_amsgrad(b1, b2, eps, decay=decay), scale_by_learning_rate(learning_rate))
 
 
-@_base.api
+@_factory.api
 def grad_variance_scaled(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -81,7 +82,7 @@ def grad_variance_scaled(
     return chain(scale_by_grad_variance(b1, b2, eps), scale_by_learning_rate(learning_rate))
 
 
-@_base.api
+@_factory.api
 def neural_optimizer1(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -111,7 +112,7 @@ def neural_optimizer1(
     return chain(scale_by_neural_optimizer1(b1, decrease_factor), scale_by_learning_rate(learning_rate))
 
 
-@_base.api
+@_factory.api
 def normalized_sgd(learning_rate: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""RETURNN's `NormalizedSGD`: SGD on each gradient tensor divided by its L2 norm.
 

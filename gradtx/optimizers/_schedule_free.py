@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import add_decayed_weights, chain
 from gradtx.transforms import scale_by_bias_corrected_rms, scale_by_schedule_free
 
 
-@_base.api
+@_factory.api
 def schedule_free_adamw(
     learning_rate: _protocol.ScalarOrSchedule = 0.0025,
     warmup_steps: int | None = 0,
@@ -74,7 +76,7 @@ def schedule_free_adamw(
     )
 
 
-@_base.api
+@_factory.api
 def schedule_free_sgd(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     warmup_steps: int | None = 0,
@@ -123,7 +125,7 @@ def schedule_free_sgd(
     return chain(add_decayed_weights(weight_decay), step)
 
 
-@_base.api
+@_factory.api
 def schedule_free(
     tx: Any,
     learning_rate: _protocol.ScalarOrSchedule,

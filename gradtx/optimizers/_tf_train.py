@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtx import _base, _protocol
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import chain
 from gradtx.transforms import (
     scale_by_adadelta,
@@ -25,7 +26,7 @@ rate inside its update (closed forms, proximal steps, RMSProp's momentum): their
 takes the rate and outputs the descent step, and this link only turns that step into an update."""
 
 
-@_base.api
+@_factory.api
 def sgd(learning_rate: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Gradient descent: `tf.compat.v1.train.GradientDescentOptimizer` (`var -= lr * grad`).
 
@@ -57,7 +58,7 @@ gradient_descent = sgd
 """The same as `sgd` (TF's name: `GradientDescentOptimizer`)."""
 
 
-@_base.api
+@_factory.api
 def momentum(
     learning_rate: _protocol.ScalarOrSchedule,
     momentum: _protocol.ScalarOrSchedule,
@@ -97,7 +98,7 @@ def momentum(
     return chain(trace(momentum, nesterov=nesterov, mu_dtype=mu_dtype), scale_by_learning_rate(learning_rate))
 
 
-@_base.api
+@_factory.api
 def adagrad(
     learning_rate: _protocol.ScalarOrSchedule, initial_accumulator_value: float = 0.1
 ) -> _protocol.GradientTransformation:
@@ -127,7 +128,7 @@ def adagrad(
     return chain(scale_by_adagrad(initial_accumulator_value), scale_by_learning_rate(learning_rate))
 
 
-@_base.api
+@_factory.api
 def adagrad_da(
     learning_rate: _protocol.ScalarOrSchedule,
     initial_gradient_squared_accumulator_value: float = 0.1,
@@ -167,7 +168,7 @@ def adagrad_da(
     )
 
 
-@_base.api
+@_factory.api
 def adadelta(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     rho: _protocol.ScalarOrSchedule = 0.95,
@@ -200,7 +201,7 @@ def adadelta(
     return chain(scale_by_adadelta(rho, eps), scale_by_learning_rate(learning_rate))
 
 
-@_base.api
+@_factory.api
 def adam(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -246,7 +247,7 @@ def adam(
     )
 
 
-@_base.api
+@_factory.api
 def rmsprop(
     learning_rate: _protocol.ScalarOrSchedule,
     decay: _protocol.ScalarOrSchedule = 0.9,

@@ -6,7 +6,8 @@ building block followed by `scale_by_learning_rate(_DESCEND)` (see `_tf_train.py
 
 from __future__ import annotations
 
-from gradtx import _base, _protocol
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import chain
 from gradtx.optimizers._tf_train import _DESCEND
 from gradtx.transforms import (
@@ -17,7 +18,7 @@ from gradtx.transforms import (
 )
 
 
-@_base.api
+@_factory.api
 def ftrl(
     learning_rate: _protocol.ScalarOrSchedule,
     learning_rate_power: _protocol.ScalarOrSchedule = -0.5,
@@ -67,7 +68,7 @@ def ftrl(
     )
 
 
-@_base.api
+@_factory.api
 def proximal_adagrad(
     learning_rate: _protocol.ScalarOrSchedule,
     initial_accumulator_value: float = 0.1,
@@ -104,7 +105,7 @@ def proximal_adagrad(
     )
 
 
-@_base.api
+@_factory.api
 def proximal_sgd(
     learning_rate: _protocol.ScalarOrSchedule,
     l1: _protocol.ScalarOrSchedule = 0.0,

@@ -42,10 +42,9 @@ buffer with static offsets compiles one kernel per leaf; letting autodiff transp
 slices pads every cotangent to the whole buffer.)
 """
 
+from gradtx._core.packed import Packed, has_packed, is_packed, leaf_wise, pack, repack, unpack  # noqa: F401  (for gradtx)
+from gradtx._core.packed_layout import MAX_LEAF_SIZE, Group, Layout, layout_of  # noqa: F401  (Group: see Layout)
 from gradtx.packing import _flax
-from gradtx.packing._layout import MAX_LEAF_SIZE, Group, Layout, layout_of  # noqa: F401  (Group: see Layout)
-from gradtx.packing._leaf_wise import leaf_wise
-from gradtx.packing._packed import Packed, has_packed, is_packed, pack, repack, unpack  # noqa: F401  (for gradtx)
 from gradtx.packing._wrapped import packed, without_variables  # noqa: F401  (for gradtx)
 
 _flax.register()  # Flax's serialization stores packed trees leaf by leaf (when Flax is installed)

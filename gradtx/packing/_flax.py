@@ -11,7 +11,7 @@ from typing import Any
 
 import jax
 
-from gradtx.packing._packed import Packed, pack, unpack
+from gradtx._core.packed import Packed, pack, unpack
 
 
 def _to_state_dict(packed: Packed) -> Any:

@@ -7,10 +7,9 @@ from typing import Any
 
 import jax
 
-from gradtx import _protocol
-from gradtx.packing._layout import MAX_LEAF_SIZE, Layout, layout_of
-from gradtx.packing._leaf_wise import leaf_wise
-from gradtx.packing._packed import has_packed, is_packed, pack, unpack
+from gradtx._core import protocol as _protocol
+from gradtx._core.packed import has_packed, is_packed, leaf_wise, pack, unpack
+from gradtx._core.packed_layout import MAX_LEAF_SIZE, Layout, layout_of
 
 
 def without_variables(tree: Any) -> Any:

@@ -8,7 +8,13 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, _tree, sparse
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
 from gradtx.parallel import _axes
 from gradtx.parallel._averaging import _plus, _start, _to_varying
 
@@ -75,7 +81,7 @@ class AGNState(NamedTuple):
     grad_accum: _protocol.Updates  # TF's "grad_variable": gradients summed since the last communication
 
 
-@_base.api
+@_factory.api
 def agn(
     tx: Any, axis_name: _axes.AxisName, communication_period: int = 10
 ) -> _protocol.GradientTransformation:
@@ -138,12 +144,12 @@ def agn(
     _checks.check_transform(fn, "tx", tx)
     axes = _axes.check_axis_name(fn, axis_name)
     _checks.check_int(fn, "communication_period", communication_period, minimum=1)
-    inner = _base.member(tx)
+    inner = _factory.member(tx)
     period = communication_period
 
     def init_fn(params):
         return AGNState(
-            count=_tree.zero_count(),
+            count=_hyper.zero_count(),
             inner=inner.init(params),
             center_inner=inner.init(params),
             global_center=jax.tree.map(jnp.asarray, params),
@@ -155,10 +161,10 @@ def agn(
         u, new_inner = inner.update(updates, state.inner, params, **extra_args)
         u = sparse.densify(u)
         grads = sparse.densify(updates)
-        accum = _tree.map_leaves(
+        accum = _walk.map_leaves(
             lambda a, g: a if g is None else (a + g).astype(a.dtype), state.grad_accum, grads
         )
-        count = _tree.increment(state.count)
+        count = _hyper.increment(state.count)
         pull = count % period == 0
         keep = (state.center_inner, state.global_center, accum)
 
@@ -166,19 +172,19 @@ def agn(
             def normalized_mean(g, a):
                 return None if g is None else jax.lax.pmean(a / jnp.asarray(period, a.dtype), axes)
 
-            mean = _tree.map_leaves(normalized_mean, grads, accum)
+            mean = _walk.map_leaves(normalized_mean, grads, accum)
             cu, center_inner = inner.update(mean, state.center_inner, state.global_center, **extra_args)
             cu = sparse.densify(cu)
-            center = _tree.map_leaves(lambda c, x: c if x is None else _plus(c, x), state.global_center, cu)
-            reset = _tree.map_leaves(lambda g, a: a if g is None else jnp.zeros_like(a), grads, accum)
+            center = _walk.map_leaves(lambda c, x: c if x is None else _plus(c, x), state.global_center, cu)
+            reset = _walk.map_leaves(lambda g, a: a if g is None else jnp.zeros_like(a), grads, accum)
             return _axes.match_type((center_inner, center, reset), keep)
 
         center_inner, center, accum = jax.lax.cond(pull, communicate, lambda _: keep, None)
-        u = _tree.map_leaves(
+        u = _walk.map_leaves(
             lambda uu, c: None if uu is None else Pull(uu, c, pull), _to_varying(u, axes, checked), center
         )
         return u, AGNState(
             count=count, inner=new_inner, center_inner=center_inner, global_center=center, grad_accum=accum
         )
 
-    return _base.composite(init_fn, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)

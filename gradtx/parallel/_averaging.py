@@ -19,7 +19,12 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
 from gradtx.parallel import _axes
 
 
@@ -56,7 +61,7 @@ class ModelAverageState(NamedTuple):
     inner: _protocol.OptState  # the replica's own state of the wrapped transform (never averaged, as in TF)
 
 
-@_base.api
+@_factory.api
 def model_average(
     tx: Any, axis_name: _axes.AxisName, interval_steps: int = 100
 ) -> _protocol.GradientTransformation:
@@ -118,16 +123,16 @@ def model_average(
     _checks.check_transform(fn, "tx", tx)
     axes = _axes.check_axis_name(fn, axis_name)
     _checks.check_int(fn, "interval_steps", interval_steps, minimum=1)
-    inner = _base.member(tx)
+    inner = _factory.member(tx)
 
     def init_fn(params):
-        return ModelAverageState(count=_tree.zero_count(), inner=inner.init(params))
+        return ModelAverageState(count=_hyper.zero_count(), inner=inner.init(params))
 
     def update_fn(updates, state, params=None, **extra_args):
         _, checked = _start(fn, axes, updates, params)
         u, new_inner = inner.update(updates, state.inner, params, **extra_args)
         u = sparse.densify(u)
-        count = _tree.increment(state.count)
+        count = _hyper.increment(state.count)
 
         keep = _to_varying(u, axes, checked)
 
@@ -135,12 +140,12 @@ def model_average(
             def leaf(uu, p):
                 return None if uu is None else jax.lax.pmean(_plus(p, uu), axes) - p
 
-            return _axes.match_type(_to_varying(_tree.map_leaves(leaf, u, params), axes, checked), keep)
+            return _axes.match_type(_to_varying(_walk.map_leaves(leaf, u, params), axes, checked), keep)
 
         u = jax.lax.cond(count % interval_steps == 0, average, lambda _: keep, None)
         return u, ModelAverageState(count=count, inner=new_inner)
 
-    return _base.composite(init_fn, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)
 
 
 class ElasticAverageState(NamedTuple):
@@ -158,7 +163,7 @@ def _check_rate(fn: str, name: str, value: Any) -> None:
         _checks.check_finite(fn, name, value)
 
 
-@_base.api
+@_factory.api
 def elastic_average(
     tx: Any,
     axis_name: _axes.AxisName,
@@ -243,13 +248,13 @@ def elastic_average(
             f"optimizer, which a transform does not expose: pass `learning_rate=` (the inner optimizer's "
             f"rate) for TF's default, or `rho=` itself (`rho=0.0` for no elastic term)."
         )
-    inner = _base.member(tx)
+    inner = _factory.member(tx)
     period = communication_period
     no_rho = isinstance(rho, (int, float)) and rho == 0
 
     def init_fn(params):
         return ElasticAverageState(
-            count=_tree.zero_count(),
+            count=_hyper.zero_count(),
             inner=inner.init(params),
             global_center=jax.tree.map(jnp.asarray, params),
             local_center=jax.tree.map(jnp.asarray, params),
@@ -258,25 +263,25 @@ def elastic_average(
     def update_fn(updates, state, params=None, **extra_args):
         n, checked = _start(fn, axes, updates, params)
         alpha = (
-            _tree.scalar(0.9 / period / n)
+            _hyper.scalar(0.9 / period / n)
             if moving_rate is None
-            else _tree.scalar(_tree.resolve(moving_rate, state.count))
+            else _hyper.scalar(_hyper.resolve(moving_rate, state.count))
         )
         if not no_rho:
             rho_ = (
-                _tree.scalar(_tree.resolve(rho, state.count))
+                _hyper.scalar(_hyper.resolve(rho, state.count))
                 if rho is not None
-                else alpha / _tree.scalar(_tree.resolve(learning_rate, state.count))
+                else alpha / _hyper.scalar(_hyper.resolve(learning_rate, state.count))
             )
-            updates = _tree.map_leaves(
-                lambda g, p, lc: None if g is None else g + _tree.like(rho_, g) * (p - lc).astype(g.dtype),
+            updates = _walk.map_leaves(
+                lambda g, p, lc: None if g is None else g + _hyper.like(rho_, g) * (p - lc).astype(g.dtype),
                 sparse.densify(updates),
                 params,
                 state.local_center,
             )
         u, new_inner = inner.update(updates, state.inner, params, **extra_args)
         u = sparse.densify(u)
-        count = _tree.increment(state.count)
+        count = _hyper.increment(state.count)
         keep = (_to_varying(u, axes, checked), state.global_center, state.local_center)
 
         def communicate(_):
@@ -284,10 +289,10 @@ def elastic_average(
                 if uu is None:  # no gradient, no step: TF communicates the variables that got one
                     return None, c, lc
                 d = _plus(p, uu) - c
-                a = _tree.like(alpha, d)
+                a = _hyper.like(alpha, d)
                 return uu - a * d, c + a * jax.lax.psum(d, axes), c
 
-            step, center, local_center = _tree.split_leaves(
+            step, center, local_center = _walk.split_leaves(
                 leaf, 3, u, params, state.global_center, state.local_center
             )
             return _axes.match_type((_to_varying(step, axes, checked), center, local_center), keep)
@@ -297,4 +302,4 @@ def elastic_average(
             count=count, inner=new_inner, global_center=center, local_center=local_center
         )
 
-    return _base.composite(init_fn, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)

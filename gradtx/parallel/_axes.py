@@ -31,7 +31,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _checks, _tree, _vma
+from gradtx._core import checks as _checks
+from gradtx._core import vma as _vma
+from gradtx._core import walk as _walk
 
 AxisName = Any
 """A mapped-axis name (hashable) or a tuple of names."""
@@ -122,7 +124,7 @@ def varying_axes(x: Any, axes: tuple[Hashable, ...], checked: bool) -> tuple[Has
     """The axes of `axes` over which `x` still holds per-replica values (all of them when untyped)."""
     if not checked:
         return axes
-    if _tree.is_row_sparse(x):
+    if _walk.is_row_sparse(x):
         v = varying(x.indices) | varying(x.values)
     else:
         v = varying(x)
@@ -142,7 +144,7 @@ def require_per_replica(
     """
     if not checked:
         return
-    for path, leaf in jax.tree_util.tree_flatten_with_path(tree, is_leaf=_tree.is_row_sparse)[0]:
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree, is_leaf=_walk.is_row_sparse)[0]:
         if leaf is None:
             continue
         missing = [a for a in axes if a not in varying_axes(leaf, axes, True)]
@@ -171,7 +173,7 @@ def check_replicated(
     """
     if not checked or replicated_grads is not None:
         return
-    for path, leaf in jax.tree_util.tree_flatten_with_path(tree, is_leaf=_tree.is_row_sparse)[0]:
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree, is_leaf=_walk.is_row_sparse)[0]:
         if leaf is None:
             continue
         missing = [a for a in axes if a not in varying_axes(leaf, axes, True)]
@@ -274,7 +276,7 @@ def reduce_leaf(
     todo = varying_axes(g, axes, checked)
     factor = combined_factor(g, axes, checked, replicated_grads)
     if factor != 1:  # the mean over the axes autodiff combined: back to their sum
-        g = _tree.with_values(g, _tree.values_of(g) * jnp.asarray(factor, _tree.values_of(g).dtype))
+        g = _walk.with_values(g, _walk.values_of(g) * jnp.asarray(factor, _walk.values_of(g).dtype))
     if groups is not None:
         n = len(groups[0])
         if checked and not todo:
@@ -284,14 +286,14 @@ def reduce_leaf(
                 f"so the sums within groups cannot be recovered. Use `check_vma=False` or per-replica "
                 f"parameters."
             )
-        if _tree.is_row_sparse(g):
+        if _walk.is_row_sparse(g):
             g = g.todense()
         if checked:
             out = _group_sum_gathered(g, axes[0], groups)
         else:
             out = jax.lax.psum(g, axes[0], axis_index_groups=[list(m) for m in groups])
         return out / jnp.asarray(n, out.dtype) if reduction == "mean" else out
-    if _tree.is_row_sparse(g):
+    if _walk.is_row_sparse(g):
         from gradtx.sparse import RowSparse
 
         idx, vals = g.indices, g.values

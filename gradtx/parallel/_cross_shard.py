@@ -7,7 +7,10 @@ from typing import Any
 
 import jax
 
-from gradtx import _base, _checks, _protocol, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
 from gradtx.parallel import _axes
 
 REDUCTIONS = ("mean", "sum")
@@ -16,7 +19,7 @@ REDUCTIONS = ("mean", "sum")
 def _reducing(
     fn: str, tx: Any, axes: tuple, reduction: str, groups: Any, hierarchical: bool, replicated_grads: Any
 ):
-    inner = _base.member(tx)
+    inner = _factory.member(tx)
 
     def update_fn(updates, state, params=None, **extra_args):
         size = _axes.bound_size(fn, axes)
@@ -24,7 +27,7 @@ def _reducing(
         checked = _axes.vma_checked(axes)
         if groups is None:
             _axes.check_replicated(fn, updates, axes, checked, replicated_grads)
-        reduced = _tree.map_updates(
+        reduced = _walk.map_updates(
             fn,
             lambda g: _axes.reduce_leaf(
                 fn,
@@ -41,10 +44,10 @@ def _reducing(
         )
         return inner.update(reduced, state, params, **extra_args)
 
-    return _base.composite(inner.init, update_fn, inner)
+    return _factory.composite(inner.init, update_fn, inner)
 
 
-@_base.api
+@_factory.api
 def cross_shard(
     tx: Any,
     axis_name: _axes.AxisName,
@@ -127,7 +130,7 @@ def cross_shard(
     return _reducing(fn, tx, axes, reduction, groups, False, replicated_grads)
 
 
-@_base.api
+@_factory.api
 def tower_reduce(
     tx: Any,
     axis_name: _axes.AxisName,
@@ -184,7 +187,7 @@ def tower_reduce(
     return _reducing(fn, tx, axes, loss_reduction, None, True, replicated_grads)
 
 
-@_base.api
+@_factory.api
 def axis_size(axis_name: _axes.AxisName) -> int:
     """The number of replicas over `axis_name` (the product of the sizes, for a tuple of axes).
 
@@ -207,7 +210,7 @@ def axis_size(axis_name: _axes.AxisName) -> int:
     return _axes.bound_size(fn, _axes.check_axis_name(fn, axis_name))
 
 
-@_base.api
+@_factory.api
 def mean_over(value: Any, axis_name: _axes.AxisName) -> Any:
     """The mean of a per-replica value (a loss, a metric) over the replicas of `axis_name`.
 
@@ -247,7 +250,7 @@ def mean_over(value: Any, axis_name: _axes.AxisName) -> Any:
     return jax.tree.map(mean, value)
 
 
-@_base.api
+@_factory.api
 def per_replica(tree: Any, axis_name: _axes.AxisName) -> Any:
     """`tree` as per-replica values, so that gradients with respect to it are each replica's own.
 
@@ -294,7 +297,7 @@ def per_replica(tree: Any, axis_name: _axes.AxisName) -> Any:
     return jax.tree.map(cast, tree)
 
 
-@_base.api
+@_factory.api
 def replica_key(key: jax.Array, axis_name: _axes.AxisName) -> jax.Array:
     """A PRNG key of each replica's own: `key` folded with the replica's index along `axis_name`.
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import jax
 
-from gradtx import _checks
+from gradtx._core import checks as _checks
 
 _FN = "step_deadline"
 

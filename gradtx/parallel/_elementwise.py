@@ -1,6 +1,6 @@
 """Which rules a flat slice can run: `sharded_state` under `shard_map` gives its transform one replica's
 slice of every parameter, which is exact only for rules that treat each element on its own -- or
-reduce over elements only through `gradtx._sliced`, which combines the replicas' parts.
+reduce over elements only through `gradtx._core.sliced`, which combines the replicas' parts.
 
 `_protocol.ElementWise` promises that a transform treats elements alike -- element by element
 *or through reductions over all elements* (a global norm) -- so it runs on any grouping of
@@ -25,7 +25,7 @@ import jax
 import numpy as np
 from jax.extend import core as jex_core
 
-from gradtx import _sliced
+from gradtx._core import sliced as _sliced
 
 # Shape-preserving primitives that still mix elements (the shape rule below catches the others).
 _MIXING = frozenset(

@@ -8,7 +8,7 @@ import jax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from gradtx import _checks
+from gradtx._core import checks as _checks
 
 
 def _spec(x: Any) -> P:

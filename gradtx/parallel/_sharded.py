@@ -8,7 +8,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx import _base, _checks, _naming, _protocol, _sliced, _tree, _vma, sparse
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import naming as _naming
+from gradtx._core import protocol as _protocol
+from gradtx._core import sliced as _sliced
+from gradtx._core import vma as _vma
+from gradtx._core import walk as _walk
 from gradtx.parallel import _axes, _elementwise
 from gradtx.parallel._cross_shard import REDUCTIONS
 from gradtx.parallel._sharded_layout import ShardedState, Slices, gathered, my_slice, padded, split
@@ -18,7 +25,7 @@ def _leaf_wise_members(tx: Any) -> list[str]:
     """The names of the innermost members of `tx` that run on whole leaves only (`tx`'s own if none)."""
     if isinstance(tx, (_protocol.ElementWise, _protocol.SliceWise)):
         return []
-    members = getattr(_base.unwrapped(tx).update, "_gradtx_members", ())
+    members = getattr(_factory.unwrapped(tx).update, "_gradtx_members", ())
     found = [name for m in members for name in _leaf_wise_members(m)]
     return found or [_naming.name_of(tx)]
 
@@ -45,7 +52,7 @@ def _row(x: Any, axes: tuple) -> jax.Array:
     return _vma.typed_like(jnp.asarray(x)[None], jax.lax.axis_index(axes))
 
 
-@_base.api
+@_factory.api
 def sharded_state(
     tx: Any,
     axis_name: _axes.AxisName,
@@ -152,7 +159,7 @@ def sharded_state(
         missing = [a for a in axes if a not in mesh.axis_names]
         if missing:
             raise ValueError(f"`{fn}`: `mesh` has the axes {mesh.axis_names}, not {missing[0]!r}.")
-    inner = _base.member(tx)
+    inner = _factory.member(tx)
     element_wise = isinstance(inner, _protocol.ElementWise)
     on_slices = element_wise or isinstance(inner, _protocol.SliceWise)
     if mesh is None and not on_slices:
@@ -175,10 +182,10 @@ def sharded_state(
 
     def jit_update(updates, state, params, extra_args):
         grads = sparse.densify(updates)
-        g = _tree.map_updates(fn, lambda x: split(x, mesh, axes), grads)
+        g = _walk.map_updates(fn, lambda x: split(x, mesh, axes), grads)
         p = None if params is None else jax.tree.map(lambda x: split(x, mesh, axes), params)
         u, new_inner = inner.update(g, state.inner, p, **extra_args)
-        out = _tree.map_updates(fn, lambda x, like: gathered(x, like, mesh, axes), u, grads)
+        out = _walk.map_updates(fn, lambda x, like: gathered(x, like, mesh, axes), u, grads)
         return out, ShardedState(inner=jax.tree.map(lambda x: split(x, mesh, axes), new_inner))
 
     def update_fn(updates, state, params=None, **extra_args):
@@ -200,7 +207,7 @@ def sharded_state(
                 s = s * jnp.asarray(factor, s.dtype)
             return s / jnp.asarray(n, s.dtype) if reduction == "mean" else s
 
-        g_slices = _tree.map_updates(fn, reduce_slice, grads)
+        g_slices = _walk.map_updates(fn, reduce_slice, grads)
         p_slices = None if params is None else jax.tree.map(lambda p: my_slice(p, n, axes), params)
         inner_state = jax.tree.map(lambda x: x[0], state.inner)
         shapes = {
@@ -220,7 +227,7 @@ def sharded_state(
                 raise ValueError(
                     f"`{fn}`: `tx` is not element by element: its update uses {reason}, so on a replica's "
                     f"slice of each parameter it would see 1/N of the elements (a reduction that does not "
-                    f"go through `gradtx._sliced.total`, a random draw or a per-tensor rule would change "
+                    f"go through gradtx's sliced totals, a random draw or a per-tensor rule would change "
                     f"silently). Use `sharded_state(tx, {axis_name!r}, mesh=mesh)` under `jax.jit`, where "
                     f"XLA reduces over the whole tensors, or `cross_shard`."
                 )
@@ -230,7 +237,7 @@ def sharded_state(
             full = _axes.all_gather(u, axes, checked) if u.size else jnp.zeros((0,), u.dtype)
             return full[: g.size].reshape(g.shape)
 
-        out = _tree.map_updates(fn, gather, u_slices, grads, names=("updates", "gradients"))
+        out = _walk.map_updates(fn, gather, u_slices, grads, names=("updates", "gradients"))
         return out, ShardedState(inner=jax.tree.map(lambda x: _row(x, axes), new_inner))
 
     if element_wise:  # on packed parameters: the buffers are sliced as they are

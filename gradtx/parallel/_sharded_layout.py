@@ -24,7 +24,9 @@ import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from gradtx import _base, _protocol, _vma
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core import vma as _vma
 
 
 class ShardedState(NamedTuple):
@@ -67,7 +69,7 @@ def my_slice(x: jax.Array, n: int, axes: tuple) -> jax.Array:
 
 
 class Slices:
-    """What `gradtx._sliced` runs while a transform is given this replica's slices (`sharded_state`).
+    """What `gradtx._core.sliced` runs while a transform is given this replica's slices (`sharded_state`).
 
     `total` combines the replicas' partial reductions with one collective over `axes` (a
     pytree of partials is one all-reduce); `leaf_part` makes the whole leaf's array (its
@@ -221,7 +223,7 @@ def _leaf_from_rows(x: Any, like: Any) -> np.ndarray:
     return x.reshape(-1)[:size].reshape(shape)
 
 
-@_base.api
+@_factory.api
 def unshard_state(state: Any, like: _protocol.OptState) -> _protocol.OptState:
     """The wrapped transform's whole state, from a `sharded_state` state: what the unsharded transform holds.
 
@@ -256,7 +258,7 @@ def unshard_state(state: Any, like: _protocol.OptState) -> _protocol.OptState:
     return jax.tree.map(_leaf_from_rows, inner, like)
 
 
-@_base.api
+@_factory.api
 def shard_state(state: _protocol.OptState, num_replicas: int) -> Any:
     """The wrapped transform's whole state laid out for `num_replicas` replicas of `sharded_state`.
 

@@ -8,7 +8,13 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, _tree, sparse
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
 from gradtx.parallel import _axes
 
 
@@ -26,7 +32,7 @@ class SyncReplicasState(NamedTuple):
     next_replica: jax.Array  # int32: where the next step starts looking: one past the last replica taken
 
 
-@_base.api
+@_factory.api
 def sync_replicas(
     tx: Any,
     axis_name: _axes.AxisName,
@@ -119,11 +125,11 @@ def sync_replicas(
     _checks.check_int(fn, "replicas_to_aggregate", replicas_to_aggregate, minimum=1)
     if total_num_replicas is not None:
         _checks.check_int(fn, "total_num_replicas", total_num_replicas, minimum=1)
-    inner = _base.member(tx)
+    inner = _factory.member(tx)
     r = replicas_to_aggregate
 
     def init_fn(params):
-        zero = _tree.zero_count  # a buffer each: a donated state holds no buffer twice
+        zero = _hyper.zero_count  # a buffer each: a donated state holds no buffer twice
         return SyncReplicasState(
             count=zero(),
             inner=inner.init(params),
@@ -152,7 +158,7 @@ def sync_replicas(
         checked = _axes.vma_checked(axes)
         grads = sparse.densify(updates)
         _axes.require_per_replica(fn, grads, axes, checked)
-        ok = _tree.all_finite(grads) if replica_ok is None else jnp.asarray(replica_ok).astype(bool)
+        ok = _walk.all_finite(grads) if replica_ok is None else jnp.asarray(replica_ok).astype(bool)
         if ok.shape != ():
             raise ValueError(f"`{fn}`: `replica_ok` must be a bool scalar per replica, got shape {ok.shape}.")
         num_stale = jnp.zeros([], jnp.int32)
@@ -177,18 +183,18 @@ def sync_replicas(
             return acc + jax.lax.psum(jnp.where(take, share, jnp.zeros_like(share)), axes).astype(acc.dtype)
 
         # A None gradient (a variable without one) leaves its accumulator alone and reaches `tx` as None.
-        accum = _tree.map_leaves(lambda a, g: a if g is None else accumulate(a, g), state.grad_accum, grads)
+        accum = _walk.map_leaves(lambda a, g: a if g is None else accumulate(a, g), state.grad_accum, grads)
         num = state.num_accumulated + taken
         ready = num >= r
-        mean = _tree.map_leaves(lambda g, a: None if g is None else a, grads, accum)
+        mean = _walk.map_leaves(lambda g, a: None if g is None else a, grads, accum)
         new_updates, new_inner = inner.update(
             mean, state.inner, params, replica_ok=replica_ok, grad_step=grad_step, **extra_args
         )
-        new_updates = _tree.map_updates(fn, lambda u: jnp.where(ready, u, jnp.zeros_like(u)), new_updates)
+        new_updates = _walk.map_updates(fn, lambda u: jnp.where(ready, u, jnp.zeros_like(u)), new_updates)
         return new_updates, SyncReplicasState(
-            count=jnp.where(ready, _tree.increment(state.count), state.count),
-            inner=_tree.where(ready, new_inner, state.inner),
-            grad_accum=_tree.map_leaves(
+            count=jnp.where(ready, _hyper.increment(state.count), state.count),
+            inner=_walk.where(ready, new_inner, state.inner),
+            grad_accum=_walk.map_leaves(
                 lambda a: None if a is None else jnp.where(ready, 0, a).astype(a.dtype), accum
             ),
             num_accumulated=jnp.where(ready, 0, num).astype(jnp.int32),
@@ -197,7 +203,7 @@ def sync_replicas(
             next_replica=next_replica.astype(jnp.int32),
         )
 
-    return _base.composite(init_fn, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)
 
 
 class DropStaleGradientsState(NamedTuple):
@@ -208,7 +214,7 @@ class DropStaleGradientsState(NamedTuple):
     stale_counter: jax.Array  # int32: dropped gradients so far (TF's "stale_counter")
 
 
-@_base.api
+@_factory.api
 def drop_stale_gradients(tx: Any, staleness: int) -> _protocol.GradientTransformation:
     r"""Apply `tx` only to gradients at most `staleness` steps old (DropStaleGradientOptimizer).
 
@@ -246,15 +252,15 @@ def drop_stale_gradients(tx: Any, staleness: int) -> _protocol.GradientTransform
     fn = "drop_stale_gradients"
     _checks.check_transform(fn, "tx", tx)
     _checks.check_int(fn, "staleness", staleness, minimum=0)
-    inner = _base.member(tx)
+    inner = _factory.member(tx)
 
     def init_fn(params):
         return DropStaleGradientsState(
-            count=_tree.zero_count(), inner=inner.init(params), stale_counter=_tree.zero_count()
+            count=_hyper.zero_count(), inner=inner.init(params), stale_counter=_hyper.zero_count()
         )
 
     def zero_like(u):
-        if _tree.is_row_sparse(u):
+        if _walk.is_row_sparse(u):
             return u.with_values(jnp.zeros_like(u.values))
         return jnp.zeros_like(u)
 
@@ -263,11 +269,11 @@ def drop_stale_gradients(tx: Any, staleness: int) -> _protocol.GradientTransform
             raise _protocol.missing_extra_arg(fn, "grad_step", "step_when_the_gradient_was_computed")
         accept = (state.count - jnp.asarray(grad_step)) <= staleness
         new_updates, new_inner = inner.update(updates, state.inner, params, grad_step=grad_step, **extra_args)
-        new_updates = _tree.map_updates(fn, lambda u: _tree.where(accept, u, zero_like(u)), new_updates)
+        new_updates = _walk.map_updates(fn, lambda u: _walk.where(accept, u, zero_like(u)), new_updates)
         return new_updates, DropStaleGradientsState(
-            count=jnp.where(accept, _tree.increment(state.count), state.count),
-            inner=_tree.where(accept, new_inner, state.inner),
+            count=jnp.where(accept, _hyper.increment(state.count), state.count),
+            inner=_walk.where(accept, new_inner, state.inner),
             stale_counter=state.stale_counter + (~accept).astype(jnp.int32),
         )
 
-    return _base.composite(init_fn, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)

@@ -7,7 +7,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _checks
+from gradtx._core import checks as _checks
 
 
 def _bound_for(bound: Any, tree: Any) -> Any:

@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 from jax import flatten_util
 
-from gradtx import _checks
 from gradtx import tree as tree_math
+from gradtx._core import checks as _checks
 
 
 @jax.custom_jvp

@@ -8,7 +8,8 @@ from typing import Any, NamedTuple
 
 import jax
 
-from gradtx import _base, _protocol
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import _inject
 from gradtx.returnn import _keys, _lr_control, _reader
 from gradtx.returnn._common import BackendUpdate
@@ -127,8 +128,8 @@ def from_returnn_config(
         new_updates, updater = inner.update(updates, updater, params, **extra_args)
         return new_updates, ReturnnState(state.control, updater)
 
-    raw = _base.composite(init_fn, update_fn, inner)
-    return _base.wrapped_once("from_returnn_config", raw)
+    raw = _factory.composite(init_fn, update_fn, inner)
+    return _factory.wrapped_once("from_returnn_config", raw)
 
 
 def end_epoch(state: ReturnnState, scores: Any) -> ReturnnState:

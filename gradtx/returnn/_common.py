@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from gradtx import _protocol
+from gradtx._core import protocol as _protocol
 
 
 class ReturnnConfigError(ValueError):

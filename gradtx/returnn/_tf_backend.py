@@ -18,7 +18,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _protocol, _tree, sparse
+from gradtx import sparse
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
 from gradtx.combinators import _clip, accumulate_gradients, add_noise, chain, clip, clip_by_norm
 from gradtx.returnn._common import BackendUpdate, ReturnnConfigError
 from gradtx.returnn._tf_optimizer import OptimizerChoice, optimizer_choice
@@ -128,7 +132,7 @@ def _l2_leaves(l2: Any, params: Any) -> list[Any]:
 
 def _decoupled_constraints(opt: Any, l2: Any) -> _protocol.GradientTransformation:
     """Before `opt`, `param -= param * 2 * l2` on each parameter with an L2 and a gradient."""
-    inner = _base.member(opt)
+    inner = _factory.member(opt)
 
     def update_fn(updates, state, params=None, **extra_args):
         if params is None:
@@ -146,17 +150,19 @@ def _decoupled_constraints(opt: Any, l2: Any) -> _protocol.GradientTransformatio
         o_leaves = [o if d is None else o - d for o, d in zip(o_leaves, decay, strict=True)]
         return treedef.unflatten(o_leaves), state
 
-    return _base.composite(inner.init, update_fn, inner)
+    return _factory.composite(inner.init, update_fn, inner)
 
 
 def _with_raw_global_norm(tx: Any) -> _protocol.GradientTransformation:
     """Run `tx` with the global norm of the incoming (raw) gradients as the extra argument `_RAW_NORM`."""
-    inner = _base.member(tx)
+    inner = _factory.member(tx)
 
     def update_fn(updates, state, params=None, **extra_args):
-        return inner.update(updates, state, params, **{**extra_args, _RAW_NORM: _tree.global_norm(updates)})
+        return inner.update(
+            updates, state, params, **{**extra_args, _RAW_NORM: _formulas.global_norm(updates)}
+        )
 
-    return _base.composite(inner.init, update_fn, inner)
+    return _factory.composite(inner.init, update_fn, inner)
 
 
 def _raw_norm(fn: str, extra_args: Mapping[str, Any]) -> jax.Array:
@@ -177,9 +183,9 @@ def _by_raw_norm(fn: str, leaf_of_norm: Any) -> _protocol.GradientTransformation
         norm = _raw_norm(fn, extra_args)
 
         def leaf(g):  # a row-sparse gradient in its values, as TF treats `IndexedSlices`
-            return _tree.with_values(g, leaf_of_norm(_tree.values_of(g), norm))
+            return _walk.with_values(g, leaf_of_norm(_walk.values_of(g), norm))
 
-        return _tree.map_updates(fn, leaf, updates), state
+        return _walk.map_updates(fn, leaf, updates), state
 
     return _protocol.ElementWise(init_fn, update_fn)
 
@@ -217,7 +223,7 @@ def _clip_by_average_norm(max_norm: float) -> _protocol.GradientTransformation:
 
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
-        return _tree.map_updates("gradient_clip_avg_norm", leaf, sparse.densify(updates)), state
+        return _walk.map_updates("gradient_clip_avg_norm", leaf, sparse.densify(updates)), state
 
     return _protocol.LeafWise(init_fn, update_fn)
 
@@ -233,10 +239,10 @@ def _nan_inf_to_zero() -> _protocol.GradientTransformation:
         del params, extra_args
 
         def leaf(g):  # a row-sparse gradient in its values (RETURNN's `nan_to_num` of `IndexedSlices`)
-            v = _tree.values_of(g)
-            return _tree.with_values(g, jnp.where(jnp.isfinite(v), v, jnp.zeros_like(v)))
+            v = _walk.values_of(g)
+            return _walk.with_values(g, jnp.where(jnp.isfinite(v), v, jnp.zeros_like(v)))
 
-        return _tree.map_updates("gradient_nan_inf_filter", leaf, updates), state
+        return _walk.map_updates("gradient_nan_inf_filter", leaf, updates), state
 
     return _protocol.ElementWise(init_fn, update_fn)
 

@@ -25,7 +25,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from gradtx import _protocol, registry
+from gradtx import registry
+from gradtx._core import protocol as _protocol
 from gradtx.returnn._common import ReturnnConfigError
 
 _TAKES_EPSILON = frozenset(

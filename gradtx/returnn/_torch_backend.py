@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gradtx import _protocol
-from gradtx.combinators import _chain, _clip, _gradients, _masking
+from gradtx._core import chain as _chain
+from gradtx._core import protocol as _protocol
+from gradtx.combinators import _clip, _gradients, _masking
 from gradtx.returnn import _torch_groups, _torch_optim, _torch_step
 from gradtx.returnn._common import BackendUpdate, ReturnnConfigError
 

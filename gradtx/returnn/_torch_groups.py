@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from gradtx import _masks
+from gradtx._core import masks as _masks
 from gradtx.returnn._common import ReturnnConfigError
 
 DEFAULT_BLACKLIST = ("torch.nn.LayerNorm", "torch.nn.Embedding")

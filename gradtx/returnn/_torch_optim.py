@@ -24,7 +24,8 @@ from typing import Any
 
 import jax
 
-from gradtx import _base, _protocol
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.combinators import add_decayed_weights, chain
 from gradtx.returnn import _torch_optim_rules as R
 from gradtx.returnn._common import ReturnnConfigError
@@ -171,7 +172,7 @@ def _around(lr: Any, rule: Any, o: dict[str, Any], wd: float, cls: str) -> _prot
 # --------------------------------------------------------------------------- the classes
 
 
-@_base.api
+@_factory.api
 def torch_sgd(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.GradientTransformation:
     """torch.optim.SGD: `momentum_buffer = m buf + (1 - dampening) g` (the first gradient at step 1)."""
     cls = "torch.optim.SGD"
@@ -193,19 +194,19 @@ def _adam_like(cls: str, lr: Any, o: dict[str, Any]) -> _protocol.GradientTransf
     return _around(lr, R.adam_rule(b1, b2, eps, amsgrad=_flag(cls, o, "amsgrad")), o, wd, cls)
 
 
-@_base.api
+@_factory.api
 def torch_adam(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.GradientTransformation:
     """torch.optim.Adam: `(m / bc1) / (sqrt(v) / sqrt(bc2) + eps)`; L2 decay, or decoupled (AdamW's)."""
     return _adam_like("torch.optim.Adam", lr, o)
 
 
-@_base.api
+@_factory.api
 def torch_adamw(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.GradientTransformation:
     """torch.optim.AdamW: torch's Adam with the decoupled decay `param *= 1 - lr wd` (default wd 1e-2)."""
     return _adam_like("torch.optim.AdamW", lr, {**o, "decoupled_weight_decay": True})
 
 
-@_base.api
+@_factory.api
 def torch_radam(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.GradientTransformation:
     """torch.optim.RAdam: rectified where rho_t > 5; eps is added to `sqrt(v)`, then `sqrt(bc2)` scales."""
     cls = "torch.optim.RAdam"
@@ -214,7 +215,7 @@ def torch_radam(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.Gr
     return _around(lr, R.radam_rule(b1, b2, eps), o, wd, cls)
 
 
-@_base.api
+@_factory.api
 def torch_nadam(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.GradientTransformation:
     """torch.optim.NAdam: mu_t = b1 (1 - 0.5 * 0.96 ** (t momentum_decay)) and its running product."""
     cls = "torch.optim.NAdam"
@@ -224,7 +225,7 @@ def torch_nadam(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.Gr
     return _around(lr, R.nadam_rule(b1, b2, eps, psi), o, wd, cls)
 
 
-@_base.api
+@_factory.api
 def torch_adamax(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.GradientTransformation:
     """torch.optim.Adamax: `(m / bc1) / max(b2 u, |g| + eps)`."""
     cls = "torch.optim.Adamax"
@@ -233,7 +234,7 @@ def torch_adamax(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.G
     return _around(lr, R.adamax_rule(b1, b2, eps), o, wd, cls)
 
 
-@_base.api
+@_factory.api
 def torch_adagrad(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.GradientTransformation:
     """torch.optim.Adagrad: `g / (sqrt(sum) + eps)` at the rate `lr / (1 + (t - 1) lr_decay)`."""
     cls = "torch.optim.Adagrad"
@@ -243,7 +244,7 @@ def torch_adagrad(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.
     return _around(lr, R.adagrad_rule(lr_decay, init, eps), o, wd, cls)
 
 
-@_base.api
+@_factory.api
 def torch_rmsprop(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.GradientTransformation:
     """torch.optim.RMSprop: `g / (sqrt(square_avg [- grad_avg^2]) + eps)`, squares starting at 0."""
     cls = "torch.optim.RMSprop"
@@ -253,7 +254,7 @@ def torch_rmsprop(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.
     return _around(lr, R.rmsprop_rule(alpha, eps, momentum, centered=_flag(cls, o, "centered")), o, wd, cls)
 
 
-@_base.api
+@_factory.api
 def torch_adadelta(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.GradientTransformation:
     """torch.optim.Adadelta: `sqrt(acc_delta + eps) / sqrt(square_avg + eps) * g`."""
     cls = "torch.optim.Adadelta"
@@ -264,7 +265,7 @@ def torch_adadelta(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol
     return _around(lr, R.adadelta_rule(rho, eps), o, wd, cls)
 
 
-@_base.api
+@_factory.api
 def torch_lion(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.GradientTransformation:
     """RETURNN's Lion: `param *= 1 - lr wd` (wd / init_lr if decoupled), then `-lr sign(b1 m + (1-b1) g)`."""
     cls = "returnn.torch.optim.lion.Lion"

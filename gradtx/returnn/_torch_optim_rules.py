@@ -19,8 +19,10 @@ from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _protocol, _scalars, _tree
-from gradtx._update_rule import restated, update_rule
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core import scalars as _scalars
+from gradtx._core.rule import restated, update_rule
 from gradtx.transforms import scale_by_adadelta, scale_by_bias_corrected_adamax, scale_by_lion
 
 _REAL_ONLY = "torch's optimizers treat a complex parameter as pairs of reals (view_as_real)"
@@ -156,7 +158,7 @@ def _rho(t: Any, b2: float, dtype: Any) -> Any:
 
 def _moments(g: Any, exp_avg: Any, exp_avg_sq: Any, h: Any) -> tuple[Any, Any]:
     """Adam's moments as torch updates them: `exp_avg.lerp_(g, 1 - b1)`, `exp_avg_sq = b2 v + (1-b2) g^2`."""
-    return _tree.moment_increment(exp_avg, g, h.b1), _tree.moment_blend(exp_avg_sq, g * g, h.b2)
+    return _formulas.moment_increment(exp_avg, g, h.b1), _formulas.moment_blend(exp_avg_sq, g * g, h.b2)
 
 
 # --------------------------------------------------------------------------- the formulas
@@ -232,9 +234,9 @@ def _adagrad_leaf(g, state_sum, h, *, decayed: bool):
 
 def _rmsprop_leaf(g, square_avg, buf, grad_avg, h):
     """`_single_tensor_rmsprop`: `g / (sqrt(square_avg [- grad_avg^2]) + eps)`, summed in the buffer."""
-    square_avg = _tree.moment_blend(square_avg, g * g, h.alpha)
+    square_avg = _formulas.moment_blend(square_avg, g * g, h.alpha)
     if grad_avg is not None:
-        grad_avg = _tree.moment_increment(grad_avg, g, h.alpha)
+        grad_avg = _formulas.moment_increment(grad_avg, g, h.alpha)
         avg = jnp.sqrt(square_avg - grad_avg * grad_avg) + h.eps
     else:
         avg = jnp.sqrt(square_avg) + h.eps

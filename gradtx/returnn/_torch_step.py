@@ -7,7 +7,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _protocol, _tree, sparse
+from gradtx import sparse
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
 from gradtx.combinators import _accumulate, _carry
 
 
@@ -26,7 +30,7 @@ def clip_grad_norm(updates: Any, max_norm: Any) -> tuple[Any, jax.Array]:
     def leaf(g):
         return (g.astype(coef.dtype) * coef).astype(g.dtype)
 
-    return _tree.map_updates("clip_grad_norm", leaf, updates), norm
+    return _walk.map_updates("clip_grad_norm", leaf, updates), norm
 
 
 def total_norm(updates: Any) -> jax.Array:
@@ -68,16 +72,16 @@ def updater_step(
     int), when given, resets the count when it changes, as RETURNN's
     `set_current_train_step` does.
     """
-    inner = _base.member(inner)
-    pre = None if pre is None else _base.member(pre)
+    inner = _factory.member(inner)
+    pre = None if pre is None else _factory.member(pre)
 
     def init_fn(params):
         pre_state = _protocol.EmptyState() if pre is None else pre.init(params)
-        return TorchUpdaterState(_tree.zero_count(), _tree.zero_count(), pre_state, inner.init(params))
+        return TorchUpdaterState(_hyper.zero_count(), _hyper.zero_count(), pre_state, inner.init(params))
 
     def update_fn(updates, state, params=None, *, epoch=None, **extra_args):
         grads = sparse.densify(updates)
-        found_inf = jnp.logical_not(_tree.all_finite(grads)) if grad_scaler else jnp.asarray(False)
+        found_inf = jnp.logical_not(_walk.all_finite(grads)) if grad_scaler else jnp.asarray(False)
         pre_state = state.pre_state
         if pre is not None:
             grads, pre_state = pre.update(grads, pre_state, params, **extra_args)
@@ -93,14 +97,14 @@ def updater_step(
         if allowed_invalid is not None:
             norm = total_norm(grads) if norm is None else norm
             invalid = jnp.logical_not(jnp.isfinite(norm))
-            count = jnp.where(invalid, _tree.increment(count), 0).astype(jnp.int32)
+            count = jnp.where(invalid, _hyper.increment(count), 0).astype(jnp.int32)
             abort = invalid & (count > allowed_invalid)
         out, inner_state = inner.update(grads, state.inner_state, params, **extra_args)
         skip = found_inf | invalid
         if grad_scaler or allowed_invalid is not None:
             kept = _carry.as_returned("from_returnn_config", state.inner_state, inner_state)
-            inner_state = _tree.where(skip, kept, inner_state)
-            out = _tree.map_updates(
+            inner_state = _walk.where(skip, kept, inner_state)
+            out = _walk.map_updates(
                 "from_returnn_config",
                 lambda u: jnp.where(abort, jnp.nan, jnp.where(skip, jnp.zeros_like(u), u)).astype(u.dtype),
                 out,
@@ -108,7 +112,7 @@ def updater_step(
         return out, TorchUpdaterState(last_epoch, count, pre_state, inner_state)
 
     members = (inner,) if pre is None else (pre, inner)
-    step = _base.composite(init_fn, update_fn, *members)
+    step = _factory.composite(init_fn, update_fn, *members)
     return _protocol.LeafWise(step.init, step.update)  # torch's norm of per-tensor norms reads whole leaves
 
 
@@ -129,7 +133,7 @@ def accumulate(tx: Any, every_k: int) -> _protocol.GradientTransformation:
     acc = _accumulate.accumulate_gradients(tx, every_k, use_grad_mean=False)
 
     def init_fn(params):
-        return TorchAccumulateState(_tree.zero_count(), acc.init(params))
+        return TorchAccumulateState(_hyper.zero_count(), acc.init(params))
 
     def update_fn(updates, state, params=None, *, epoch=None, **extra_args):
         inner = state.inner
@@ -138,7 +142,7 @@ def accumulate(tx: Any, every_k: int) -> _protocol.GradientTransformation:
             fresh = epoch != state.epoch
             inner = inner._replace(
                 mini_step=jnp.where(fresh, 0, inner.mini_step).astype(jnp.int32),
-                accumulator=_tree.where(
+                accumulator=_walk.where(
                     fresh, jax.tree.map(jnp.zeros_like, inner.accumulator), inner.accumulator
                 ),
             )
@@ -146,4 +150,4 @@ def accumulate(tx: Any, every_k: int) -> _protocol.GradientTransformation:
         out, inner = acc.update(updates, inner, params, **extra_args)
         return out, TorchAccumulateState(state.epoch if epoch is None else epoch, inner)
 
-    return _base.composite(init_fn, update_fn, _base.member(acc))
+    return _factory.composite(init_fn, update_fn, _factory.member(acc))

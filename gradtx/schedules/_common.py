@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from gradtx import _checks
+from gradtx._core import checks as _checks
 
 Scalar = Any
 """A Python number or a scalar jax/NumPy array."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.schedules._common import PI, Scalar, check_decay, doc, held, number, opaque
 
 
 @doc
-@_base.api
+@_factory.api
 def cosine_decay(learning_rate: Scalar, decay_steps: Scalar, alpha: Scalar = 0.0) -> _protocol.Schedule:
     r"""Cosine decay from `learning_rate` to `alpha * learning_rate` over `decay_steps` steps.
 
@@ -49,7 +51,7 @@ def cosine_decay(learning_rate: Scalar, decay_steps: Scalar, alpha: Scalar = 0.0
 
 
 @doc
-@_base.api
+@_factory.api
 def cosine_decay_restarts(
     learning_rate: Scalar,
     first_decay_steps: Scalar,
@@ -124,7 +126,7 @@ def _linear_cosine(fn, learning_rate, decay_steps, num_periods, alpha, beta, noi
 
 
 @doc
-@_base.api
+@_factory.api
 def linear_cosine_decay(
     learning_rate: Scalar,
     decay_steps: Scalar,
@@ -160,7 +162,7 @@ def linear_cosine_decay(
 
 
 @doc
-@_base.api
+@_factory.api
 def noisy_linear_cosine_decay(
     learning_rate: Scalar,
     decay_steps: Scalar,

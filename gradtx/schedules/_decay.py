@@ -9,7 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.schedules._common import Scalar, check_decay, doc, f32, held, number, opaque
 
 
@@ -37,7 +39,7 @@ def _p_decay(
 
 
 @doc
-@_base.api
+@_factory.api
 def exponential_decay(
     learning_rate: Scalar,
     decay_steps: Scalar,
@@ -106,7 +108,7 @@ def _exp_neg(k: Any) -> Any:
 
 
 @doc
-@_base.api
+@_factory.api
 def natural_exp_decay(
     learning_rate: Scalar, decay_steps: Scalar, decay_rate: Scalar, *, staircase: bool = False
 ) -> _protocol.Schedule:
@@ -139,7 +141,7 @@ def natural_exp_decay(
 
 
 @doc
-@_base.api
+@_factory.api
 def inverse_time_decay(
     learning_rate: Scalar, decay_steps: Scalar, decay_rate: Scalar, *, staircase: bool = False
 ) -> _protocol.Schedule:
@@ -178,7 +180,7 @@ def _numbers(fn: str, name: str, value: Any) -> list[Any]:
     return list(value)
 
 
-@_base.api
+@_factory.api
 def piecewise_constant(boundaries: Sequence[Scalar], values: Sequence[Scalar]) -> _protocol.Schedule:
     r"""A constant rate on each interval between step boundaries.
 
@@ -241,7 +243,7 @@ def piecewise_constant(boundaries: Sequence[Scalar], values: Sequence[Scalar]) -
 
 
 @doc
-@_base.api
+@_factory.api
 def polynomial_decay(
     learning_rate: Scalar,
     decay_steps: Scalar,

@@ -8,7 +8,9 @@ from typing import Any, Mapping, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.schedules._common import PI, Scalar, f32, number
 
 
@@ -26,7 +28,7 @@ def _step_ints(fn: str, name: str, values: Any) -> list[int]:
     return [int(v) for v in values]
 
 
-@_base.api
+@_factory.api
 def join_schedules(
     schedules: Sequence[_protocol.ScalarOrSchedule], boundaries: Sequence[int]
 ) -> _protocol.Schedule:
@@ -91,7 +93,7 @@ def _cosine(start: Any, end: Any, pct: Any) -> Any:
     return end + (start - end) / 2.0 * (jnp.cos(PI * pct) + 1.0)
 
 
-@_base.api
+@_factory.api
 def piecewise_interpolate(
     interpolate_type: str, init_value: Scalar, boundaries_and_scales: Mapping[int, Scalar] | None = None
 ) -> _protocol.Schedule:

@@ -7,7 +7,9 @@ from typing import Any, Mapping, Sequence
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.schedules._common import PI, Scalar, f32, number
 from gradtx.schedules._decay import exponential_decay
 from gradtx.schedules._join import join_schedules, piecewise_interpolate
@@ -32,7 +34,7 @@ def _cosine_to(peak: Any, steps: int, end: Any, exponent: Any) -> _protocol.Sche
     return schedule
 
 
-@_base.api
+@_factory.api
 def warmup_cosine_decay(
     init_value: Scalar,
     peak_value: Scalar,
@@ -93,7 +95,7 @@ def warmup_cosine_decay(
     )
 
 
-@_base.api
+@_factory.api
 def warmup_exponential_decay(
     init_value: Scalar,
     peak_value: Scalar,
@@ -169,7 +171,7 @@ def _check_onecycle(fn: str, transition_steps: Any, peak_value: Any, pct_start: 
         number(fn, name, value, _checks.check_positive)
 
 
-@_base.api
+@_factory.api
 def cosine_onecycle(
     transition_steps: int,
     peak_value: Scalar,
@@ -222,7 +224,7 @@ def cosine_onecycle(
     )
 
 
-@_base.api
+@_factory.api
 def linear_onecycle(
     transition_steps: int,
     peak_value: Scalar,
@@ -288,7 +290,7 @@ def linear_onecycle(
 _COSINE_ARGS = tuple(inspect.signature(warmup_cosine_decay).parameters)
 
 
-@_base.api
+@_factory.api
 def sgdr(cosine_kwargs: Sequence[Mapping[str, Any]]) -> _protocol.Schedule:
     r"""SGD with warm restarts: `warmup_cosine_decay` cycles one after another, each from its own count 0.
 

@@ -11,7 +11,9 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.schedules._common import PI, Scalar, doc, f32, number, opaque
 
 
@@ -31,7 +33,7 @@ def _clamped(count: Any, decay_steps: int) -> Any:
 
 
 @doc
-@_base.api
+@_factory.api
 def linear_sign_decay(decay_steps: int) -> _protocol.Schedule:
     r"""Linear sign decay: from 1 at count 0 to 0 at `decay_steps`, then 0.
 
@@ -67,7 +69,7 @@ def linear_sign_decay(decay_steps: int) -> _protocol.Schedule:
 
 
 @doc
-@_base.api
+@_factory.api
 def cosine_sign_decay(
     decay_steps: int, num_periods: Scalar = 0.5, zero_after: Scalar | None = None
 ) -> _protocol.Schedule:
@@ -116,7 +118,7 @@ def cosine_sign_decay(
 
 
 @doc
-@_base.api
+@_factory.api
 def restart_sign_decay(
     decay_steps: int, num_periods: Scalar = 1, zero_after: Scalar | None = None
 ) -> _protocol.Schedule:

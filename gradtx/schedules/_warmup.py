@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.schedules._common import Scalar, doc, f32, number, opaque
 
 
 @doc
-@_base.api
+@_factory.api
 def linear_warmup(
     schedule: _protocol.ScalarOrSchedule, warmup_steps: int, *, init_value: Scalar = 0.0
 ) -> _protocol.Schedule:

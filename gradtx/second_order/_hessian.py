@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jax import flatten_util
 
-from gradtx import _checks
+from gradtx._core import checks as _checks
 
 LossFn = Callable[[Any, Any, Any], jax.Array]
 """A loss `loss(params, inputs, targets) -> scalar`."""

@@ -9,9 +9,9 @@ Indices must lie in `[0, num_rows)`; under jit they cannot be checked, and rows 
 are dropped (TF raises instead).
 """
 
+from gradtx._core.row_sparse import RowSparse, densify, random_row_sparse
+from gradtx._core.sparse_rows import apply_rows, decay_and_add, lift
 from gradtx.sparse._autodiff import value_and_grad
-from gradtx.sparse._row_sparse import RowSparse, densify, random_row_sparse
-from gradtx.sparse._rules import apply_rows, decay_and_add, lift
 
 __all__ = [
     "RowSparse",

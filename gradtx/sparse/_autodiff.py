@@ -7,8 +7,9 @@ from typing import Any, Callable, Mapping
 import jax
 import jax.numpy as jnp
 
-from gradtx import _checks, _masks
-from gradtx.sparse._row_sparse import RowSparse
+from gradtx._core import checks as _checks
+from gradtx._core import masks as _masks
+from gradtx._core.row_sparse import RowSparse
 
 
 def value_and_grad(

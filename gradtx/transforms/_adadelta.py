@@ -7,8 +7,11 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 
 
 class ScaleByAdadeltaState(NamedTuple):
@@ -21,12 +24,12 @@ class ScaleByAdadeltaState(NamedTuple):
 
 def _adadelta_leaf(g, accum, accum_update, h):
     """ApplyAdadelta: the step `sqrt(U + eps) / sqrt(A + eps) * g` between the two moving averages."""
-    accum = _tree.moment_blend(accum, _tree.abs_sq(g), h.rho)
+    accum = _formulas.moment_blend(accum, _formulas.abs_sq(g), h.rho)
     update = jnp.sqrt(accum_update + h.eps) * lax.rsqrt(accum + h.eps) * g
-    return update, accum, _tree.moment_blend(accum_update, _tree.abs_sq(update), h.rho)
+    return update, accum, _formulas.moment_blend(accum_update, _formulas.abs_sq(update), h.rho)
 
 
-@_base.api
+@_factory.api
 def scale_by_adadelta(
     rho: _protocol.ScalarOrSchedule = 0.95, eps: _protocol.ScalarOrSchedule = 1e-8
 ) -> _protocol.GradientTransformation:

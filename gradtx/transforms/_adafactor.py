@@ -15,8 +15,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx import _base, _checks, _placement, _protocol, _tree
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 
 
 class ScaleByFactoredRmsState(NamedTuple):
@@ -83,11 +87,11 @@ def _factored_leaf(g, v_row, v_col, v, h, *, factored: bool, min_dim_size_to_fac
     g2 = g * g + h.eps
     dims = factored_dims(g.shape, factored, min_dim_size_to_factor)
     if dims is None:
-        v = _tree.moment_blend(v, g2, h.b2).astype(v.dtype)
+        v = _formulas.moment_blend(v, g2, h.b2).astype(v.dtype)
         return g * v**-0.5, v_row, v_col, v
     d1, d0 = dims
-    v_row = _tree.moment_blend(v_row, jnp.mean(g2, axis=d0), h.b2).astype(v_row.dtype)
-    v_col = _tree.moment_blend(v_col, jnp.mean(g2, axis=d1), h.b2).astype(v_col.dtype)
+    v_row = _formulas.moment_blend(v_row, jnp.mean(g2, axis=d0), h.b2).astype(v_row.dtype)
+    v_col = _formulas.moment_blend(v_col, jnp.mean(g2, axis=d1), h.b2).astype(v_col.dtype)
     row_mean = jnp.mean(v_row, axis=d1 - 1 if d1 > d0 else d1, keepdims=True)
     row_factor = (v_row / row_mean) ** -0.5
     col_factor = v_col**-0.5
@@ -95,7 +99,7 @@ def _factored_leaf(g, v_row, v_col, v, h, *, factored: bool, min_dim_size_to_fac
     return update, v_row, v_col, v
 
 
-@_base.api
+@_factory.api
 def scale_by_factored_rms(
     factored: bool = True,
     decay_rate: _protocol.ScalarOrSchedule = 0.8,
@@ -201,7 +205,7 @@ class BlockRmsState(NamedTuple):
 
 def _rms(x: jax.Array) -> jax.Array:
     """`sqrt(mean(x^2))` of one leaf, summed in at least float32 (NaN for an empty leaf)."""
-    return jnp.sqrt(_tree.squared_norm(x) / x.size)
+    return jnp.sqrt(_formulas.squared_norm(x) / x.size)
 
 
 def _clip_leaf(u, h):
@@ -215,7 +219,7 @@ def _param_scale_leaf(u, w, h):
     return (u * jnp.where(rms <= h.min_scale, h.min_scale, rms).astype(u.dtype),)
 
 
-@_base.api
+@_factory.api
 def clip_by_block_rms(threshold: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Scale each leaf of the updates down so that its root mean square is at most `threshold`.
 
@@ -259,7 +263,7 @@ def clip_by_block_rms(threshold: _protocol.ScalarOrSchedule) -> _protocol.Gradie
     )
 
 
-@_base.api
+@_factory.api
 def scale_by_param_block_rms(
     min_scale: _protocol.ScalarOrSchedule = 1e-3,
 ) -> _protocol.GradientTransformation:

@@ -7,8 +7,11 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import Slot, update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import Slot, update_rule
 
 
 class ScaleByAdagradState(NamedTuple):
@@ -21,13 +24,13 @@ class ScaleByAdagradState(NamedTuple):
 def _adagrad_leaf(g, accum, h):
     """ApplyAdagrad: `accum += g^2` (kept when `update_slots` is False), the step `g / sqrt(accum)`."""
     if isinstance(h.update_slots, bool):
-        accum = accum + _tree.abs_sq(g) if h.update_slots else accum
+        accum = accum + _formulas.abs_sq(g) if h.update_slots else accum
     else:  # a traced flag
-        accum = jnp.where(h.update_slots, accum + _tree.abs_sq(g), accum)
+        accum = jnp.where(h.update_slots, accum + _formulas.abs_sq(g), accum)
     return g * lax.rsqrt(accum), accum
 
 
-@_base.api
+@_factory.api
 def scale_by_adagrad(initial_accumulator_value: float = 0.1) -> _protocol.GradientTransformation:
     r"""Divide by the root of the accumulated squared gradients, as TF's `ApplyAdagrad` kernel.
 
@@ -90,15 +93,15 @@ def _adagrad_da_step(h, state, extra_args):
 def _adagrad_da_leaf(g, g_acc, gg_acc, var, h):
     """ApplyAdagradDA's closed form at step t: the new weights, returned as the step `var - var_new`."""
     g_acc = g_acc + g
-    gg_acc = gg_acc + _tree.abs_sq(g)
+    gg_acc = gg_acc + _formulas.abs_sq(g)
     denom = h.l2 * (h.step * h.learning_rate) + jnp.sqrt(gg_acc)
-    shrunk = h.learning_rate * -1.0 * _tree.soft_threshold(g_acc, h.step * h.l1) / denom
+    shrunk = h.learning_rate * -1.0 * _formulas.soft_threshold(g_acc, h.step * h.l1) / denom
     plain = h.learning_rate * g_acc * -1.0 / denom
-    new_var = _tree.by_l1(h.l1, shrunk, plain)
+    new_var = _formulas.by_l1(h.l1, shrunk, plain)
     return var - new_var, g_acc, gg_acc
 
 
-@_base.api
+@_factory.api
 def scale_by_adagrad_da(
     learning_rate: _protocol.ScalarOrSchedule,
     initial_gradient_squared_accumulator_value: float = 0.1,

@@ -15,8 +15,12 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
-from gradtx._update_rule import Slot, update_rule
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import Slot, update_rule
 from gradtx.transforms._bias_corrected_adam import squared_as
 
 
@@ -62,8 +66,8 @@ def _decayed_moments(g, m, v, h):
 
 def _tf1_leaf(g, m, v, h):
     """TF1's ApplyAdam: `m += (g - m)(1 - b1)`, `v += (g^2 - v)(1 - b2)`, then the epsilon-hat step."""
-    m = _stored(_tree.moment_increment(m, g, h.b1), m.dtype)
-    v = _tree.moment_increment(v, squared_as(g, v), h.b2)
+    m = _stored(_formulas.moment_increment(m, g, h.b1), m.dtype)
+    v = _formulas.moment_increment(v, squared_as(g, v), h.b2)
     return _adam_step(m, v, h), m, v
 
 
@@ -75,8 +79,8 @@ def _tf1_rows(g, m, v, h):
 
 def _nesterov_leaf(g, m, v, h):
     """contrib's Nadam: ApplyAdam's moments, the Nesterov numerator."""
-    m = _stored(_tree.moment_increment(m, g, h.b1), m.dtype)
-    v = _tree.moment_increment(v, squared_as(g, v), h.b2)
+    m = _stored(_formulas.moment_increment(m, g, h.b1), m.dtype)
+    v = _formulas.moment_increment(v, squared_as(g, v), h.b2)
     return _adam_step(_nesterov(m, g, h), v, h), m, v
 
 
@@ -90,8 +94,8 @@ def _nesterov_rows(g, m, v, h):
 
 def _lazy_rows(g, m, v, h):
     """LazyAdam on the touched rows (contrib's form): `m = b1 m + (1 - b1) g` there."""
-    m = _stored(_tree.moment_blend(m, g, h.b1), m.dtype)
-    v = _tree.moment_blend(v, squared_as(g, v), h.b2)
+    m = _stored(_formulas.moment_blend(m, g, h.b1), m.dtype)
+    v = _formulas.moment_blend(v, squared_as(g, v), h.b2)
     return _adam_step(m, v, h), m, v
 
 
@@ -159,7 +163,7 @@ def _doc(fn):
 
 
 @_doc
-@_base.api
+@_factory.api
 def scale_by_adam(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -215,7 +219,7 @@ def scale_by_adam(
 
 
 @_doc
-@_base.api
+@_factory.api
 def scale_by_nesterov_adam(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -260,7 +264,7 @@ def scale_by_nesterov_adam(
 
 
 @_doc
-@_base.api
+@_factory.api
 def scale_by_lazy_adam(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,

@@ -12,7 +12,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 from gradtx.transforms._adam import _adam_family, _doc, _lazy_sparse, _tf1_leaf, _tf1_rows
 
 
@@ -32,7 +34,7 @@ def _powers_from_global_step(fn, h, state, extra):
 
 
 @_doc
-@_base.api
+@_factory.api
 def scale_by_adam_gs(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -78,7 +80,7 @@ def scale_by_adam_gs(
 
 
 @_doc
-@_base.api
+@_factory.api
 def scale_by_lazy_adam_gs(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,

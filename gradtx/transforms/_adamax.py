@@ -9,8 +9,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
-from gradtx._update_rule import update_rule
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 
 
 class ScaleByAdamaxState(NamedTuple):
@@ -30,14 +34,14 @@ def _adamax_power(h, state, extra_args):
 
 def _adamax_leaf(g, m, v, h):
     """ApplyAdaMax: `m += (g - m)(1 - b1)`, `v = max(b2 v, |g|)`, the step `m / (v + eps) * c`."""
-    m = _tree.moment_increment(m, g, h.b1)
+    m = _formulas.moment_increment(m, g, h.b1)
     v = jnp.maximum(h.b2 * v, jnp.abs(g))
     return (m / (v + h.eps)) * h.c, m, v
 
 
 def _adamax_row_rule(g, m, v, h):
     """contrib's sparse rule on the touched rows: `m = m b1 + g (1 - b1)`, `v = max(v b2, |g|)`."""
-    m = _tree.moment_blend(m, g, h.b1)
+    m = _formulas.moment_blend(m, g, h.b1)
     v = jnp.maximum(v * h.b2, jnp.abs(g))
     return (m / (v + h.eps)) * h.c, m, v
 
@@ -47,7 +51,7 @@ def _adamax_rows(g, m, v, h):
     return sparse.apply_rows(functools.partial(_adamax_row_rule, h=h), g, m, v)
 
 
-@_base.api
+@_factory.api
 def scale_by_adamax(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -121,14 +125,14 @@ def _sqrt_step(h, state, extra_args):
 
 def _amsgrad_leaf(g, m, v, v_hat, h, *, decay: bool):
     """RETURNN's AMSGrad: the moments' blends, `v_hat = max(v_hat, v)`, the step `m / (eps + sqrt(v_hat))`."""
-    m = _tree.moment_blend(m, g, h.b1)
-    v = _tree.moment_blend(v, _tree.abs_sq(g), h.b2)
+    m = _formulas.moment_blend(m, g, h.b1)
+    v = _formulas.moment_blend(v, _formulas.abs_sq(g), h.b2)
     v_hat = jnp.maximum(v_hat, v)
     u = m / (h.eps + jnp.sqrt(v_hat))
     return (u / h.sqrt_t if decay else u), m, v, v_hat
 
 
-@_base.api
+@_factory.api
 def scale_by_amsgrad(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.99,

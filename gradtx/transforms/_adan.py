@@ -6,8 +6,11 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 from gradtx.transforms._bias_corrected_adam import correction, corrections
 
 
@@ -31,14 +34,14 @@ def _adan_prepare(h, state, extra_args):
 
 def _adan_leaf(g, m, v, n, prev, h):
     diff = jnp.where(h.first, jnp.zeros_like(g), g - prev.astype(g.dtype))
-    m = _tree.moment_blend(m, g, h.b1)
-    v = _tree.moment_blend(v, diff, h.b2)
-    n = _tree.moment_blend(n, _tree.abs_sq(g + (1 - h.b2) * diff), h.b3)
+    m = _formulas.moment_blend(m, g, h.b1)
+    v = _formulas.moment_blend(v, diff, h.b2)
+    n = _formulas.moment_blend(n, _formulas.abs_sq(g + (1 - h.b2) * diff), h.b3)
     direction = m / h.bc1 + (1 - h.b2) * (v / h.bc2)
     return direction / (jnp.sqrt(n / h.bc3 + h.eps_root) + h.eps), m, v, n, g
 
 
-@_base.api
+@_factory.api
 def scale_by_adan(
     b1: _protocol.ScalarOrSchedule = 0.98,
     b2: _protocol.ScalarOrSchedule = 0.92,

@@ -16,8 +16,11 @@ from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 from gradtx.transforms._bias_corrected_adam import corrected_step, corrections, first_moment_estimate
 
 
@@ -66,26 +69,26 @@ def _radam_prepare(h, state, extra_args, *, nesterov: bool):
 
 
 def _radam_leaf(g, m, v, h, *, nesterov: bool):
-    m = _tree.moment_blend(m, g, h.b1)
-    v = _tree.moment_blend(v, _tree.abs_sq(g), h.b2)
+    m = _formulas.moment_blend(m, g, h.b1)
+    v = _formulas.moment_blend(v, _formulas.abs_sq(g), h.b2)
     m_hat = first_moment_estimate(m, g, h.b1, h, nesterov)
     return jnp.where(h.rectified, corrected_step(h.r * m_hat, v, h), m_hat), m, v
 
 
 def _belief_leaf(g, m, s, h, *, nesterov: bool):
-    m = _tree.moment_blend(m, g, h.b1)
-    s = _tree.moment_blend(s, _tree.abs_sq(g - m), h.b2) + h.eps_root  # eps_root is kept in s
+    m = _formulas.moment_blend(m, g, h.b1)
+    s = _formulas.moment_blend(s, _formulas.abs_sq(g - m), h.b2) + h.eps_root  # eps_root is kept in s
     return first_moment_estimate(m, g, h.b1, h, nesterov) / (jnp.sqrt(s / h.bc2) + h.eps), m, s
 
 
 def _yogi_leaf(g, m, v, h):
-    m = _tree.moment_blend(m, g, h.b1)
-    g2 = _tree.abs_sq(g)
+    m = _formulas.moment_blend(m, g, h.b1)
+    g2 = _formulas.abs_sq(g)
     v = v - (1 - h.b2) * jnp.sign(v - g2) * g2
     return corrected_step(m / h.bc1, v, h), m, v
 
 
-@_base.api
+@_factory.api
 def scale_by_radam(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -153,7 +156,7 @@ def scale_by_radam(
     )
 
 
-@_base.api
+@_factory.api
 def scale_by_belief(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -215,7 +218,7 @@ def scale_by_belief(
     )
 
 
-@_base.api
+@_factory.api
 def scale_by_yogi(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,

@@ -13,8 +13,11 @@ from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import Slot, update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import Slot, update_rule
 from gradtx.transforms._bias_corrected_adam import corrections
 
 
@@ -42,21 +45,21 @@ def _check_eps(fn: str, eps: Any, eps_root: Any) -> None:
 
 
 def _ademamix_leaf(g, m1, m2, nu, h):
-    m1 = _tree.moment_blend(m1, g, h.b1)
-    m2 = _tree.moment_blend(m2, g, h.b3)
-    nu = _tree.moment_blend(nu, _tree.abs_sq(g), h.b2)
+    m1 = _formulas.moment_blend(m1, g, h.b1)
+    m2 = _formulas.moment_blend(m2, g, h.b3)
+    nu = _formulas.moment_blend(nu, _formulas.abs_sq(g), h.b2)
     denominator = jnp.sqrt(nu / h.bc2 + h.eps_root) + h.eps
     return (m1 / h.bc1 + h.alpha * m2) / denominator, m1, m2, nu
 
 
 def _simplified_ademamix_leaf(g, m, n, h):
     m = g + h.b1 * m
-    g2 = _tree.abs_sq(g)
+    g2 = _formulas.abs_sq(g)
     n = g2 + h.b2 * (n - g2)  # optax's lerp: the moment of Adam, rounded as optax rounds it
     return (m + h.alpha * g) / (jnp.sqrt(n / h.bc2 + h.eps_root) + h.eps), m, n
 
 
-@_base.api
+@_factory.api
 def scale_by_ademamix(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -126,7 +129,7 @@ def scale_by_ademamix(
     )
 
 
-@_base.api
+@_factory.api
 def scale_by_simplified_ademamix(
     b1: _protocol.ScalarOrSchedule = 0.99,
     b2: _protocol.ScalarOrSchedule = 0.95,

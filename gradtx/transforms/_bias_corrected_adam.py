@@ -15,8 +15,12 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import Slot, update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import Slot, update_rule
 
 
 class ScaleByBiasCorrectedAdamState(NamedTuple):
@@ -57,7 +61,7 @@ def corrections(
     if b2 is not None:
         out["bc2"] = correction(getattr(h, b2), h.t)
     if nesterov and b1 is not None:
-        out["bc1_next"] = correction(getattr(h, b1), _tree.increment(h.t))
+        out["bc1_next"] = correction(getattr(h, b1), _hyper.increment(h.t))
     return out
 
 
@@ -65,7 +69,7 @@ def squared_as(g, v):
     """`|g|**2` computed in the dtype of the second moment `v` when it is wider (`nu_dtype`): a float32
     `nu` of bf16 gradients gets float32 squares, not bf16 ones widened."""
     wide = jnp.promote_types(g.dtype, v.dtype)
-    return _tree.abs_sq(g if g.dtype == wide else g.astype(wide))
+    return _formulas.abs_sq(g if g.dtype == wide else g.astype(wide))
 
 
 def first_moment_estimate(m, g, b1, h, nesterov: bool):
@@ -82,13 +86,13 @@ def corrected_step(m_hat, v, h):
 
 
 def _adam_leaf(g, m, v, h, *, nesterov: bool):
-    m = _tree.moment_blend(m, g, h.b1)
-    v = _tree.moment_blend(v, squared_as(g, v), h.b2)
+    m = _formulas.moment_blend(m, g, h.b1)
+    v = _formulas.moment_blend(v, squared_as(g, v), h.b2)
     return corrected_step(first_moment_estimate(m, g, h.b1, h, nesterov), v, h), m, v
 
 
 def _rms_leaf(g, v, h):
-    v = _tree.moment_blend(v, _tree.abs_sq(g), h.decay)
+    v = _formulas.moment_blend(v, _formulas.abs_sq(g), h.decay)
     return corrected_step(g, v, h), v
 
 
@@ -98,7 +102,7 @@ def _check_common(fn: str, eps: Any, eps_root: Any) -> None:
         _checks.check_nonnegative(fn, name, value)
 
 
-@_base.api
+@_factory.api
 def scale_by_bias_corrected_adam(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -167,7 +171,7 @@ def scale_by_bias_corrected_adam(
     )
 
 
-@_base.api
+@_factory.api
 def scale_by_bias_corrected_rms(
     decay: _protocol.ScalarOrSchedule = 0.999,
     eps: _protocol.ScalarOrSchedule = 1e-8,

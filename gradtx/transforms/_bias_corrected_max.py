@@ -11,8 +11,11 @@ from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import Slot, update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import Slot, update_rule
 from gradtx.transforms._bias_corrected_adam import corrections, squared_as
 
 
@@ -34,14 +37,14 @@ class ScaleByBiasCorrectedAdamaxState(NamedTuple):
 
 
 def _amsgrad_leaf(g, m, v, v_max, h, *, correct_m: bool, correct_v: bool):
-    m = _tree.moment_blend(m, g, h.b1)
-    v = _tree.moment_blend(v, squared_as(g, v), h.b2)
+    m = _formulas.moment_blend(m, g, h.b1)
+    v = _formulas.moment_blend(v, squared_as(g, v), h.b2)
     v_max = jnp.maximum(v_max, v / h.bc2 if correct_v else v)
     return (m / h.bc1 if correct_m else m) / (jnp.sqrt(v_max + h.eps_root) + h.eps), m, v, v_max
 
 
 def _adamax_leaf(g, m, v, h):
-    m = _tree.moment_blend(m, g, h.b1)
+    m = _formulas.moment_blend(m, g, h.b1)
     v = jnp.maximum(jnp.abs(g) + h.eps, h.b2 * v)
     return (m / h.bc1) / v, m, v
 
@@ -52,7 +55,7 @@ def _check_betas(fn: str, b1: Any, b2: Any, eps: Any) -> None:
     _checks.check_nonnegative(fn, "eps", eps)
 
 
-@_base.api
+@_factory.api
 def scale_by_bias_corrected_amsgrad(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -117,7 +120,7 @@ def scale_by_bias_corrected_amsgrad(
     )
 
 
-@_base.api
+@_factory.api
 def scale_by_bias_corrected_adamax(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,

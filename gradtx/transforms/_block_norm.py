@@ -5,18 +5,21 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 from gradtx.transforms._adafactor import BlockRmsState
 
 
 def _param_norm_leaf(u: jax.Array, w: jax.Array, h) -> tuple[jax.Array]:
     """`u * max(min_scale, ||w||)`: the norm of the whole leaf (Frobenius for a matrix)."""
-    norm = jnp.sqrt(_tree.squared_norm(w)).astype(_tree.real_dtype(w.dtype))
+    norm = jnp.sqrt(_formulas.squared_norm(w)).astype(_formulas.real_dtype(w.dtype))
     return (u * jnp.where(norm <= h.min_scale, h.min_scale, norm).astype(u.dtype),)
 
 
-@_base.api
+@_factory.api
 def scale_by_param_block_norm(
     min_scale: _protocol.ScalarOrSchedule = 1e-3,
 ) -> _protocol.GradientTransformation:

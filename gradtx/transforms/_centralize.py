@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import jax
 
-from gradtx import _base, _protocol
-from gradtx._update_rule import update_rule
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 
 
 def _centralize_leaf(g: jax.Array, h) -> tuple[jax.Array]:
@@ -16,7 +17,7 @@ def _centralize_leaf(g: jax.Array, h) -> tuple[jax.Array]:
     return (g - g.mean(tuple(range(1, g.ndim)), keepdims=True),)
 
 
-@_base.api
+@_factory.api
 def centralize() -> _protocol.GradientTransformation:
     r"""Subtract from each slice of the updates along the leading axis its mean: gradient centralization.
 

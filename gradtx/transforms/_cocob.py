@@ -6,8 +6,10 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol
-from gradtx._update_rule import Slot, update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import Slot, update_rule
 
 
 class ScaleByCocobState(NamedTuple):
@@ -31,7 +33,7 @@ def _cocob_leaf(g, x0, c, scale, total, reward, w, h):
     return update, x0, c, scale, total, reward
 
 
-@_base.api
+@_factory.api
 def scale_by_cocob(
     alpha: _protocol.ScalarOrSchedule = 100.0, eps: _protocol.ScalarOrSchedule = 1e-8
 ) -> _protocol.GradientTransformation:

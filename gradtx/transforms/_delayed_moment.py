@@ -15,8 +15,11 @@ from typing import Any, Callable, NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import Slot, update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import Slot, update_rule
 from gradtx.transforms._bias_corrected_adam import correction
 
 
@@ -55,9 +58,9 @@ def _adopt_leaf(g, m, v, h, *, nesterov: bool, clipping: bool):
     normalised = g / jnp.maximum(jnp.sqrt(v), h.eps)  # by the second moment before g
     if clipping:
         normalised = jnp.clip(normalised, -h.clip, h.clip)
-    v = _tree.moment_blend(v, _tree.abs_sq(g), h.b2_t)
-    m = _tree.moment_blend(m, normalised, h.b1_t)
-    return (_tree.moment_blend(m, normalised, h.b1_t) if nesterov else m), m, v
+    v = _formulas.moment_blend(v, _formulas.abs_sq(g), h.b2_t)
+    m = _formulas.moment_blend(m, normalised, h.b1_t)
+    return (_formulas.moment_blend(m, normalised, h.b1_t) if nesterov else m), m, v
 
 
 def _acprop_prepare(h, state, extra_args):
@@ -69,11 +72,11 @@ def _acprop_prepare(h, state, extra_args):
 def _acprop_leaf(g, m, s, h):
     s_hat = jnp.where(h.count == 0, 1, s / h.bc2_prev)  # the statistic before g (1 at the first step)
     update = g / (jnp.sqrt(s_hat) + h.eps)
-    s_new = _tree.moment_blend(s, _tree.abs_sq(g - m), h.b2) + h.eps_root  # centred on the previous m
-    return update, _tree.moment_blend(m, g, h.b1), s_new
+    s_new = _formulas.moment_blend(s, _formulas.abs_sq(g - m), h.b2) + h.eps_root  # centred on the previous m
+    return update, _formulas.moment_blend(m, g, h.b1), s_new
 
 
-@_base.api
+@_factory.api
 def scale_by_adopt(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.9999,
@@ -155,7 +158,7 @@ def scale_by_adopt(
     )
 
 
-@_base.api
+@_factory.api
 def scale_by_acprop(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,

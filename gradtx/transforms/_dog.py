@@ -9,9 +9,13 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, _scalars
-from gradtx._tree_rule import sq_norm, tree_rule
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core import scalars as _scalars
+from gradtx._core.rule import update_rule
+from gradtx._core.tree_rule import sq_norm, tree_rule
 
 INIT_STEPS = ("distance", "learning_rate", "heuristic")
 """How `scale_by_dog`'s first step is set: its `init_step[0]`."""
@@ -69,7 +73,7 @@ def _dog_r_eps(h, params, *, init_step):
     return 0.0
 
 
-@_base.api
+@_factory.api
 def scale_by_dog(
     init_step: tuple[str, Any] = ("heuristic", 1e-6), eps: float = 1e-8
 ) -> _protocol.GradientTransformation:
@@ -153,7 +157,7 @@ def _dowg_step(gs, x0s, ws, h):
     return [rate * g for g in gs], x0s, {"estim_sq_dist": estim_sq_dist, "weighted_sq_norm_grads": weighted}
 
 
-@_base.api
+@_factory.api
 def scale_by_dowg(
     init_estim_sq_dist: float | None = None, eps: float = 1e-4
 ) -> _protocol.GradientTransformation:
@@ -220,7 +224,7 @@ def _ldog_leaf(g, max_dist, sum_sq, x0, w, h):
     return rate.reshape(()) * g, max_dist, sum_sq, x0
 
 
-@_base.api
+@_factory.api
 def scale_by_distance_over_gradients(
     reps_rel: float = 1e-6,
     eps: float = 1e-8,
@@ -288,7 +292,7 @@ def scale_by_distance_over_gradients(
     why = "its norms are of real leaves"
 
     def initial_params(p):
-        _base.refuse_complex(fn, None, p, why=why)  # before `param_dtype` would drop the imaginary part
+        _factory.refuse_complex(fn, None, p, why=why)  # before `param_dtype` would drop the imaginary part
         return jnp.copy(p if param_dtype is None else p.astype(param_dtype))  # never the params' buffer
 
     return update_rule(

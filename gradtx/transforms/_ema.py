@@ -5,8 +5,11 @@ from __future__ import annotations
 import functools
 from typing import Any, NamedTuple
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import Slot, update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import Slot, update_rule
 from gradtx.transforms._bias_corrected_adam import corrections
 
 
@@ -18,11 +21,11 @@ class EmaState(NamedTuple):
 
 
 def _ema_leaf(u, m, h, *, debias: bool):
-    m = _tree.moment_blend(m, u, h.decay)
+    m = _formulas.moment_blend(m, u, h.decay)
     return (m / h.bc1 if debias else m), m
 
 
-@_base.api
+@_factory.api
 def ema(
     decay: _protocol.ScalarOrSchedule, *, debias: bool = False, mu_dtype: Any = None
 ) -> _protocol.GradientTransformation:

@@ -8,8 +8,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import Slot, update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import Slot, update_rule
 
 
 class ScaleByFtrlState(NamedTuple):
@@ -39,7 +43,7 @@ def _ftrl_leaf(g, accum, linear, var, h, *, p_is_half: bool | None):
     """ApplyFtrlV2: the new `linear` and `accum`, and the closed-form weights as the step `var - var_new`."""
     lr, p = h.learning_rate, h.learning_rate_power
     g_shrunk = g + 2 * h.l2_shrinkage * var
-    new_accum = accum + _tree.abs_sq(g)
+    new_accum = accum + _formulas.abs_sq(g)
     sigma = (_power(new_accum, p, p_is_half) - _power(accum, p, p_is_half)) / lr
     linear = linear + (g_shrunk - sigma * var)
     x = h.l1 * jnp.sign(linear) - linear
@@ -48,7 +52,7 @@ def _ftrl_leaf(g, accum, linear, var, h, *, p_is_half: bool | None):
     return var - new_var, new_accum, linear
 
 
-@_base.api
+@_factory.api
 def scale_by_ftrl(
     learning_rate: _protocol.ScalarOrSchedule,
     learning_rate_power: _protocol.ScalarOrSchedule = -0.5,
@@ -124,7 +128,7 @@ def scale_by_ftrl(
         _checks.check_nonnegative(fn, name, value)
     p_static = (
         None
-        if _tree.any_schedule(learning_rate_power) or isinstance(learning_rate_power, jax.core.Tracer)
+        if _hyper.any_schedule(learning_rate_power) or isinstance(learning_rate_power, jax.core.Tracer)
         else float(learning_rate_power) == -0.5  # type: ignore[arg-type]
     )
 

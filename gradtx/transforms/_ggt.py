@@ -8,9 +8,13 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, _tree
-from gradtx._scalars import at_least_float32
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
+from gradtx._core.scalars import at_least_float32
 
 
 class ScaleByGGTState(NamedTuple):
@@ -91,7 +95,7 @@ def _ggt_tree(gs, m1s, bufs, h, *, window):
     k = jnp.mod(h.count, window)
     t = h.t.astype(dt)
     c = jnp.sqrt(jnp.minimum(t, jnp.asarray(window, dt)))
-    new_m1 = [_tree.moment_blend(m.astype(dt), g.astype(dt), b1) for g, m in zip(gs, m1s, strict=True)]
+    new_m1 = [_formulas.moment_blend(m.astype(dt), g.astype(dt), b1) for g, m in zip(gs, m1s, strict=True)]
     new_buf = [
         jax.lax.dynamic_update_index_in_dim(b.astype(dt), m, k, 0) for b, m in zip(bufs, new_m1, strict=True)
     ]
@@ -100,7 +104,7 @@ def _ggt_tree(gs, m1s, bufs, h, *, window):
     return [_dot(head, mt, 1) + _dot(tail, mt, 1) for mt in mts], new_m1, new_buf
 
 
-@_base.api
+@_factory.api
 def scale_by_ggt(
     b1: _protocol.ScalarOrSchedule = 0.9,
     window: int = 10,

@@ -12,8 +12,12 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
-from gradtx._update_rule import update_rule
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
+from gradtx._core.rule import update_rule
 
 
 class ScaleByGradVarianceState(NamedTuple):
@@ -26,15 +30,15 @@ class ScaleByGradVarianceState(NamedTuple):
 
 def _grad_variance_leaf(g, m, v, h):
     """RETURNN's GradVarianceScaled, dense or entry by entry: the gradient times `min(v / (s + eps), 1)`."""
-    x = _tree.values_of(g)
+    x = _walk.values_of(g)
     m = sparse.decay_and_add(g, m, h.b1, x * (1 - h.b1))
-    variance = jnp.square(x - _tree.rows_of(g, m))
+    variance = jnp.square(x - _walk.rows_of(g, m))
     v = sparse.decay_and_add(g, v, h.b2, variance * (1 - h.b2))
-    factor = _tree.rows_of(g, v) / (variance + h.eps)
-    return _tree.with_values(g, x * jnp.minimum(factor, 1.0)), m, v
+    factor = _walk.rows_of(g, v) / (variance + h.eps)
+    return _walk.with_values(g, x * jnp.minimum(factor, 1.0)), m, v
 
 
-@_base.api
+@_factory.api
 def scale_by_grad_variance(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,

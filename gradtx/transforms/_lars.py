@@ -8,8 +8,13 @@ from typing import NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _masks, _protocol, _tree, sparse
-from gradtx._update_rule import update_rule
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import masks as _masks
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 from gradtx.transforms._momentum import _trace_leaf
 
 
@@ -22,8 +27,8 @@ class ScaleByLarsState(NamedTuple):
 
 def _trust_ratio(var: jax.Array, grad: jax.Array, eeta, weight_decay, eps) -> jax.Array:
     """`eeta * |w| / (|g| + weight_decay * |w| + eps)`, or 1 if `|w|` or `|g|` is 0 (contrib's compute_lr)."""
-    w_norm = jnp.sqrt(_tree.squared_norm(var))
-    g_norm = jnp.sqrt(_tree.squared_norm(grad))
+    w_norm = jnp.sqrt(_formulas.squared_norm(var))
+    g_norm = jnp.sqrt(_formulas.squared_norm(grad))
     ratio = eeta * w_norm / (g_norm + weight_decay * w_norm + eps)
     return jnp.where(w_norm > 0, jnp.where(g_norm > 0, ratio, 1.0), 1.0)
 
@@ -42,7 +47,7 @@ def _lars_rows(g, accum, w, h, *, path, nesterov):
     return sparse.apply_rows(lambda gr, ar: _trace_leaf(gr, ar, h, nesterov=nesterov), g, accum)
 
 
-@_base.api
+@_factory.api
 def scale_by_lars(
     momentum: _protocol.ScalarOrSchedule = 0.9,
     weight_decay: _protocol.ScalarOrSchedule = 1e-4,

@@ -6,8 +6,11 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 
 
 class ScaleByMadgradState(NamedTuple):
@@ -26,13 +29,13 @@ def _madgrad_prepare(h, state, extra_args):
 
 
 def _madgrad_leaf(g, grad_sum_sq, s, x0, w, h):
-    grad_sum_sq = grad_sum_sq + (h.weight * _tree.abs_sq(g)).astype(g.dtype)
+    grad_sum_sq = grad_sum_sq + (h.weight * _formulas.abs_sq(g)).astype(g.dtype)
     s = s + (h.weight * g).astype(g.dtype)
     z = x0 - s / (jnp.cbrt(grad_sum_sq) + h.eps)
     return (1 - h.momentum) * z + h.momentum * w - w, grad_sum_sq, s, x0
 
 
-@_base.api
+@_factory.api
 def scale_by_madgrad(
     learning_rate: _protocol.ScalarOrSchedule,
     momentum: _protocol.ScalarOrSchedule = 0.9,

@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 from typing import Any, NamedTuple
 
-from gradtx import _base, _checks, _protocol
-from gradtx._update_rule import Slot, update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import Slot, update_rule
 
 
 class TraceState(NamedTuple):
@@ -25,7 +27,7 @@ def _trace_leaf(g, accum, h, *, nesterov: bool):
     return (g + accum * h.momentum if nesterov else accum), accum
 
 
-@_base.api
+@_factory.api
 def trace(
     momentum: _protocol.ScalarOrSchedule, *, nesterov: bool = False, mu_dtype: Any = None
 ) -> _protocol.GradientTransformation:

@@ -11,8 +11,14 @@ from typing import Any, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, _tree, packing
-from gradtx._update_rule import Slot, update_rule
+from gradtx import packing
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
+from gradtx._core.rule import Slot, update_rule
 from gradtx.transforms._bias_corrected_adam import corrections, first_moment_estimate
 
 NS_COEFFS = (3.4445, -4.7750, 2.0315)
@@ -106,7 +112,7 @@ def dims_by_leaf(dims: Any, updates: Any) -> Any:
     given = jax.tree_util.tree_flatten_with_path(
         dims, is_leaf=lambda x: x is None or isinstance(x, MuonDimensionNumbers)
     )[0]
-    for path, _ in jax.tree_util.tree_flatten_with_path(updates, is_leaf=_tree._is_update_leaf)[0]:
+    for path, _ in jax.tree_util.tree_flatten_with_path(updates, is_leaf=_walk.is_update_leaf)[0]:
         out[path] = next((d for p, d in given if tuple(path[: len(p)]) == tuple(p)), None)
     return out
 
@@ -153,7 +159,7 @@ def _newton_schulz(x: jax.Array, coeffs: tuple[tuple[float, float, float], ...],
 def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive, dims=None, path=None):
     """One leaf: `(update, momentum)`; matrices (as `dims` says, by key path) are orthogonalised, other leaves
     keep the momentum."""
-    m = _tree.moment_blend(m, g, h.beta)
+    m = _formulas.moment_blend(m, g, h.beta)
     m_hat = first_moment_estimate(m, g, h.beta, h, nesterov)
     d = None if dims is None else dims.get(path)
     if d is None and g.ndim != 2:
@@ -167,7 +173,7 @@ def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive, dims=None, path=None):
     return (jnp.sum(m_hat * out) * out if adaptive else out), m
 
 
-@_base.api
+@_factory.api
 def scale_by_muon(
     ns_coeffs: Sequence[float] | Sequence[Sequence[float]] = NS_COEFFS,
     ns_steps: int = 5,
@@ -299,7 +305,7 @@ def _shape_leaf(u, h, *, consistent_rms: float | None, dims=None, path=None):
     return (factor * u,)
 
 
-@_base.api
+@_factory.api
 def scale_by_shape(
     consistent_rms: float | None = None, *, weight_dimension_numbers: Any = None
 ) -> _protocol.GradientTransformation:

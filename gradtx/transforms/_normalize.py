@@ -8,8 +8,11 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 
 
 class ScaleByL2NormalizationState(NamedTuple):
@@ -20,7 +23,7 @@ class ScaleByL2NormalizationState(NamedTuple):
 
 def _normalized(x: jax.Array, eps: jax.Array) -> jax.Array:
     """`x / sqrt(max(sum(|x|^2), eps))`, the sum taken in float32 at least (also for bf16 gradients)."""
-    squared = _tree.squared_norm(x)
+    squared = _formulas.squared_norm(x)
     return x * lax.rsqrt(jnp.maximum(squared, jnp.real(eps))).astype(x.dtype)
 
 
@@ -33,7 +36,7 @@ def _l2_values(g, h):
     return (g.with_values(_normalized(g.values, h.eps)),)
 
 
-@_base.api
+@_factory.api
 def scale_by_l2_normalization(eps: _protocol.ScalarOrSchedule = 1e-12) -> _protocol.GradientTransformation:
     r"""Divide each gradient tensor by its L2 norm (`tf.nn.l2_normalize(g, None)`): RETURNN's NormalizedSGD.
 

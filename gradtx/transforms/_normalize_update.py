@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 
 
 class NormalizeByUpdateNormState(NamedTuple):
@@ -16,11 +19,11 @@ class NormalizeByUpdateNormState(NamedTuple):
 
 def _normalize_tree(gs, h):
     """Every leaf divided by `(||u|| + eps) / scale_factor`, `||u||` the norm of all leaves together."""
-    divisor = (_tree.global_norm(gs) + h.eps) / h.scale_factor
+    divisor = (_formulas.global_norm(gs) + h.eps) / h.scale_factor
     return ([g / divisor.astype(g.dtype) for g in gs],)
 
 
-@_base.api
+@_factory.api
 def normalize_by_update_norm(
     scale_factor: _protocol.ScalarOrSchedule = 1.0, eps: _protocol.ScalarOrSchedule = 1e-6
 ) -> _protocol.GradientTransformation:

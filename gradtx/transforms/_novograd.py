@@ -7,8 +7,12 @@ from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, _tree
-from gradtx._update_rule import Slot, update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import Slot, update_rule
 
 
 class ScaleByNovogradState(NamedTuple):
@@ -25,8 +29,8 @@ setattr(ScaleByNovogradState, "slots_shaped_like_params", ("m",))  # noqa: B010 
 
 def _novograd_leaf(g, m, v, w, h):
     """One leaf: `(update, m, v)`; `v` starts at the first step's `||g||^2`."""
-    norm2 = _tree.squared_norm(g).astype(v.dtype)
-    v = jnp.where(h.count == 0, norm2, _tree.moment_blend(v, norm2, h.b2))
+    norm2 = _formulas.squared_norm(g).astype(v.dtype)
+    v = jnp.where(h.count == 0, norm2, _formulas.moment_blend(v, norm2, h.b2))
     scaled = g / (jnp.sqrt(v + h.eps_root) + h.eps).astype(g.dtype)
     m = h.b1 * m + (scaled + h.weight_decay * w.astype(g.dtype)).astype(m.dtype)
     return m, m, v
@@ -37,7 +41,7 @@ def _scalar_slot(p, dtype=None):
     return _placement.reduced(p, (), dtype)
 
 
-@_base.api
+@_factory.api
 def scale_by_novograd(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.25,

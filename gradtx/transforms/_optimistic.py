@@ -6,8 +6,10 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 
 
 class ScaleByOptimisticGradientState(NamedTuple):
@@ -22,7 +24,7 @@ def _optimistic_leaf(g, previous_gradient, h):
     return (h.alpha + h.beta) * g - h.beta * previous, g
 
 
-@_base.api
+@_factory.api
 def scale_by_optimistic_gradient(
     alpha: _protocol.ScalarOrSchedule = 1.0, beta: _protocol.ScalarOrSchedule = 1.0
 ) -> _protocol.GradientTransformation:

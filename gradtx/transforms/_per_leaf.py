@@ -7,8 +7,10 @@ from typing import Callable, NamedTuple
 
 import jax
 
-from gradtx import _base, _checks, _protocol
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 from gradtx.combinators import chain
 from gradtx.transforms._scale import scale_by_learning_rate
 
@@ -32,7 +34,7 @@ def _per_leaf_leaf(g, slots, w, h, *, apply, names):
     return step, dict(new)
 
 
-@_base.api
+@_factory.api
 def per_leaf(
     init_slots: Callable[[jax.Array], dict[str, jax.Array]],
     apply: Callable[..., tuple[jax.Array, dict[str, jax.Array]]],

@@ -8,9 +8,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol
-from gradtx._tree_rule import sq_norm
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
+from gradtx._core.tree_rule import sq_norm
 
 VARIANTS = ("sps", "sps+")
 """`scale_by_polyak`'s variants: the gap as it is, or its positive part."""
@@ -37,7 +39,7 @@ def _polyak_tree(gs, h, *, name, variant):
     return ([step * g for g in gs],)
 
 
-@_base.api
+@_factory.api
 def scale_by_polyak(
     f_min: _protocol.ScalarOrSchedule = 0.0,
     max_learning_rate: _protocol.ScalarOrSchedule = 1.0,

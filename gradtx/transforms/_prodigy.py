@@ -9,8 +9,10 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol
-from gradtx._tree_rule import total_sum, tree_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.tree_rule import total_sum, tree_rule
 
 
 class ScaleByProdigyState(NamedTuple):
@@ -69,7 +71,7 @@ def _check_common(fn, learning_rate, b1, b2, eps, estim_lr0, weight_decay):
     _checks.check_nonnegative(fn, "weight_decay", weight_decay)
 
 
-@_base.api
+@_factory.api
 def scale_by_prodigy(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -176,7 +178,7 @@ def _dadapt_adamw_step(gs, ms, vs, ss, ws, h):
     return updates, ms, vs, ss, {"d": d, "r": r}
 
 
-@_base.api
+@_factory.api
 def scale_by_dadapt_adamw(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     b1: _protocol.ScalarOrSchedule = 0.9,

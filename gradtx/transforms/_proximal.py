@@ -12,8 +12,11 @@ from typing import NamedTuple
 import jax
 from jax import lax
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import Slot, update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import Slot, update_rule
 
 
 def _prox(prox: jax.Array, rate: jax.Array, l1: jax.Array, l2: jax.Array) -> jax.Array:
@@ -21,8 +24,8 @@ def _prox(prox: jax.Array, rate: jax.Array, l1: jax.Array, l2: jax.Array) -> jax
 
     `rate` is the scalar `lr` (ProximalGradientDescent) or the per-element Adagrad rate.
     """
-    shrunk = _tree.soft_threshold(prox, rate * l1) / (1.0 + l2 * rate)
-    return _tree.by_l1(l1, shrunk, prox / (1.0 + l2 * rate))
+    shrunk = _formulas.soft_threshold(prox, rate * l1) / (1.0 + l2 * rate)
+    return _formulas.by_l1(l1, shrunk, prox / (1.0 + l2 * rate))
 
 
 class ScaleByProximalSGDState(NamedTuple):
@@ -37,7 +40,7 @@ def _proximal_sgd_leaf(g, var, h):
     return (var - _prox(var - g * lr, lr, h.l1, h.l2),)
 
 
-@_base.api
+@_factory.api
 def scale_by_proximal_sgd(
     learning_rate: _protocol.ScalarOrSchedule,
     l1: _protocol.ScalarOrSchedule = 0.0,
@@ -100,12 +103,12 @@ class ScaleByProximalAdagradState(NamedTuple):
 
 def _proximal_adagrad_leaf(g, accum, var, h):
     """ApplyProximalAdagrad: the FOBOS step with Adagrad's per-element rate, as `var - var_new`."""
-    accum = accum + _tree.abs_sq(g)
+    accum = accum + _formulas.abs_sq(g)
     rate = h.learning_rate * lax.rsqrt(accum)
     return var - _prox(var - g * rate, rate, h.l1, h.l2), accum
 
 
-@_base.api
+@_factory.api
 def scale_by_proximal_adagrad(
     learning_rate: _protocol.ScalarOrSchedule,
     initial_accumulator_value: float = 0.1,

@@ -7,8 +7,11 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 
 
 class ScaleByRmspropState(NamedTuple):
@@ -22,10 +25,10 @@ class ScaleByRmspropState(NamedTuple):
 
 def _rmsprop_leaf(g, rms, mom, mg, h, *, momentum_is_zero: bool):
     """ApplyRMSProp (ApplyCenteredRMSProp when `mg` is kept): the step, the new `rms`, `momentum`, `mg`."""
-    rms = _tree.moment_increment(rms, _tree.abs_sq(g), h.decay)
+    rms = _formulas.moment_increment(rms, _formulas.abs_sq(g), h.decay)
     if mg is not None:
-        mg = _tree.moment_increment(mg, g, h.decay)
-        denom = (rms - _tree.abs_sq(mg)) + h.eps
+        mg = _formulas.moment_increment(mg, g, h.decay)
+        denom = (rms - _formulas.abs_sq(mg)) + h.eps
     else:
         denom = rms + h.eps
     step = (g * h.learning_rate) / jnp.sqrt(denom)
@@ -39,7 +42,7 @@ def _is_zero(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x == 0
 
 
-@_base.api
+@_factory.api
 def scale_by_rmsprop(
     learning_rate: _protocol.ScalarOrSchedule,
     decay: _protocol.ScalarOrSchedule = 0.9,

@@ -13,8 +13,11 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 from gradtx.transforms._bias_corrected_adam import corrections
 
 
@@ -46,19 +49,19 @@ def _scaling(var, h, *, eps_in_sqrt: bool):
 
 
 def _rms_leaf(g, nu, h, *, eps_in_sqrt: bool, bias_correction: bool):
-    nu = _tree.moment_blend(nu, _tree.abs_sq(g), h.decay)
+    nu = _formulas.moment_blend(nu, _formulas.abs_sq(g), h.decay)
     return _scaling(nu / h.bc2 if bias_correction else nu, h, eps_in_sqrt=eps_in_sqrt) * g, nu
 
 
 def _stddev_leaf(g, mu, nu, h, *, eps_in_sqrt: bool, bias_correction: bool):
-    mu = _tree.moment_blend(mu, g, h.decay)
-    nu = _tree.moment_blend(nu, _tree.abs_sq(g), h.decay)
+    mu = _formulas.moment_blend(mu, g, h.decay)
+    nu = _formulas.moment_blend(nu, _formulas.abs_sq(g), h.decay)
     mu_hat, nu_hat = (mu / h.bc2, nu / h.bc2) if bias_correction else (mu, nu)
-    return _scaling(nu_hat - _tree.abs_sq(mu_hat), h, eps_in_sqrt=eps_in_sqrt) * g, mu, nu
+    return _scaling(nu_hat - _formulas.abs_sq(mu_hat), h, eps_in_sqrt=eps_in_sqrt) * g, mu, nu
 
 
 def _rss_leaf(g, sum_of_squares, h):
-    sum_of_squares = _tree.abs_sq(g) + sum_of_squares
+    sum_of_squares = _formulas.abs_sq(g) + sum_of_squares
     scaling = jnp.where(sum_of_squares > 0, lax.rsqrt(sum_of_squares + h.eps), 0.0)
     return scaling * g, sum_of_squares
 
@@ -80,7 +83,7 @@ def _rms_rule(fn, state, leaf, slots, decay, eps, initial_scale, eps_in_sqrt, bi
     )
 
 
-@_base.api
+@_factory.api
 def scale_by_rms(
     decay: _protocol.ScalarOrSchedule = 0.9,
     eps: _protocol.ScalarOrSchedule = 1e-8,
@@ -135,7 +138,7 @@ def scale_by_rms(
     )
 
 
-@_base.api
+@_factory.api
 def scale_by_stddev(
     decay: _protocol.ScalarOrSchedule = 0.9,
     eps: _protocol.ScalarOrSchedule = 1e-8,
@@ -189,7 +192,7 @@ def scale_by_stddev(
     )
 
 
-@_base.api
+@_factory.api
 def scale_by_rss(
     initial_accumulator_value: Any = 0.1, eps: _protocol.ScalarOrSchedule = 1e-7
 ) -> _protocol.GradientTransformation:

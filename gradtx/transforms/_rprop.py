@@ -8,8 +8,10 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol
-from gradtx._update_rule import Slot, update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import Slot, update_rule
 
 
 class ScaleByRpropState(NamedTuple):
@@ -45,7 +47,7 @@ def _check_rprop(fn, learning_rate, eta_minus, eta_plus, min_step_size, max_step
         )
 
 
-@_base.api
+@_factory.api
 def scale_by_rprop(
     learning_rate: _protocol.ScalarOrSchedule,
     eta_minus: _protocol.ScalarOrSchedule = 0.5,

@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 from typing import Any, NamedTuple
 
-from gradtx import _base, _checks, _protocol
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 
 
 class ScaleByScheduleState(NamedTuple):
@@ -37,7 +39,7 @@ def _scaled(fn: str, factor: Any, sign: float) -> _protocol.GradientTransformati
     )
 
 
-@_base.api
+@_factory.api
 def scale(step_size: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Multiply every update by `step_size`.
 
@@ -63,7 +65,7 @@ def scale(step_size: _protocol.ScalarOrSchedule) -> _protocol.GradientTransforma
     return _scaled("scale", step_size, 1.0)
 
 
-@_base.api
+@_factory.api
 def scale_by_schedule(step_size_fn: _protocol.Schedule) -> _protocol.GradientTransformation:
     r"""Multiply every update by `step_size_fn(count)`, where `count` is the number of completed steps.
 
@@ -91,7 +93,7 @@ def scale_by_schedule(step_size_fn: _protocol.Schedule) -> _protocol.GradientTra
     return _scaled("scale_by_schedule", step_size_fn, 1.0)
 
 
-@_base.api
+@_factory.api
 def scale_by_learning_rate(
     learning_rate: _protocol.ScalarOrSchedule, *, flip_sign: bool = True
 ) -> _protocol.GradientTransformation:

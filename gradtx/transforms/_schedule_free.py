@@ -13,8 +13,12 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
+from gradtx._core.rule import update_rule
 
 
 class ScaleByScheduleFreeState(NamedTuple):
@@ -70,7 +74,7 @@ def _schedule_free_leaf(d, z, y, h, *, steps_given):
     return h.b1 * x + h.one_minus_b1 * new_z - y, new_z
 
 
-@_base.api
+@_factory.api
 def scale_by_schedule_free(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -219,7 +223,7 @@ def schedule_free_eval_params(state: Any, params: Any) -> Any:
     def leaf(y, z):
         if y is None:
             return None
-        b1 = _tree.like(found.b1, y)  # in the params' dtype: a bf16 `z` (`state_dtype`) keeps its own
-        return ((y - _tree.like(1 - found.b1, y) * z) / b1).astype(y.dtype)
+        b1 = _hyper.like(found.b1, y)  # in the params' dtype: a bf16 `z` (`state_dtype`) keeps its own
+        return ((y - _hyper.like(1 - found.b1, y) * z) / b1).astype(y.dtype)
 
-    return _tree.map_leaves(leaf, params, found.z)
+    return _walk.map_leaves(leaf, params, found.z)

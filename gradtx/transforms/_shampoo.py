@@ -9,9 +9,13 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, linalg
-from gradtx._scalars import at_least_float32
-from gradtx._update_rule import update_rule
+from gradtx import linalg
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
+from gradtx._core.scalars import at_least_float32
 
 _ITER_COUNT = 100  # the Schur-Newton root: at most this many iterations ...
 _ITER_TOL = 1e-6  # ... stopping once max|M - I| <= this (contrib's `iter_count`, `epsilon`)
@@ -251,7 +255,7 @@ def _shampoo_leaf(g, gbar, mat_g, mat_h, h, *, config):
     return update, new_gbar.reshape(g.shape), tuple(new_g), tuple(new_h)
 
 
-@_base.api
+@_factory.api
 def scale_by_shampoo(
     *,
     max_matrix_size: int = 768,

@@ -21,8 +21,13 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree, sparse
-from gradtx._update_rule import update_rule
+from gradtx import sparse
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
+from gradtx._core.rule import update_rule
 
 
 class ScaleByAddSignState(NamedTuple):
@@ -46,7 +51,7 @@ def _check_sign_decay(fn: str, sign_decay: Any) -> None:
 
 def _sign_leaf(g, m, h, *, factor: Callable[..., Any]):
     """ApplyAddSign / ApplyPowerSign: `m = m beta + g (1 - beta)`, the step `factor(sign(g) sign(m)) * g`."""
-    m = _tree.moment_blend(m, g, h.beta)
+    m = _formulas.moment_blend(m, g, h.beta)
     sign_gm = jnp.sign(g) * jnp.sign(m)  # the NEW m; sign(0) = 0
     return factor(sign_gm, h, row_sparse=False) * g, m
 
@@ -90,7 +95,7 @@ def _addsign_factor(sign_gm, h, row_sparse):
     return h.alpha + h.sign_decay * sign_gm
 
 
-@_base.api
+@_factory.api
 def scale_by_addsign(
     alpha: _protocol.ScalarOrSchedule = 1.0,
     beta: _protocol.ScalarOrSchedule = 0.9,
@@ -168,7 +173,7 @@ def _powersign_factor(sign_gm, h, row_sparse):
     return jnp.exp(exponent)  # the kernel: (logbase * sign_decay * sign_gm).exp()
 
 
-@_base.api
+@_factory.api
 def scale_by_powersign(
     base: _protocol.ScalarOrSchedule = math.e,
     beta: _protocol.ScalarOrSchedule = 0.9,
@@ -244,15 +249,15 @@ class ScaleByNeuralOptimizer1State(NamedTuple):
 
 def _neural_optimizer1_leaf(g, m, h):
     """RETURNN's rule, dense or entry by entry: `m` decays; `g` is kept where its sign agrees with `m`'s."""
-    v = _tree.values_of(g)
+    v = _walk.values_of(g)
     m = sparse.decay_and_add(g, m, h.b1, v * (1 - h.b1))
-    agree = jnp.sign(_tree.rows_of(g, m)) == jnp.sign(v)
-    return _tree.with_values(
+    agree = jnp.sign(_walk.rows_of(g, m)) == jnp.sign(v)
+    return _walk.with_values(
         g, v * jnp.where(agree, jnp.ones_like(v), jnp.ones_like(v) * h.decrease_factor)
     ), m
 
 
-@_base.api
+@_factory.api
 def scale_by_neural_optimizer1(
     b1: _protocol.ScalarOrSchedule = 0.9, decrease_factor: _protocol.ScalarOrSchedule = 0.1
 ) -> _protocol.GradientTransformation:

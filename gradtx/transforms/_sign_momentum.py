@@ -11,8 +11,11 @@ from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import Slot, update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import Slot, update_rule
 
 
 class ScaleByLionState(NamedTuple):
@@ -41,10 +44,10 @@ def _lion_leaf(g, m, h, *, mode):
     of float32 params: in float32)."""
     wide = jnp.promote_types(g.dtype, m.dtype)
     g, m = g.astype(wide), m.astype(wide)
-    return _LION_MODES[mode](_tree.moment_blend(m, g, h.b1), h), _tree.moment_blend(m, g, h.b2)
+    return _LION_MODES[mode](_formulas.moment_blend(m, g, h.b1), h), _formulas.moment_blend(m, g, h.b2)
 
 
-@_base.api
+@_factory.api
 def scale_by_sign() -> _protocol.GradientTransformation:
     r"""Replace every update by its sign: each element moves by one unit, up, down or not at all.
 
@@ -75,7 +78,7 @@ def scale_by_sign() -> _protocol.GradientTransformation:
     return update_rule("scale_by_sign", _protocol.EmptyState, _sign_leaf, sparse="rows", count="if_scheduled")
 
 
-@_base.api
+@_factory.api
 def scale_by_lion(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.99,

@@ -8,8 +8,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _placement, _protocol, _tree
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 
 
 class ScaleBySM3State(NamedTuple):
@@ -38,7 +42,7 @@ def _sm3_leaf(g, accumulators, m, h):
             jnp.minimum, [a.reshape(s) for a, s in zip(accumulators, shapes, strict=True)]
         )
     nu = h.new_weight * (g * g) + h.b2 * previous
-    m = _tree.moment_blend(m, g * jnp.where(nu > 0, jax.lax.rsqrt(nu + h.eps), 0.0), h.b1)
+    m = _formulas.moment_blend(m, g * jnp.where(nu > 0, jax.lax.rsqrt(nu + h.eps), 0.0), h.b1)
     if g.ndim < 2:
         return m, [nu], m
     others = [tuple(j for j in range(g.ndim) if j != i) for i in range(g.ndim)]
@@ -54,7 +58,7 @@ def _new_weight(h, state, extra_args):
     return {"new_weight": 1.0 if h.b2 == 1 else 1 - h.b2}
 
 
-@_base.api
+@_factory.api
 def scale_by_sm3(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 1.0,

@@ -7,8 +7,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _protocol, _tree
-from gradtx._update_rule import update_rule
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core.rule import update_rule
 
 
 class ScaleByTrustRatioState(NamedTuple):
@@ -19,7 +22,7 @@ class ScaleByTrustRatioState(NamedTuple):
 
 def _norm_at_least(x: jax.Array, floor: Any) -> jax.Array:
     """`max(||x||, floor)` of one leaf (the norm of an all-zero leaf is 0 when `floor` is 0)."""
-    norm = jnp.sqrt(_tree.squared_norm(x))
+    norm = jnp.sqrt(_formulas.squared_norm(x))
     return jnp.where(norm <= floor, floor, norm)
 
 
@@ -32,7 +35,7 @@ def _trust_ratio_leaf(u, w, h):
     return (u * ratio.astype(u.dtype),)
 
 
-@_base.api
+@_factory.api
 def scale_by_trust_ratio(
     min_norm: _protocol.ScalarOrSchedule = 0.0,
     trust_coefficient: _protocol.ScalarOrSchedule = 1.0,

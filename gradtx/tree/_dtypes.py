@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _checks
+from gradtx._core import checks as _checks
 
 _HANDLERS = (None, "promote", "highest", "lowest")
 

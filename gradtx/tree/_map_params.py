@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import jax
 
-from gradtx import _protocol
+from gradtx._core import protocol as _protocol
 
 
 class _Params:

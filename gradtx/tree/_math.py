@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _tree
+from gradtx._core import walk as _walk
 
 # --------------------------------------------------------------------------- leaf by leaf
 
@@ -201,7 +201,7 @@ def where(condition: Any, tree_x: Any, tree_y: Any) -> Any:
         >>> gradtx.tree.where(jnp.array(False), {"w": jnp.ones(2)}, {"w": jnp.zeros(2)})
         {'w': Array([0., 0.], dtype=float32)}
     """
-    return _tree.where(condition, tree_x, tree_y)
+    return _walk.where(condition, tree_x, tree_y)
 
 
 def batch_shape(tree: Any, shape: tuple[int, ...] = ()) -> Any:

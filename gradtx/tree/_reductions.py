@@ -15,7 +15,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _tree
+from gradtx._core import formulas as _formulas
 
 
 def _leaf_vdot(a: Any, b: Any) -> jax.Array:
@@ -180,7 +180,7 @@ def norm(tree: Any, ord: int | str | float | None = None, squared: bool = False)
         Array(7., dtype=float32)
     """
     if ord is None or ord == 2:
-        squares = sum(jax.tree.map(_tree.abs_sq, tree))
+        squares = sum(jax.tree.map(_formulas.abs_sq, tree))
         return jnp.array(squares if squared else jnp.sqrt(squares))
     if ord == 1:
         value = sum(jax.tree.map(jnp.abs, tree))
@@ -188,7 +188,7 @@ def norm(tree: Any, ord: int | str | float | None = None, squared: bool = False)
         value = max(jax.tree.map(jnp.abs, tree))
     else:
         raise ValueError(f"`gradtx.tree.norm`: `ord` must be {_ORDS}; got {ord!r}.")
-    return jnp.array(_tree.abs_sq(value) if squared else value)
+    return jnp.array(_formulas.abs_sq(value) if squared else value)
 
 
 def allclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08, equal_nan: bool = False) -> Any:

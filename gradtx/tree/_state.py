@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 import jax
 
-from gradtx import _protocol, slots
+from gradtx import slots
+from gradtx._core import protocol as _protocol
 
 KeyPath = tuple[Any, ...]
 Filtering = Callable[[KeyPath, Any], bool]

@@ -1,8 +1,8 @@
 """inject_hyperparams' guard: a value set in the state outside its factory's range makes a jitted step NaN.
 
 An eager step raises the factory's own error for it; under `jax.jit` the value is traced, so the
-factory's checks record their conditions instead (`gradtx._checks.deferred`) and the step's
-updates are NaN where one fails (`gradtx._checks.nan_unless`). Both inject_hyperparams are
+factory's checks record their conditions instead (`gradtx._core.checks.deferred`) and the step's
+updates are NaN where one fails (`gradtx._core.checks.nan_unless`). Both inject_hyperparams are
 covered: gradtx's and optax_compat's.
 """
 
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import gradtx
-from gradtx import _checks
 from gradtx import optax_compat as ox
+from gradtx._core import checks as _checks
 
 INJECTS = {"gradtx": (gradtx.inject_hyperparams, gradtx), "optax_compat": (ox.inject_hyperparams, ox)}
 

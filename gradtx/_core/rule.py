@@ -15,8 +15,17 @@ from typing import Any, Callable, Literal, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _naming, _placement, _protocol, _scalars, _tree, _vma, packing
-from gradtx import _rule_leaves as _leaves
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import hyper as _hyper
+from gradtx._core import naming as _naming
+from gradtx._core import packed as _packed
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core import rule_parts as _leaves
+from gradtx._core import scalars as _scalars
+from gradtx._core import vma as _vma
+from gradtx._core import walk as _walk
 
 
 class Slot(NamedTuple):
@@ -89,7 +98,7 @@ def update_rule(
       row-sparse); a function takes the `RowSparse` gradient and the whole slots itself.
     - **slots**: `slots` maps each slot field of `state` to its initial value: a number
       or a `Slot(fill, dtype)` gives an array shaped like the parameter, `None` no slot, a
-      function of one parameter any other array or pytree (made with `gradtx._placement`);
+      function of one parameter any other array or pytree (made with `gradtx._core.placement`);
       a field annotated `SlotDict` holds `{name: tree}` and its function gives one dict per
       parameter (the formula sees and returns that dict).
       Every slot is created placed like its parameter in each mode (eager, `jit` with Auto
@@ -186,7 +195,7 @@ def restated(
     Example:
         >>> from typing import NamedTuple
         >>> import jax.numpy as jnp, gradtx
-        >>> from gradtx._update_rule import restated
+        >>> from gradtx._core.rule import restated
         >>> class TraceState(NamedTuple):  # optax's: no count, the slot named `trace`
         ...     trace: gradtx.Updates
         >>> tx = restated(gradtx.trace(0.9), TraceState, {"momentum": "trace"})
@@ -195,7 +204,7 @@ def restated(
         >>> tx.update(jnp.ones(2), tx.init(jnp.zeros(2)))[1]
         TraceState(trace=Array([1., 1.], dtype=float32))
     """
-    declaration = getattr(getattr(_base.unwrapped(tx), "init", None), "_gradtx_rule", None)
+    declaration = getattr(getattr(_factory.unwrapped(tx), "init", None), "_gradtx_rule", None)
     if declaration is None:
         raise TypeError(f"`restated`: {tx!r} was not made by `update_rule`.")
     rename = dict(rename or {})
@@ -208,7 +217,7 @@ def restated(
             f"{declaration.state.__name__}{old} renamed by {rename}."
         )
     if rename.get("count", "count") not in state._fields:
-        if _tree.any_schedule(*(declaration.hyper or {}).values()):
+        if _hyper.any_schedule(*(declaration.hyper or {}).values()):
             raise TypeError(
                 f"`restated`: {state.__name__} keeps no count, and {declaration.name} has schedules."
             )
@@ -249,9 +258,9 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
     scalar_inits = dict(scalars or {})
     extra = dict(extra or {})
     fields = state._fields
-    if count == "never" and _tree.any_schedule(*hyper.values()):
+    if count == "never" and _hyper.any_schedule(*hyper.values()):
         raise TypeError(f"`update_rule` ({name}): a rule with count='never' takes no schedules.")
-    has_count = count == "always" or (count == "if_scheduled" and _tree.any_schedule(*hyper.values()))
+    has_count = count == "always" or (count == "if_scheduled" and _hyper.any_schedule(*hyper.values()))
     count_field = rename.get("count", "count")
     stateless = not has_count and count != "never"  # EmptyState()
 
@@ -289,7 +298,7 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
 
     def init_slot(spec: Any, p: Any) -> Any:
         if isinstance(spec, Slot):
-            return _placement.filled(p, _tree.resolve(spec.fill, _tree.zero_count()), spec.dtype)
+            return _placement.filled(p, _hyper.resolve(spec.fill, _hyper.zero_count()), spec.dtype)
         if _checks.is_schedule(spec):  # a function of the parameter
             return spec(p)
         return _placement.filled(p, spec)
@@ -297,7 +306,7 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
     def init_fn(params):
         if stateless:
             return _NO_STATE
-        zero = _tree.zero_count()
+        zero = _hyper.zero_count()
         values: dict[str, Any] = {"count": zero} if has_count else {}
         param_leaves, treedef = jax.tree.flatten(params, is_leaf=_leaves.is_none)
         if scalar_inits:
@@ -327,7 +336,7 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
         else:
             dtype = _scalars.variables_dtype(leaves if flat_params is None else flat_params)
         h = resolve(count_, dtype)
-        h["count"], h["t"] = count_, (_tree.increment(count_) if has_count else None)
+        h["count"], h["t"] = count_, (_hyper.increment(count_) if has_count else None)
         for k, default in extra.items():
             h[k] = extra_args.get(k, default)
         if prepare is not None:
@@ -353,7 +362,7 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
     def update_fn(updates, state, params=None, **extra_args):
         if reads_params and params is None:
             raise _protocol.missing_params(name)
-        leaves, treedef = jax.tree.flatten(updates, is_leaf=_tree._is_update_leaf)
+        leaves, treedef = jax.tree.flatten(updates, is_leaf=_walk.is_update_leaf)
         flat_slots = [
             _leaves.flat_slot(name, treedef, updates, getattr(state, field(f)), field(f), f in dict_fields)
             if f in live
@@ -363,7 +372,7 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
         flat_params = _leaves.flatten_up_to(name, treedef, updates, params, None) if reads_params else None
         _leaves.refuse_integers(name, updates, leaves, treedef, params, flat_params)
         if real_only is not None:
-            _base.refuse_complex(name, updates, params, why=real_only)
+            _factory.refuse_complex(name, updates, params, why=real_only)
         scalars_for = _leaves.per_dtype(step_scalars(state, leaves, flat_params, extra_args), compute_dtype)
         outs, new_slots = list(leaves), [list(s) for s in flat_slots]
         if over == "tree":
@@ -384,7 +393,7 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
                 w = (flat_params[i],) if reads_params else ()
                 h = scalars_for(_leaves.dtype_of(name, g, updates, i))
                 kw = {"path": path_list[i]} if paths else {}
-                if not _tree.is_row_sparse(g):
+                if not _walk.is_row_sparse(g):
                     res = leaf(g, *slot_args, *w, h, **kw)
                 elif sparse == "densify":
                     res = leaf(g.todense(), *slot_args, *w, h, **kw)
@@ -401,6 +410,6 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
     if kind is _protocol.ElementWise:
         result = _protocol.ElementWise(init_fn, update_fn)
     else:
-        result = packing.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn))  # per-leaf views
+        result = _packed.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn))  # per-leaf views
     result.init._gradtx_rule = declaration  # type: ignore[attr-defined]
     return _naming.named(result, name)  # a public factory returning it names it after itself

@@ -16,7 +16,9 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-from gradtx import _checks, _protocol, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
 
 
 def _is_patterns(mask: Any) -> bool:
@@ -24,7 +26,7 @@ def _is_patterns(mask: Any) -> bool:
 
 
 def _is_mask_leaf(x: Any) -> bool:
-    return x is None or _tree.is_row_sparse(x) or isinstance(x, (bool, np.bool_)) or _is_array_leaf(x)
+    return x is None or _walk.is_row_sparse(x) or isinstance(x, (bool, np.bool_)) or _is_array_leaf(x)
 
 
 def _is_array_leaf(x: Any) -> bool:
@@ -37,7 +39,7 @@ def check_mask(fn: str, mask: Any, arg: str = "mask") -> None:
     Raises:
       TypeError: naming `fn`, `arg`, the value and what a mask may be.
     """
-    leaf = jax.tree_util.treedef_is_leaf(jax.tree.structure(mask, is_leaf=_tree.is_row_sparse))
+    leaf = jax.tree_util.treedef_is_leaf(jax.tree.structure(mask, is_leaf=_walk.is_row_sparse))
     bad = mask is None or isinstance(mask, (str, bytes))
     if leaf and not bad and not callable(mask):
         bad = not isinstance(mask, (bool, np.bool_)) and not (
@@ -83,7 +85,7 @@ def _is_leaf_tree(tree: Any) -> bool:
 
 def _spread(on: Any, sub: Any) -> Any:
     keep = lambda p: None if on is None or p is None else on  # noqa: E731
-    return jax.tree.map(keep, sub, is_leaf=lambda x: x is None or _tree.is_row_sparse(x))
+    return jax.tree.map(keep, sub, is_leaf=lambda x: x is None or _walk.is_row_sparse(x))
 
 
 def resolve_prefix(fn_name: str, arg: str, tree: Any, params: Any, value: Callable[[Any], Any]) -> Any:
@@ -128,19 +130,19 @@ def resolve_mask(fn_name: str, mask: Any, params: Any, *, arg: str = "mask") -> 
     if _is_patterns(mask):
         patterns = list(mask)
         hit = lambda path, _: any(path_matches(pt, path) for pt in patterns)  # noqa: E731
-        return jax.tree_util.tree_map_with_path(hit, params, is_leaf=_tree.is_row_sparse)
+        return jax.tree_util.tree_map_with_path(hit, params, is_leaf=_walk.is_row_sparse)
     return resolve_prefix(fn_name, arg, mask, params, lambda m: _as_bool(fn_name, arg, m))
 
 
 def select(fn_name: str, mask_tree: Any, tree: Any) -> Any:
     """`tree` with every leaf where `mask_tree` is False replaced by None (masked out)."""
     keep = lambda m, x: x if m else None  # noqa: E731
-    return _tree.map_updates(fn_name, keep, mask_tree, tree, names=("mask", "updates"))
+    return _walk.map_updates(fn_name, keep, mask_tree, tree, names=("mask", "updates"))
 
 
 def merge(fn_name: str, mask_tree: Any, where_true: Any, where_false: Any) -> Any:
     """Leaves of `where_true` where the mask is True, of `where_false` elsewhere."""
-    return _tree.map_updates(
+    return _walk.map_updates(
         fn_name,
         lambda m, a, b: a if m else b,
         mask_tree,

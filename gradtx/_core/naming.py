@@ -21,6 +21,7 @@ function, so the state pytree is untouched.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Iterator
 
 _ATTR = "_gradtx_name"
@@ -32,7 +33,8 @@ def _qualified(module: str | None, name: str) -> str:
     parts = (module or "").split(".")
     if parts[0] != "gradtx":
         return name if parts[0] in ("", "__main__") else f"{parts[0]}.{name}"
-    return ".".join([*(p for p in parts[1:] if not p.startswith("_") and p not in _FLAT), name])
+    public = list(itertools.takewhile(lambda p: not p.startswith("_"), parts[1:]))  # up to a private module
+    return ".".join([*(p for p in public if p not in _FLAT), name])
 
 
 def factory_name(factory: Any) -> str:

@@ -12,7 +12,7 @@ schedules' values are cast to the scalars' dtype), `None` and row-sparse leaves 
 slots placed like their parameters, the scalars' dtype (float32, float64 for float64
 parameters), the tree checks and the state class (`restated_tree` gives optax's layouts).
 
-A formula passes every reduction over elements through `gradtx._sliced.total`, so the rule
+A formula passes every reduction over elements through `gradtx._core.sliced.total`, so the rule
 is exact on ZeRO's slices (`parallel.sharded_state`) and on packed parameters.
 """
 
@@ -24,8 +24,19 @@ from typing import Any, Callable, Mapping, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _naming, _placement, _protocol, _scalars, _sliced, _tree, _vma, packing, sparse
-from gradtx import _rule_leaves as _leaves
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import hyper as _hyper
+from gradtx._core import naming as _naming
+from gradtx._core import packed as _packed
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core import row_sparse as _row_sparse
+from gradtx._core import rule_parts as _leaves
+from gradtx._core import scalars as _scalars
+from gradtx._core import sliced as _sliced
+from gradtx._core import vma as _vma
+from gradtx._core import walk as _walk
 
 
 class _TreeRule(NamedTuple):
@@ -48,7 +59,7 @@ def total_sum(xs: list[Any]) -> jax.Array:
 
 def sq_norm(xs: list[Any]) -> jax.Array:
     """The squared L2 norm of all the arrays `xs` together (`optax.tree.norm(x, squared=True)`)."""
-    return total_sum([jnp.sum(_tree.abs_sq(x)) for x in xs])
+    return total_sum([jnp.sum(_formulas.abs_sq(x)) for x in xs])
 
 
 def tree_rule(
@@ -91,7 +102,7 @@ def restated_tree(tx: Any, state: Any, rename: Mapping[str, str]) -> _protocol.G
     Raises:
       TypeError: if `tx` was not made by `tree_rule`.
     """
-    rule = getattr(getattr(_base.unwrapped(tx), "init", None), "_gradtx_tree_rule", None)
+    rule = getattr(getattr(_factory.unwrapped(tx), "init", None), "_gradtx_tree_rule", None)
     if rule is None:
         raise TypeError(f"`restated_tree`: {tx!r} was not made by `tree_rule`.")
     return _construct(rule, state, dict(rename))
@@ -104,12 +115,12 @@ def _construct(rule: _TreeRule, state_cls: Any, rename: Mapping[str, str]) -> An
         return rename.get(f, f)
 
     has_count = field("count") in state_cls._fields
-    if not has_count and _tree.any_schedule(*hyper.values()):
+    if not has_count and _hyper.any_schedule(*hyper.values()):
         raise TypeError(f"`{name}`: {state_cls.__name__} keeps no count, and a hyperparameter is a schedule.")
     static = {k: _scalars.static(v) for k, v in hyper.items()}
 
     def resolve(count: Any, dtype: Any) -> dict[str, Any]:
-        return {k: _scalars.cast(_tree.resolve(v, count), dtype) for k, v in static.items()}
+        return {k: _scalars.cast(_hyper.resolve(v, count), dtype) for k, v in static.items()}
 
     def make_slot(spec: Any, p: Any) -> Any:
         return spec(p) if callable(spec) else _placement.filled(p, spec)
@@ -118,7 +129,7 @@ def _construct(rule: _TreeRule, state_cls: Any, rename: Mapping[str, str]) -> An
         leaves, treedef = jax.tree.flatten(params, is_leaf=_leaves.is_none)
         present = [p for p in leaves if p is not None]
         dtype = _scalars.variables_dtype(present)
-        zero = _tree.zero_count()
+        zero = _hyper.zero_count()
         h0 = types.SimpleNamespace(**resolve(zero, dtype))
         values: dict[str, Any] = {"count": zero} if has_count else {}
         for f, spec in slots.items():
@@ -132,20 +143,20 @@ def _construct(rule: _TreeRule, state_cls: Any, rename: Mapping[str, str]) -> An
         if params is None:
             raise _protocol.missing_params(name)
         del extra_args  # none is read
-        dense = sparse.densify(updates)
+        dense = _row_sparse.densify(updates)
         names = ("updates", "params", *(f"state.{field(f)}" for f in slots))
         slot_trees = [getattr(state, field(f)) for f in slots]
-        leaves, (flat_params, *flat_slots), treedef = _tree.flatten_updates(
+        leaves, (flat_params, *flat_slots), treedef = _walk.flatten_updates(
             name, dense, params, *slot_trees, names=names
         )
         _leaves.refuse_integers(name, dense, leaves, treedef, params, flat_params)
         if real_only is not None:
-            _base.refuse_complex(name, dense, params, why=real_only)
+            _factory.refuse_complex(name, dense, params, why=real_only)
         count = getattr(state, field("count")) if has_count else None
         olds = {f: getattr(state, field(f)) for f in scalars}
         dtype = next(x.dtype for x in olds.values() if x.dtype != jnp.bool_)
         h = resolve(count, dtype)
-        h["count"], h["t"] = count, (_tree.increment(count) if has_count else None)
+        h["count"], h["t"] = count, (_hyper.increment(count) if has_count else None)
         h.update(olds)
         idx = [i for i, g in enumerate(leaves) if g is not None]
         outs, new_slots, new_scalars = list(leaves), [list(s) for s in flat_slots], dict(olds)
@@ -172,6 +183,6 @@ def _construct(rule: _TreeRule, state_cls: Any, rename: Mapping[str, str]) -> An
     if kind is _protocol.ElementWise:
         result = _protocol.ElementWise(init_fn, update_fn)
     else:
-        result = packing.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn))
+        result = _packed.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn))
     result.init._gradtx_tree_rule = rule  # type: ignore[attr-defined]
     return _naming.named(result, name)

@@ -13,8 +13,13 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from gradtx import _checks, _naming, _tree, _tree_checks, _vma, packing
-from gradtx._protocol import ElementWise, GradientTransformation, LeafWise, Params, SliceWise, Updates
+from gradtx._core import checks as _checks
+from gradtx._core import naming as _naming
+from gradtx._core import packed as _packed
+from gradtx._core import shapes as _shapes
+from gradtx._core import vma as _vma
+from gradtx._core import walk as _walk
+from gradtx._core.protocol import ElementWise, GradientTransformation, LeafWise, SliceWise
 
 
 def api(factory: Callable[..., Any]) -> Callable[..., Any]:
@@ -31,7 +36,7 @@ def api(factory: Callable[..., Any]) -> Callable[..., Any]:
     blocks) return their transforms as they are, so a step runs these checks once, not at
     every nesting level; `with_extra_args_support` (which every combinator applies to its
     members) takes the inner transform of a wrapped member for the same reason. Every
-    transform it returns carries its name (`gradtx._naming`: `adam`,
+    transform it returns carries its name (`gradtx._core.naming`: `adam`,
     `chain(scale_by_adam, scale_by_learning_rate)`), which a checkpoint records.
     """
     name = factory.__name__
@@ -67,7 +72,7 @@ def wrapped_once(name: str, raw: GradientTransformation, per_example: bool = Fal
     For a function that returns transforms without being an `api` factory itself (the one
     `inject_hyperparams` returns), so that its transform is checked like any other.
     """
-    result = packing.leaf_wise(raw)
+    result = _packed.leaf_wise(raw)
     if not per_example:
         result = _shape_checked(name, result)
     if not _vma.is_typed(result.init):
@@ -117,8 +122,8 @@ def _shape_checked(name: str, tx: GradientTransformation) -> GradientTransformat
     update = tx.update
 
     def update_fn(updates, state, params=None, **extra_args):
-        updates, params = _tree_checks.numbers_as_arrays(updates), _tree_checks.numbers_as_arrays(params)
-        _tree_checks.check_shapes(name, updates, params, state)
+        updates, params = _shapes.numbers_as_arrays(updates), _shapes.numbers_as_arrays(params)
+        _shapes.check_shapes(name, updates, params, state)
         new_updates, new_state = update(updates, state, params, **extra_args)
         return new_updates, _keep_dtypes(new_state, state)
 
@@ -126,7 +131,7 @@ def _shape_checked(name: str, tx: GradientTransformation) -> GradientTransformat
 
     @functools.wraps(init)
     def init_fn(params):
-        return init(_tree_checks.numbers_as_arrays(params))
+        return init(_shapes.numbers_as_arrays(params))
 
     return type(tx)(init_fn, update_fn)
 
@@ -135,12 +140,12 @@ def refuse_complex(fn: str, updates: Any, params: Any, *, why: str) -> None:
     """Raise `TypeError` (at trace time) if a gradient or parameter of `fn`'s update is complex, naming its
     key path (computed for the error only)."""
     for what, tree in (("gradient", updates), ("parameter", params)):
-        for i, x in enumerate(jax.tree.leaves(tree, is_leaf=_tree.is_row_sparse)):
-            if x is not None and jnp.iscomplexobj(_tree.values_of(x)):
-                path = jax.tree_util.tree_leaves_with_path(tree, is_leaf=_tree.is_row_sparse)[i][0]
+        for i, x in enumerate(jax.tree.leaves(tree, is_leaf=_walk.is_row_sparse)):
+            if x is not None and jnp.iscomplexobj(_walk.values_of(x)):
+                path = jax.tree_util.tree_leaves_with_path(tree, is_leaf=_walk.is_row_sparse)[i][0]
                 raise TypeError(
                     f"`{fn}`: the {what} at {jax.tree_util.keystr(path) or '(root)'} is complex "
-                    f"({jnp.result_type(_tree.values_of(x))}), which this rule does not support: {why}. The "
+                    f"({jnp.result_type(_walk.values_of(x))}), which this rule does not support: {why}. The "
                     "rules of sgd, momentum, adam (and its variants), rmsprop, adagrad, adadelta, ftrl and "
                     "lamb do, with second moments of |g|**2."
                 )
@@ -254,7 +259,7 @@ def with_extra_args_support(tx: Any) -> GradientTransformation:
         if update is tx.update:
             return tx
         return _naming.named(type(tx)(tx.init, update), _naming.name_of(tx))
-    return _naming.named(packing.leaf_wise(GradientTransformation(tx.init, update)), _naming.name_of(tx))
+    return _naming.named(_packed.leaf_wise(GradientTransformation(tx.init, update)), _naming.name_of(tx))
 
 
 def member(tx: Any) -> GradientTransformation:
@@ -284,41 +289,3 @@ def composite(
     # the members, read by `sharded_state`'s error naming a leaf-wise one
     update_fn._gradtx_members = members  # type: ignore[attr-defined]
     return kind(init_fn, update_fn)
-
-
-# --------------------------------------------------------------------------- applying updates
-
-
-def apply_updates(params: Params, updates: Updates) -> Params:
-    """`params + updates`, leaf by leaf, each result cast back to its param's dtype.
-
-    A row-sparse update (`gradtx.sparse.RowSparse`) is scattered into its rows only; an
-    `agn` update sets its parameter to the center on a communicating step (TF assigns it).
-    A `None` update leaves its param unchanged (a variable without a gradient); `None`
-    params stay `None`.
-
-    Args:
-      params: the current parameters.
-      updates: updates with the structure of `params` (the output of a transform's `update`).
-
-    Returns:
-      The new parameters, with the dtypes of `params`.
-
-    Raises:
-      TreeMismatchError: if `updates` and `params` differ in structure.
-
-    Example:
-        >>> import jax.numpy as jnp, gradtx
-        >>> gradtx.apply_updates({"w": jnp.ones(2, jnp.bfloat16)}, {"w": jnp.array([0.5, -0.5])})["w"]
-        Array([1.5, 0.5], dtype=bfloat16)
-    """
-
-    def add(p, u):
-        if p is None or u is None:
-            return p
-        p = jnp.asarray(p)
-        if _tree.is_update_object(u):  # a row-sparse update scatters its rows; AGN's pull assigns
-            return u.applied_to(p)
-        return jnp.asarray(p + u).astype(p.dtype)
-
-    return _tree.map_updates("apply_updates", add, params, updates, names=("params", "updates"))

@@ -3,7 +3,7 @@
 They all raise with one message form (see STYLE.md): which function, which argument, what
 was given, what is allowed -- "`ftrl`: `learning_rate_power` must be <= 0, got 0.5." The
 function named is the outermost public factory being called (`api_name`, set by
-`gradtx._base.api`), not the building block inside it that found the problem.
+`gradtx._core.factory.api`), not the building block inside it that found the problem.
 """
 
 from __future__ import annotations

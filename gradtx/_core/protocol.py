@@ -11,7 +11,7 @@ A transform is one of two kinds, and the kind is its type:
   contiguous buffers instead of many leaves, with the same numbers.
 - `LeafWise`: it needs whole leaves (a per-tensor norm, a key-path mask, a preconditioner
   of a matrix) and is given per-leaf views of packed trees (`gradtx.packing.leaf_wise`).
-  `SliceWise`, a `LeafWise` kind, reads a leaf only in ways `gradtx._sliced` makes exact
+  `SliceWise`, a `LeafWise` kind, reads a leaf only in ways `gradtx._core.sliced` makes exact
   on any slice of it (`clip_by_norm`, `add_noise`): ZeRO (`parallel.sharded_state`) runs
   it, as an `ElementWise` one, on each replica's slices.
 
@@ -164,7 +164,7 @@ class ElementWise(GradientTransformation):
     """A `GradientTransformation` that treats every element alike.
 
     Element by element (Adam, momentum, a learning rate), or through reductions over all
-    elements together (a global norm; gradtx's pass theirs to `gradtx._sliced.total`, so
+    elements together (a global norm; gradtx's pass theirs to `gradtx._core.sliced.total`, so
     they are exact on ZeRO's slices too), and never by a leaf's shape, key path or identity.
     Such a transform gives the same numbers on any grouping of the elements into arrays,
     so it runs on packed parameters (`gradtx.packing`) as they are. `chain` and the other
@@ -199,8 +199,8 @@ class SliceWise(LeafWise):
     """A `LeafWise` transform whose rule is exact on any flat slice of each leaf, told where the slice lies.
 
     Its rule reads a leaf only element by element, through reductions it passes to
-    `gradtx._sliced.total`, and through arrays shaped like the whole leaf that it makes with
-    `gradtx._sliced.leaf_part` (`add_noise`: noise drawn per leaf, by key path); it never
+    `gradtx._core.sliced.total`, and through arrays shaped like the whole leaf that it makes with
+    `gradtx._core.sliced.leaf_part` (`add_noise`: noise drawn per leaf, by key path); it never
     reads a leaf's shape otherwise. `parallel.sharded_state` runs it on each replica's slices
     inside `shard_map` (ZeRO); on packed parameters it sees per-leaf views, as any
     `LeafWise` transform. A combinator is `SliceWise` when each member is this or

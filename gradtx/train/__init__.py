@@ -1,5 +1,5 @@
 """The TF1 training step in functional form: `optimize_loss` and its `TrainState` (and, from
-`gradtx._workflow`, `compute_gradients`, `apply_gradients`, `minimize`).
+`gradtx.train._workflow`, `compute_gradients`, `apply_gradients`, `minimize`).
 
 `optimize_loss` follows `tf.contrib.layers.optimize_loss` step by step: gradients, then
 noise (`gradient_noise_scale`), then multipliers (`gradient_multipliers`), then clipping
@@ -15,8 +15,17 @@ from typing import Any, Callable, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _masks, _naming, _protocol, _tree, combinators, packing, registry
-from gradtx._workflow import apply_gradients, compute_gradients, minimize  # noqa: F401  (gradtx.train's names)
+from gradtx import combinators, packing, registry
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import hyper as _hyper
+from gradtx._core import masks as _masks
+from gradtx._core import naming as _naming
+from gradtx._core import protocol as _protocol
+from gradtx._core import updates as _updates
+from gradtx._core import walk as _walk
+from gradtx.train._workflow import apply_gradients, compute_gradients, minimize  # noqa: F401  (gradtx.train's names)
 
 OPTIMIZER_SUMMARIES = ("learning_rate", "loss", "gradients", "gradient_norm", "global_gradient_norm")
 """The summaries `optimize_loss` can return (TF's `OPTIMIZER_SUMMARIES`)."""
@@ -111,7 +120,7 @@ def _optimizer_builder(
     )
 
 
-@_base.api
+@_factory.api
 def optimize_loss(
     loss_fn: Callable[..., Any],
     optimizer: Any,
@@ -281,10 +290,10 @@ def optimize_loss(
         rng, noise_key = jax.random.split(jax.random.wrap_key_data(train_state.rng))
         if axis_name is not None:  # CrossShardOptimizer.compute_gradients: d(loss / N); noise per replica
             scale = 1.0 / parallel.axis_size(axis_name)
-            grads = _tree.map_updates(
+            grads = _walk.map_updates(
                 "optimize_loss",
-                lambda g: _tree.with_values(
-                    g, _tree.values_of(g) * jnp.asarray(scale, _tree.values_of(g).dtype)
+                lambda g: _walk.with_values(
+                    g, _walk.values_of(g) * jnp.asarray(scale, _walk.values_of(g).dtype)
                 ),
                 grads,
             )
@@ -299,7 +308,7 @@ def optimize_loss(
         pre_clip = grads
         grads, clip_state = clip.update(grads, st.clip, p)
         updates, opt_state = optimizer_at(lr).update(grads, st.optimizer, p)
-        new_params = _base.apply_updates(params, updates)
+        new_params = _updates.apply_updates(params, updates)
 
         metrics = _metrics(summaries, loss, lr, pre_clip, grads, clip_gradients, clip_state, aux, has_aux)
         if axis_name is not None:  # replicated outputs: metrics and the clip's recorded norm, averaged
@@ -308,7 +317,7 @@ def optimize_loss(
             metrics = parallel.mean_over(metrics, axis_name)
             clip_state = parallel.mean_over(clip_state, axis_name)
         global_step = (  # saturates at the int32 maximum (TF's int64 step would not wrap either)
-            _tree.increment(train_state.global_step) if increment_global_step else train_state.global_step
+            _hyper.increment(train_state.global_step) if increment_global_step else train_state.global_step
         )
         new_state = TrainState(
             new_params,
@@ -323,7 +332,7 @@ def optimize_loss(
 
 
 def _lr_at(learning_rate: Any, decay_fn: Any, global_step: jax.Array) -> Any:
-    lr = _tree.resolve(learning_rate, global_step)
+    lr = _hyper.resolve(learning_rate, global_step)
     if decay_fn is not None:
         lr = decay_fn(jnp.asarray(lr, jnp.float32), global_step)
     return lr
@@ -342,12 +351,12 @@ def _metrics(summaries, loss, lr, pre_clip, grads, clip_gradients, clip_state, a
             c = jnp.asarray(clip_gradients, norm.dtype)
             metrics["clipped_gradient_norm"] = norm * (c * jnp.minimum(1.0 / norm, 1.0 / c)) + (norm - norm)
         else:
-            metrics["global_gradient_norm"] = _tree.global_norm(pre_clip)
+            metrics["global_gradient_norm"] = _formulas.global_norm(pre_clip)
             if clip_gradients is not None:
-                metrics["clipped_gradient_norm"] = _tree.global_norm(grads)
+                metrics["clipped_gradient_norm"] = _formulas.global_norm(grads)
     if "gradients" in summaries or "gradient_norm" in summaries:
-        per_variable = _tree.map_updates(
-            "optimize_loss", lambda g: jnp.sqrt(_tree.squared_norm(g)), packing.unpack(grads)
+        per_variable = _walk.map_updates(
+            "optimize_loss", lambda g: jnp.sqrt(_formulas.squared_norm(g)), packing.unpack(grads)
         )
         for name in ("gradients", "gradient_norm"):
             if name in summaries:

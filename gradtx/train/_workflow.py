@@ -8,7 +8,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _base, _checks, _dependence, _masks, _protocol, packing
+from gradtx import packing
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import masks as _masks
+from gradtx._core import protocol as _protocol
+from gradtx._core import updates as _updates
+from gradtx.train import _dependence as _dependence
 
 
 def compute_gradients(
@@ -157,8 +163,8 @@ def apply_gradients(
     _checks.check_transform("apply_gradients", "tx", tx)
     if not any(g is not None for g in jax.tree.leaves(grads, is_leaf=lambda x: x is None)):
         raise ValueError("`apply_gradients`: no gradients provided for any variable.")
-    updates, opt_state = _base.with_extra_args_support(tx).update(grads, opt_state, params, **extra_args)
-    return _base.apply_updates(params, updates), opt_state
+    updates, opt_state = _factory.with_extra_args_support(tx).update(grads, opt_state, params, **extra_args)
+    return _updates.apply_updates(params, updates), opt_state
 
 
 def minimize(

@@ -11,8 +11,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _protocol
-from gradtx._tree import _is_update_leaf, is_row_sparse, key_paths
+from gradtx._core import protocol as _protocol
+from gradtx._core.walk import is_row_sparse, key_paths
+from gradtx._core.walk import is_update_leaf as _is_update_leaf
 
 
 def numbers_as_arrays(tree: Any) -> Any:

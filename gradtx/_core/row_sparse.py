@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from gradtx import _tree
+from gradtx._core import walk as _walk
 
 
 @jax.tree_util.register_pytree_with_keys_class
@@ -222,7 +222,7 @@ def densify(tree: Any) -> Any:
         Array([2., 0.], dtype=float32)
     """
     return jax.tree.map(
-        lambda x: x.todense() if _tree.is_row_sparse(x) else x, tree, is_leaf=_tree.is_row_sparse
+        lambda x: x.todense() if _walk.is_row_sparse(x) else x, tree, is_leaf=_walk.is_row_sparse
     )
 
 

@@ -8,7 +8,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from gradtx import _checks, _protocol, _tree
+from gradtx._core import checks as _checks
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core import walk as _walk
+from gradtx._core.protocol import Params, Updates
 
 
 def _check_trees(fn: str, new_tensors: Any, old_tensors: Any) -> None:
@@ -53,7 +57,7 @@ def incremental_update(new_tensors: Any, old_tensors: Any, step_size: Any) -> An
     _checks.check_in_range(fn, "step_size", step_size, 0.0, 1.0)
     _check_trees(fn, new_tensors, old_tensors)
     return jax.tree.map(
-        lambda new, old: None if new is None else _tree.moment_blend(new, old, step_size),
+        lambda new, old: None if new is None else _formulas.moment_blend(new, old, step_size),
         new_tensors,
         old_tensors,
         is_leaf=lambda x: x is None,
@@ -102,3 +106,38 @@ def _is_int_array(value: Any) -> bool:
     """A concrete 0-d integer array (given where a Python int is expected)."""
     dtype = getattr(value, "dtype", None)
     return dtype is not None and jnp.issubdtype(dtype, jnp.integer) and jnp.ndim(value) == 0
+
+
+def apply_updates(params: Params, updates: Updates) -> Params:
+    """`params + updates`, leaf by leaf, each result cast back to its param's dtype.
+
+    A row-sparse update (`gradtx.sparse.RowSparse`) is scattered into its rows only; an
+    `agn` update sets its parameter to the center on a communicating step (TF assigns it).
+    A `None` update leaves its param unchanged (a variable without a gradient); `None`
+    params stay `None`.
+
+    Args:
+      params: the current parameters.
+      updates: updates with the structure of `params` (the output of a transform's `update`).
+
+    Returns:
+      The new parameters, with the dtypes of `params`.
+
+    Raises:
+      TreeMismatchError: if `updates` and `params` differ in structure.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> gradtx.apply_updates({"w": jnp.ones(2, jnp.bfloat16)}, {"w": jnp.array([0.5, -0.5])})["w"]
+        Array([1.5, 0.5], dtype=bfloat16)
+    """
+
+    def add(p, u):
+        if p is None or u is None:
+            return p
+        p = jnp.asarray(p)
+        if _walk.is_update_object(u):  # a row-sparse update scatters its rows; AGN's pull assigns
+            return u.applied_to(p)
+        return jnp.asarray(p + u).astype(p.dtype)
+
+    return _walk.map_updates("apply_updates", add, params, updates, names=("params", "updates"))

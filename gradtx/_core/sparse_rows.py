@@ -6,8 +6,8 @@ from typing import Any, Callable
 
 import jax
 
-from gradtx import _tree
-from gradtx.sparse._row_sparse import RowSparse
+from gradtx._core import walk as _walk
+from gradtx._core.row_sparse import RowSparse
 
 
 def apply_rows(
@@ -78,7 +78,7 @@ def lift(
     """
 
     def leaf(grad, *rest):
-        if _tree.is_row_sparse(grad):
+        if _walk.is_row_sparse(grad):
             slots, param = (rest[:-1], rest[-1]) if with_param else (rest, None)
             return apply_rows(rule, grad, *slots, param=param)
         return rule(grad, *rest)
@@ -110,6 +110,6 @@ def decay_and_add(grad: Any, slot: jax.Array, decay: Any, rows: jax.Array) -> ja
         Array([0.5, 2.5, 0.5], dtype=float32)
     """
     decayed = slot * decay
-    if _tree.is_row_sparse(grad):
+    if _walk.is_row_sparse(grad):
         return grad.add_to_rows(decayed, rows)
     return decayed + rows

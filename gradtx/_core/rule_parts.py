@@ -9,8 +9,10 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from gradtx import _protocol, _scalars, _tree
-from gradtx.sparse import _rules as _sparse_rules
+from gradtx._core import protocol as _protocol
+from gradtx._core import scalars as _scalars
+from gradtx._core import sparse_rows as _sparse_rules
+from gradtx._core import walk as _walk
 
 
 def is_none(x: Any) -> bool:
@@ -22,7 +24,7 @@ def unflatten(treedef: Any, leaves: list[Any]) -> Any:
 
 
 def key_paths(updates: Any) -> list[Any]:
-    return [k for k, _ in jax.tree_util.tree_flatten_with_path(updates, is_leaf=_tree._is_update_leaf)[0]]
+    return [k for k, _ in jax.tree_util.tree_flatten_with_path(updates, is_leaf=_walk.is_update_leaf)[0]]
 
 
 def per_dtype(h: dict[str, Any], compute_dtype: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
@@ -49,7 +51,7 @@ def over_tree(leaf, leaves, flat_slots, flat_params, scalars_for, outs, new_slot
     args = [[s[i] for i in idx] for s in flat_slots]
     if flat_params is not None:
         args.append([flat_params[i] for i in idx])
-    res = leaf(gs, *args, scalars_for(jnp.result_type(*(_tree.values_of(g) for g in gs))))
+    res = leaf(gs, *args, scalars_for(jnp.result_type(*(_walk.values_of(g) for g in gs))))
     for j, i in enumerate(idx):
         outs[i] = as_update(res[0][j], gs[j])
         for k in range(len(flat_slots)):
@@ -81,7 +83,7 @@ def transposed(treedef: Any, per_leaf: list[Any]) -> dict[str, Any]:
 
 def shape_of(g: Any) -> tuple[int, ...]:
     """A gradient leaf's shape (a row-sparse one's dense shape)."""
-    return tuple(g.dense_shape) if _tree.is_row_sparse(g) else tuple(jnp.shape(g))
+    return tuple(g.dense_shape) if _walk.is_row_sparse(g) else tuple(jnp.shape(g))
 
 
 def check_slot(fn: str, g: Any, slot: Any, field: str, updates: Any, i: int, want: Any = None) -> None:
@@ -91,7 +93,7 @@ def check_slot(fn: str, g: Any, slot: Any, field: str, updates: Any, i: int, wan
     want = shape if want is None else tuple(want)
     s_shape = getattr(slot, "shape", None)
     if s_shape is not None and tuple(s_shape) != want:
-        path = _tree.key_paths(updates)[i]
+        path = _walk.key_paths(updates)[i]
         made = "" if want == shape else f" (`init` makes it {want} for such a parameter)"
         raise ValueError(
             f"`{fn}`: the gradient at {path} has shape {shape}, but the state's slot `{field}` "
@@ -103,7 +105,7 @@ def check_slot(fn: str, g: Any, slot: Any, field: str, updates: Any, i: int, wan
 def slot_shape_for(spec: Callable[[Any], Any], g: Any, cache: dict[Any, Any]) -> Any:
     """The shape a slot made by the function `spec` of the parameter has for gradient leaf `g`'s
     parameter (traced abstractly, once per shape and dtype); None when `spec` gives no single array."""
-    key = (id(spec), shape_of(g), _tree.values_of(g).dtype)
+    key = (id(spec), shape_of(g), _walk.values_of(g).dtype)
     if key not in cache:
         out = jax.eval_shape(spec, jax.ShapeDtypeStruct(key[1], key[2]))
         cache[key] = getattr(out, "shape", None)
@@ -112,10 +114,10 @@ def slot_shape_for(spec: Callable[[Any], Any], g: Any, cache: dict[Any, Any]) ->
 
 def dtype_of(fn: str, g: Any, updates: Any, i: int) -> Any:
     """The dtype of gradient leaf `g` (the `i`-th of `updates`); a Python number (no dtype) is refused."""
-    dtype = getattr(_tree.values_of(g), "dtype", None)
+    dtype = getattr(_walk.values_of(g), "dtype", None)
     if dtype is None:
         raise TypeError(
-            f"`{fn}`: the gradient at {_tree.key_paths(updates)[i]} is {g!r} of type {type(g).__name__}, not "
+            f"`{fn}`: the gradient at {_walk.key_paths(updates)[i]} is {g!r} of type {type(g).__name__}, not "
             "an array; pass params and gradients as arrays (`jnp.asarray`)."
         )
     return dtype
@@ -138,16 +140,16 @@ def refuse_integers(
         p = None if flat_params is None else flat_params[i]
         what = (
             "gradient"
-            if _tree.is_integer(g)
+            if _walk.is_integer(g)
             else "parameter"
-            if p is not None and _tree.is_integer(p)
+            if p is not None and _walk.is_integer(p)
             else None
         )
         if what is None:
             continue
-        dtype = _tree.values_of(g if what == "gradient" else p).dtype
+        dtype = _walk.values_of(g if what == "gradient" else p).dtype
         raise TypeError(
-            f"`{fn}`: the {what} at {_tree.key_paths(updates)[i]} is {dtype}, but this rule's "
+            f"`{fn}`: the {what} at {_walk.key_paths(updates)[i]} is {dtype}, but this rule's "
             "updates are fractional and would be rounded away in an integer dtype (the parameter would never "
             "move); train floating-point parameters, or keep integer leaves out of the optimizer "
             "(`gradtx.partition` with `gradtx.set_to_zero()` for them, or `gradtx.freeze`)."
@@ -155,16 +157,16 @@ def refuse_integers(
 
 
 def dense(g: Any) -> Any:
-    return g.todense() if _tree.is_row_sparse(g) else g
+    return g.todense() if _walk.is_row_sparse(g) else g
 
 
 def as_update(update: Any, g: Any) -> Any:
     """The update in the gradient's dtype (a row-sparse update's values in the values' dtype)."""
-    if _tree.is_row_sparse(update):
+    if _walk.is_row_sparse(update):
         v = update.values
-        want = _tree.values_of(g).dtype
+        want = _walk.values_of(g).dtype
         return update if v.dtype == want else update.with_values(v.astype(want))
-    want = _tree.values_of(g).dtype
+    want = _walk.values_of(g).dtype
     return update if update.dtype == want else update.astype(want)
 
 

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtx import _base, _checks, _protocol
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import protocol as _protocol
 
 
 def _prepare(fn: str, transforms: tuple[Any, ...], label: str) -> list[_protocol.GradientTransformation]:
     out = []
     for i, tx in enumerate(transforms):
         _checks.check_transform(fn, f"{label}[{i}]", tx)
-        out.append(_base.member(tx))
+        out.append(_factory.member(tx))
     return out
 
 
-@_base.api
+@_factory.api
 def chain(*transforms: Any) -> _protocol.GradientTransformation:
     """Apply transforms one after another; the state is the tuple of their states.
 
@@ -58,12 +60,12 @@ def chain(*transforms: Any) -> _protocol.GradientTransformation:
             new_state.append(s)
         return updates, tuple(new_state)
 
-    if txs and _base.takes_per_example_grads(txs[0].update):
-        _base.per_example_grads(update_fn)
-    return _base.composite(init_fn, update_fn, *txs)
+    if txs and _factory.takes_per_example_grads(txs[0].update):
+        _factory.per_example_grads(update_fn)
+    return _factory.composite(init_fn, update_fn, *txs)
 
 
-@_base.api
+@_factory.api
 def named_chain(*named_transforms: tuple[str, Any]) -> _protocol.GradientTransformation:
     """`chain` whose state is a dict keyed by a name per transform (readable, and stable when reordered).
 
@@ -107,4 +109,4 @@ def named_chain(*named_transforms: tuple[str, Any]) -> _protocol.GradientTransfo
             updates, new_state[name] = tx.update(updates, state[name], params, **extra_args)
         return updates, new_state
 
-    return _base.composite(init_fn, update_fn, *txs)
+    return _factory.composite(init_fn, update_fn, *txs)

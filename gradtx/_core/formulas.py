@@ -1,0 +1,90 @@
+"""The small formulas many rules share: the two forms of a moving average, thresholds, norms.
+
+TF's kernels write an exponential moving average in two forms that round differently; each
+optimizer uses the one its kernel uses. TF measures a row-sparse gradient (IndexedSlices) by its
+values as they are, duplicates included; low-precision leaves are summed in float32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from gradtx._core import sliced as _sliced
+from gradtx._core.walk import is_row_sparse, values_of
+
+
+def moment_increment(m: jax.Array, x: jax.Array, decay: jax.Array) -> jax.Array:
+    """`m += (x - m) * (1 - decay)`: the form of ApplyAdam, ApplyRMSProp, ApplyAdaMax."""
+    keep = 1 - decay
+    if m.dtype == x.dtype == getattr(keep, "dtype", None):  # the same ops, traced without jnp's wrappers
+        return lax.add(m, lax.mul(lax.sub(x, m), keep))
+    return m + (x - m) * keep
+
+
+def moment_blend(m: jax.Array, x: jax.Array, decay: jax.Array) -> jax.Array:
+    """`m * decay + x * (1 - decay)`: the form of ApplyAdadelta, AddSign/PowerSign and sparse Adam."""
+    return m * decay + x * (1 - decay)
+
+
+def soft_threshold(x: jax.Array, threshold: jax.Array) -> jax.Array:
+    """`sign(x) * max(|x| - threshold, 0)`: the L1 proximal step (FOBOS, AdagradDA's closed form)."""
+    return jnp.sign(x) * jnp.maximum(jnp.abs(x) - threshold, 0.0)
+
+
+def by_l1(l1: jax.Array, shrunk: jax.Array, plain: jax.Array) -> jax.Array:
+    """TF's choice between the L1-shrunk and the plain proximal step: `shrunk` where `l1 > 0`, `plain` where
+    `l1 == 0`, and NaN for a NaN or negative `l1` (a schedule's value: TF would step as if it were 0)."""
+    return jnp.where(l1 > 0, shrunk, jnp.where(l1 == 0, plain, jnp.nan))
+
+
+def _wide(x: jax.Array) -> jax.Array:
+    return x.astype(jnp.promote_types(x.dtype, jnp.float32))
+
+
+def abs_sq(x: jax.Array) -> jax.Array:
+    """`|x|**2` element by element: `x * x` for real `x`, `re**2 + im**2` (real) for complex `x`.
+
+    The second moments of the adaptive rules are of `|g|**2`, as in optax; squaring a complex
+    `g` itself would rotate the step.
+    """
+    if jnp.iscomplexobj(x):
+        return jnp.real(x) ** 2 + jnp.imag(x) ** 2
+    return x * x
+
+
+def real_dtype(dtype: Any) -> Any:
+    """float32 for complex64 (float64 for complex128); a real dtype is itself."""
+    return jnp.finfo(dtype).dtype
+
+
+def squared_norm(x: Any, axis: Any = None, keepdims: bool = False) -> jax.Array:
+    """`sum(|x|**2)` of one leaf (over `axis`), real, in at least float32."""
+    v = _wide(values_of(x))
+    return jnp.sum(abs_sq(v), axis=axis, keepdims=keepdims)
+
+
+def clip_to_norm(x: jax.Array, c: jax.Array, axis: Any = None) -> jax.Array:
+    """`tf.clip_by_norm(x, c, axes)`: `x * c / max(||x||, c)`, the L2 norm taken over `axis`.
+
+    The square root is taken only where the sum is positive (a finite gradient at 0).
+    """
+    l2sum = squared_norm(x, axis=axis, keepdims=True).astype(real_dtype(x.dtype))
+    l2sum = l2sum if axis is not None else _sliced.total(l2sum)  # the whole leaf's on ZeRO's slices too
+    norm = jnp.where(l2sum > 0, jnp.sqrt(jnp.where(l2sum > 0, l2sum, 1)), l2sum)
+    return (x * c) / jnp.maximum(norm, c)
+
+
+def global_norm(tree: Any) -> jax.Array:
+    """TF's `tf.linalg.global_norm`: `sqrt(2 * sum(l2_loss(t)))`, `l2_loss(t) = sum(t**2) / 2`.
+
+    `None` leaves are skipped; an empty tree has norm 0.
+    """
+    leaves = [x for x in jax.tree.leaves(tree, is_leaf=is_row_sparse) if x is not None]
+    if not leaves:
+        return jnp.zeros([], jnp.float32)
+    halves = jnp.stack([squared_norm(x) / 2 for x in leaves])
+    return jnp.sqrt(_sliced.total(jnp.sum(halves)) * 2)  # exact on ZeRO's slices too (`_sliced`)
