@@ -29,7 +29,6 @@ from gradtx import (
     transforms,
     tree,
 )
-from gradtx._catalog import OPTIMIZER_NAMES  # registers every built-in factory
 from gradtx._core.factory import with_extra_args_support
 from gradtx._core.protocol import (
     ElementWise,
@@ -65,6 +64,10 @@ from gradtx.train import (
 from gradtx.transforms import *  # noqa: F401,F403
 
 __version__ = "0.1.0"
+
+OPTIMIZER_NAMES: tuple[str, ...] = registry.names("optimizer")
+"""The gradtx names of the built-in optimizers, sorted (`registry.names("optimizer")` includes later
+registrations)."""
 
 __all__ = sorted(
     [

@@ -15,7 +15,6 @@ import sys
 import pytest
 
 import gradtx
-from gradtx import registry
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -23,6 +22,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 pytest.importorskip("sphinx", reason="tools/api_pages.py reads the attribute docstrings with sphinx.pycode")
 
 import api_pages  # noqa: E402
+
+from tests import catalog  # noqa: E402
 
 MODULES = ["gradtx", *(f"gradtx.{m}" for m in api_pages.SUBPACKAGES)]
 DIRECTIVE = re.compile(r"^\.\. (?:auto(?:function|class|data)|py:data):: ([\w.]+)$", re.M)
@@ -93,7 +94,7 @@ def test_every_registry_entry_is_in_the_tables():
         if m:
             rows[m.group(1) or m.group(3)] = (m.group(2), line)
     documented = set(DIRECTIVE.findall(_text()))
-    for entry in registry.entries():
+    for entry in catalog.entries():
         assert entry.name in rows, f"registry entry {entry.name!r} is not in docs/api/registry.md"
         target, line = rows[entry.name]
         assert target is None or target in documented, (entry.name, target)

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import gradtx
-from gradtx import registry
+from tests import catalog
 from tests.parallel._util import mapped
 
-ENTRIES = registry.entries()
+ENTRIES = catalog.entries()
 IDS = [e.name for e in ENTRIES]
 
 
@@ -106,7 +106,7 @@ def test_python_number_leaves_are_taken_as_optax_takes_them(entry):
 
 @pytest.mark.parametrize("name", ["adam", "sgd", "clip_by_global_norm", "accumulate_gradients", "ggt"])
 def test_python_number_leaves_step_as_arrays_do(name):
-    entry = registry.entry(name)
+    entry = catalog.entry(name)
     tx = entry.build()
     numbers = {"kernel": 0.5, "bias": jnp.ones(3)}
     arrays = {"kernel": jnp.asarray(0.5), "bias": jnp.ones(3)}

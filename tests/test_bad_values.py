@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gradtx import registry
 from gradtx._core import protocol as _protocol
+from tests import catalog
 
-ENTRIES = registry.entries()
+ENTRIES = catalog.entries()
 
 # What an argument's name promises, wherever it appears: (low, high), None = unbounded.
 RANGES = {
@@ -70,7 +70,7 @@ INFINITY_MEANS_OFF = {("scale_by_zoom_linesearch", "curv_rtol")}
 """Arguments where +inf turns a test off, as optax documents it (the zoom search's curvature condition)."""
 
 
-def _numeric_args(entry: registry.Entry) -> list[str]:
+def _numeric_args(entry: catalog.Entry) -> list[str]:
     """The factory's arguments that take a number: a number in the example or as the default, or a
     `ScalarOrSchedule` annotation."""
     names = []
@@ -88,7 +88,7 @@ CASES = [(e, n) for e in ENTRIES for n in _numeric_args(e)]
 RANGED = [(e, n) for e, n in CASES if n in RANGES]
 
 
-def _refused(entry: registry.Entry, name: str, value: object) -> None:
+def _refused(entry: catalog.Entry, name: str, value: object) -> None:
     with pytest.raises((ValueError, TypeError), match=rf"`{name}`"):
         entry.build(**{name: value})
 

@@ -14,7 +14,7 @@ import pytest
 import gradtx
 from gradtx import checkpoint, parallel
 from gradtx import optax_compat as oc
-from tests import helpers
+from tests import catalog, helpers
 
 PARAMS = {"w": jnp.arange(3.0), "b": jnp.ones(())}
 
@@ -104,7 +104,7 @@ def test_transform_names_nest_and_leave_out_hyperparameters_and_state_keeping_wr
 
 def test_every_registered_factory_has_a_name_of_its_own():
     names: dict[str, set] = {}
-    for entry in gradtx.registry.entries():
+    for entry in catalog.entries():
         tx = entry.factory(**entry.example)
         names.setdefault(checkpoint.transform_name(tx), set()).add(entry.factory)
     shared = {n: fs for n, fs in names.items() if len(fs) > 1}

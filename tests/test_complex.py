@@ -16,10 +16,10 @@ import optax
 import pytest
 
 import gradtx
-from gradtx import registry
+from tests import catalog
 from tests import test_contract as contract
 
-ENTRIES = registry.entries()
+ENTRIES = catalog.entries()
 ROTATION = np.complex64(np.exp(0.7j))
 STEPS = 3
 

@@ -23,12 +23,11 @@ import numpy as np
 import pytest
 
 import gradtx
-from gradtx import registry
-from tests import helpers
+from tests import catalog, helpers
 from tests.parallel._util import mapped
 
-ENTRIES = registry.entries()
-OPTIMIZERS = registry.entries("optimizer")
+ENTRIES = catalog.entries()
+OPTIMIZERS = catalog.entries("optimizer")
 IDS = [e.name for e in ENTRIES]
 BY_ENTRY = pytest.mark.parametrize("entry", ENTRIES, ids=IDS)
 
@@ -70,7 +69,7 @@ def _build(entry, **overrides):
 @functools.lru_cache(maxsize=None)
 def _built(name):
     """The entry, its transform and a jitted step `(params, state, grads, t) -> (params, state)`."""
-    entry = registry.entry(name)
+    entry = catalog.entry(name)
     tx = _build(entry)
     return entry, tx, jax.jit(functools.partial(_apply, entry, tx))
 

@@ -13,7 +13,7 @@ import itertools
 
 import pytest
 
-from gradtx import registry
+from tests import catalog
 
 PUBLIC_MODULES = [
     "gradtx",
@@ -97,8 +97,9 @@ ATTRIBUTE_DOCS = {
     k: v
     for m in [
         "gradtx._core.protocol",
+        "gradtx._core.registry",
         "gradtx.train",
-        "gradtx._catalog",
+        "gradtx",
         "gradtx._core.packed_layout",
         *PUBLIC_MODULES[1:],
     ]
@@ -144,7 +145,7 @@ def test_public_methods_of_public_classes_have_docstrings(name, cls):
         assert (member.__doc__ or "").strip(), f"{name}.{attr} has no docstring"
 
 
-_BLOCKS = [e for e in registry.entries("transform") if e.name.startswith("scale_by")]
+_BLOCKS = [e for e in catalog.entries("transform") if e.name.startswith("scale_by")]
 _TRIVIAL = {"scale_by_learning_rate", "scale_by_schedule"}  # a multiplication: no paper to cite
 
 
@@ -156,7 +157,7 @@ def test_building_blocks_show_their_math_and_references(entry):
         assert "References:" in doc, f"{entry.name}: no References section"
 
 
-_NAMED = [e for e in registry.entries("optimizer") if e.reference]
+_NAMED = [e for e in catalog.entries("optimizer") if e.reference]
 
 
 @pytest.mark.parametrize("entry", _NAMED, ids=[e.name for e in _NAMED])
@@ -167,7 +168,7 @@ def test_optimizers_name_the_system_they_reproduce(entry):
     assert reproduced in _own_doc(entry.factory), f"{entry.name}: its docstring should name {reproduced}"
 
 
-_FACTORIES = [e for e in registry.entries() if inspect.signature(e.factory).parameters]
+_FACTORIES = [e for e in catalog.entries() if inspect.signature(e.factory).parameters]
 
 
 @pytest.mark.parametrize("entry", _FACTORIES, ids=[e.name for e in _FACTORIES])

@@ -24,15 +24,15 @@ from jax.sharding import PartitionSpec as P
 
 import gradtx
 from benchmarks.sharding import count
-from gradtx import packing, registry
+from gradtx import packing
 from gradtx.parallel import sharded_state
-from tests import helpers
+from tests import catalog, helpers
 from tests.test_placement import _checked, _mesh
 from tests.test_sharding_matrix import _optax_equivalent
 
 SHAPES = {"kernel": (8, 4), "bias": (4,), "ln": (8,)}
 SPECS = {"kernel": P("data", "model"), "bias": P("model"), "ln": P()}
-ENTRIES = [e for e in registry.entries() if "axis_name" not in e.example]
+ENTRIES = [e for e in catalog.entries() if "axis_name" not in e.example]
 MESH = _mesh(explicit=True)
 
 
@@ -189,7 +189,7 @@ FORMERLY_FAILING = {
 def test_the_matrix_rules_and_accumulation_step_twice_at_their_cost(name):
     """`jax.jit(tx.init)`, then two steps of a jitted update (accumulate_gradients applies at the second),
     compiled once; numbers of the plain run; the compiled step's collectives are exactly the placement's."""
-    entry = registry.entry(name)
+    entry = catalog.entry(name)
     tx = entry.build()
     grads = [_tree(1), _tree(2)]
     expected, _ = helpers.run(tx, _tree(0), grads, jit=True)
@@ -221,7 +221,7 @@ PACKED_SPECS = {**SPECS, "scale": P()}
 def test_packed_params_step_with_the_numbers_of_the_plain_run(how):
     """Sharded leaves stay their own buffers (their types fix every reshape's sharding), replicated ones are
     packed; traced params (`jax.jit(tx.init)`) are laid out as concrete ones."""
-    built = [(registry.entry(n), registry.entry(n).build()) for n in PACKED]
+    built = [(catalog.entry(n), catalog.entry(n).build()) for n in PACKED]
     params, grads = _tree(0, shapes=PACKED_SHAPES), _tree(1, shapes=PACKED_SHAPES)
     expected = jax.jit(lambda p, g: [_step(e, tx)(p, g)[0] for e, tx in built])(params, grads)
 
@@ -251,7 +251,7 @@ def test_zero_under_jit_splits_the_state_over_the_replicas():
     """`sharded_state(tx, "data", mesh=mesh)` with `jax.jit(init)`: params replicated over "data" (a kernel
     sharded over "model"); slots split over "data", updates placed like the params, plain numbers."""
     specs = {"kernel": P(None, "model"), "bias": P("model"), "ln": P()}
-    built = [(registry.entry(n), sharded_state(registry.entry(n).build(), "data", mesh=MESH)) for n in ZERO]
+    built = [(catalog.entry(n), sharded_state(catalog.entry(n).build(), "data", mesh=MESH)) for n in ZERO]
     expected = jax.jit(lambda p, g: [_step(e, e.build())(p, g)[0] for e, _ in built])(_tree(0), _tree(1))
     with jax.set_mesh(MESH):
         params, grads = _tree(0, MESH, specs=specs), _tree(1, MESH, specs=specs)
@@ -272,7 +272,7 @@ def test_a_mesh_of_explicit_and_auto_axes():
     (`jax.eval_shape` drops the sharding types on such a mesh; `accumulate_gradients` keeps them)."""
     mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(AxisType.Explicit, AxisType.Auto))
     specs = {"kernel": P("data", None), "bias": P(), "ln": P("data")}
-    built = [(registry.entry(n), registry.entry(n).build()) for n in FORMERLY_FAILING]
+    built = [(catalog.entry(n), catalog.entry(n).build()) for n in FORMERLY_FAILING]
 
     def steps(params, grads):
         return [_step(e, tx)(params, grads)[0] for e, tx in built]

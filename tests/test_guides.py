@@ -1,8 +1,8 @@
 """The guides in docs/guides and the site's index page run: their Python blocks are executed in order, in
 one namespace.
 
-A guide that registers a factory does so in a copy of the registry, so the rest of the suite
-sees the built-in catalogue only.
+A guide that registers a factory does so in a copy of the registry (and of the test catalogue), so
+the rest of the suite sees the built-in catalogue only.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import re
 
 import pytest
 
-from gradtx import registry
+from gradtx._core import registry
+from tests.catalog import _entries as catalog_rows
 
 DOCS = pathlib.Path(__file__).parent.parent / "docs"
 GUIDES = sorted(DOCS.joinpath("guides").glob("*.md")) + [DOCS / "index.md"]
@@ -26,6 +27,7 @@ def _blocks(path: pathlib.Path) -> list[str]:
 def test_guide_runs(path, monkeypatch):
     monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
     monkeypatch.setattr(registry, "_LOOKUP", dict(registry._LOOKUP))
+    monkeypatch.setattr(catalog_rows, "ROWS", dict(catalog_rows.ROWS))
     namespace: dict = {"__name__": f"guide_{path.stem.replace('-', '_')}"}
     blocks = _blocks(path)
     assert blocks, f"{path.name} has no Python block"
@@ -34,7 +36,8 @@ def test_guide_runs(path, monkeypatch):
 
 
 def test_adding_an_optimizer_takes_about_thirty_lines():
-    """The rule, the optimizer, the registry entry and the test: code lines (no blank lines, no comments)."""
+    """The module (rule, optimizer, registry entries), the test and its catalogue row: code lines (no blank
+    lines, no comments)."""
     blocks = _blocks(pathlib.Path(__file__).parent.parent / "docs" / "guides" / "adding-an-optimizer.md")
     code = [
         line for b in blocks for line in b.splitlines() if line.strip() and not line.strip().startswith("#")

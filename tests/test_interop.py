@@ -9,7 +9,7 @@ import pytest
 from flax.training import train_state
 
 import gradtx
-from tests import helpers
+from tests import catalog, helpers
 
 PARAMS = {"w": jnp.array([[1.0, -2.0], [0.5, 3.0]]), "b": jnp.array([0.1, -0.1])}
 
@@ -71,7 +71,7 @@ def test_optax_apply_updates_accepts_gradtx_updates():
     )
 
 
-ENTRIES = gradtx.registry.entries()
+ENTRIES = catalog.entries()
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])

@@ -13,8 +13,8 @@ import optax
 import pytest
 
 import gradtx
-from gradtx import packing, registry
-from tests import helpers
+from gradtx import packing
+from tests import catalog, helpers
 from tests.test_contract import ENTRIES, _build, _grads, _params
 
 
@@ -320,7 +320,7 @@ def test_orbax_round_trips_a_packed_training_state(tmp_path):
 
 
 def test_registry_optimizers_are_plain_chains_without_layouts():
-    for entry in registry.entries("optimizer"):
+    for entry in catalog.entries("optimizer"):
         state = entry.build().init(_params())
         nodes = jax.tree.leaves(state, is_leaf=packing.is_packed)
         assert not any(packing.is_packed(x) for x in nodes), entry.name

@@ -21,13 +21,13 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import gradtx
-from gradtx import registry
+from tests import catalog
 
 SHAPES = {"w": (8, 4), "b": (4,), "ln": (8,)}
 SPECS = {"w": P("data", "model"), "b": P("model"), "ln": P()}
 MODES = ["eager", "jit_auto", "jit_explicit", "shape_dtype_struct"]
-ENTRIES = [e for e in registry.entries("optimizer")] + [
-    e for e in registry.entries("wrapper") if "axis_name" not in e.example
+ENTRIES = [e for e in catalog.entries("optimizer")] + [
+    e for e in catalog.entries("wrapper") if "axis_name" not in e.example
 ]
 
 

@@ -1,12 +1,15 @@
 """gradtx/registry.py: names, TF class names, optimize_loss strings, TF argument names."""
 
+import dataclasses
+import inspect
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import gradtx
 from gradtx import registry
-from tests import helpers
+from tests import catalog, helpers
 
 
 def _same(a, b):
@@ -139,20 +142,35 @@ def test_register_refuses_a_taken_name():
 def test_register_refuses_to_replace_a_built_in_without_override():
     adam = registry.entry("adam")
     with pytest.raises(ValueError, match=r"`register`: 'adam' is already registered .* `override=True`"):
-        registry.register(registry.Entry("adam", gradtx.sgd, "optimizer", example={"learning_rate": 0.1}))
+        registry.register(registry.Entry("adam", gradtx.sgd, "optimizer"))
     assert registry.entry("AdamOptimizer") is adam
     try:
-        mine = registry.register(
-            registry.Entry("adam", gradtx.sgd, "optimizer", example={"learning_rate": 0.1}), override=True
-        )
+        mine = registry.register(registry.Entry("adam", gradtx.sgd, "optimizer"), override=True)
         assert registry.entry("adam") is mine and registry.entry("AdamOptimizer") is mine
     finally:
         registry.register(adam, override=True)
     assert registry.entry("AdamOptimizer") is adam
 
 
+def test_every_registered_factory_has_a_catalogue_row_and_the_rows_name_only_registered_ones():
+    """The fixtures the suites run each entry with (tests/catalog) cover the registry, name for name."""
+    assert [e.name for e in catalog.entries()] == list(registry.names())
+    assert set(catalog.ROWS) == set(registry.names())
+
+
+def test_the_registry_is_filled_where_the_factories_are_defined():
+    """Each entry is registered by the module that defines its factory (the algorithm's, a combinator's or
+    `parallel`'s), not by a catalogue of its own: the runtime registry is name, factory, aliases and kind."""
+    for e in registry.entries():
+        assert inspect.unwrap(e.factory).__module__.startswith(
+            ("gradtx._algorithms.", "gradtx.combinators.", "gradtx.parallel.")
+        ), e
+        assert dataclasses.fields(e) == dataclasses.fields(registry.Entry)
+    assert [f.name for f in dataclasses.fields(registry.Entry)] == ["name", "factory", "kind", "aliases"]
+
+
 def test_entry_build_uses_the_example_and_overrides():
-    e = registry.entry("momentum")
+    e = catalog.entry("momentum")
     tx = e.build(momentum=0.0)
     u, _ = tx.update(jnp.ones(1), tx.init(jnp.zeros(1)))
     np.testing.assert_allclose(u, [-e.example["learning_rate"]])

@@ -23,7 +23,8 @@ from jax.sharding import PartitionSpec as P
 
 import gradtx
 from benchmarks.sharding import KINDS, count
-from gradtx import packing, registry
+from gradtx import packing
+from tests import catalog
 
 MESH = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
 SPECS = {"w": P("data", "model"), "b": P("model"), "ln": P()}
@@ -67,7 +68,7 @@ GATHERS.add("lbfgs")
 REDUCES = {"ggt"}  # element-wise through sums over all elements (its W x W Gram matrix, M^T m): all-reduces
 REDUCES |= {"polyak_sgd"}  # a global norm; optax's polyak_sgd needs a `value` this harness does not pass
 REDUCES |= {"mechanize"}  # its bets' inner products and norms over all elements: all-reduces only
-OPTIMIZERS = [e.name for e in registry.entries("optimizer")]
+OPTIMIZERS = [e.name for e in catalog.entries("optimizer")]
 
 
 def _params() -> dict:
@@ -146,13 +147,13 @@ CASES = [(name, "per_leaf") for name in OPTIMIZERS] + [
     (name, "packed")
     for name in OPTIMIZERS
     if name in ELEMENT_WISE_SAMPLE | REDUCES | GATHERS
-    or not isinstance(registry.entry(name).build(), gradtx.ElementWise)
+    or not isinstance(catalog.entry(name).build(), gradtx.ElementWise)
 ]
 
 
 @pytest.mark.parametrize(("name", "layout"), CASES)
 def test_compiled_step_has_no_more_collectives_than_optax_and_slots_are_sharded_like_params(name, layout):
-    entry = registry.entry(name)
+    entry = catalog.entry(name)
     params = _params() if layout == "per_leaf" else packing.pack(_params())
     tx = entry.build()
     got, state, stepped = _run(tx, entry.extra(0), params)

@@ -44,9 +44,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import gradtx
-from gradtx import registry
 from gradtx._core.vma import varying
-from tests import helpers
+from tests import catalog, helpers
 from tests.test_nonfinite import FAST_COMPILE
 from tests.test_sharding import OPTAX
 
@@ -56,7 +55,7 @@ ROWS = 8  # per replica
 STEPS = 2
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 MODES = ("shard_map_vma", "shard_map_novma", "pmap")
-OPTIMIZERS = [e.name for e in registry.entries("optimizer")]
+OPTIMIZERS = [e.name for e in catalog.entries("optimizer")]
 SKIP: dict[str, str] = {}
 """Optimizers that cannot run data parallel, with the reason (none so far)."""
 LOOSE = {"ggt": {"rtol": 1e-3, "atol": 1e-4}}
@@ -103,7 +102,7 @@ def _optax_equivalent(name):
     if factory is None:
         return None
     try:
-        tx = factory(**registry.entry(name).example)
+        tx = factory(**catalog.entry(name).example)
         params, x, y = _problem()
         jax.eval_shape(lambda p: tx.update(p, tx.init(p), p), params)
     except Exception:  # noqa: BLE001 -- optax does not take these arguments: no comparison
@@ -118,7 +117,7 @@ def _scope(kind, name):
 def _train(tx, name, params, x, y, *, own=None, reduce=None, scope="gradtx"):
     """`STEPS` steps of `tx` from `params` on the batch `(x, y)`: `(params after each step, final state)`.
     `own` maps the params to what is differentiated (per_replica), `reduce` the gradients (optax's pmean)."""
-    entry = registry.entry(name)
+    entry = catalog.entry(name)
     state = tx.init(params)
     out = []
     for t in range(STEPS):
@@ -151,7 +150,7 @@ def _reference():
 
     def run(params, x, y):
         return _traced(
-            lambda n: _train(registry.entry(n).build(), n, params[_scope("gradtx", n)], x, y),
+            lambda n: _train(catalog.entry(n).build(), n, params[_scope("gradtx", n)], x, y),
             OPTIMIZERS,
             errors,
         )
@@ -170,7 +169,7 @@ def _mapped(mode):
     own = functools.partial(gradtx.parallel.per_replica, axis_name=AXIS) if mode == "shard_map_vma" else None
 
     def one(name, params, x, y):
-        tx = gradtx.parallel.cross_shard(registry.entry(name).build(), AXIS)
+        tx = gradtx.parallel.cross_shard(catalog.entry(name).build(), AXIS)
         out = _train(tx, name, params[_scope("gradtx", name)], x, y, own=own)
         if mode == "shard_map_vma":
             vma[name] = [varying(s) for s in jax.tree.leaves(out[1])]

@@ -9,7 +9,7 @@ import pytest
 
 import gradtx
 from gradtx.sparse import RowSparse, value_and_grad
-from tests import helpers, reference
+from tests import catalog, helpers, reference
 
 
 def test_row_sparse_is_a_pytree_of_indices_and_values():
@@ -210,7 +210,7 @@ def test_densify_turns_row_sparse_leaves_into_arrays():
     assert out["b"] is tree["b"]
 
 
-_ROWS = [e for e in gradtx.registry.entries("optimizer") if e.sparse == "rows"]
+_ROWS = [e for e in catalog.entries("optimizer") if e.sparse == "rows"]
 _IN_PLACE = {"parameter", "bitcast", "tuple", "get-tuple-element", "scatter", "dynamic-update-slice"}
 
 

@@ -15,8 +15,8 @@ import orbax.checkpoint as ocp
 import pytest
 
 import gradtx
-from gradtx import packing, registry
-from tests import helpers
+from gradtx import packing
+from tests import catalog, helpers
 from tests.test_contract import ENTRIES, _build, _grads, _params
 
 UNMAPPED = [e for e in ENTRIES if "axis_name" not in e.example]  # the parallel wrappers need a mapped axis
@@ -25,7 +25,7 @@ BY_ENTRY = pytest.mark.parametrize("entry", UNMAPPED, ids=[e.name for e in UNMAP
 
 @functools.cache
 def _trained_by_name(name):
-    entry = registry.entry(name)
+    entry = catalog.entry(name)
     tx = _build(entry)
     params = _params()
     _, state = helpers.run(

@@ -345,6 +345,7 @@ def _escape(text: str) -> str:
 
 def _registry_tables(items: list[Item]) -> str:
     from gradtx import registry
+    from tests import catalog  # the system each entry reproduces is a fixture of the catalogue
 
     where = {id(i.obj): i.path for i in items if i.alias_of is None and i.kind == "function"}
     out = []
@@ -356,7 +357,8 @@ def _registry_tables(items: list[Item]) -> str:
             path = where.get(id(e.factory))
             name = f"{{py:func}}`{e.name} <{path}>`" if path else f"`{e.name}`"
             aliases = ", ".join(f"`{a}`" for a in e.aliases)
-            ref = f"`{e.reference}`" if e.reference else ""
+            reference = catalog.entry(e.name).reference
+            ref = f"`{reference}`" if reference else ""
             out.append(f"| {name} | {_escape(aliases)} | {_escape(ref)} |")
         out.append("")
     return "\n".join(out)

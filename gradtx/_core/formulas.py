@@ -7,12 +7,14 @@ values as they are, duplicates included; low-precision leaves are summed in floa
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
+from gradtx._core import hyper as _hyper
 from gradtx._core import sliced as _sliced
 from gradtx._core.walk import is_row_sparse, values_of
 
@@ -88,3 +90,30 @@ def global_norm(tree: Any) -> jax.Array:
         return jnp.zeros([], jnp.float32)
     halves = jnp.stack([squared_norm(x) / 2 for x in leaves])
     return jnp.sqrt(_sliced.total(jnp.sum(halves)) * 2)  # exact on ZeRO's slices too (`_sliced`)
+
+
+@functools.partial(jax.jit, inline=True)
+def correction(decay, t):
+    """`1 - decay^t`: Adam's bias correction at step `t`, compiled even in an eager step (as optax's), so
+    that eager and jitted steps share XLA's `pow` and its numbers."""
+    return 1 - decay**t
+
+
+def corrections(
+    h, state, extra_args, *, b1: str | None = "b1", b2: str | None = "b2", nesterov: bool = False
+):
+    """Adam's bias corrections at step `h.t` (a `prepare`): `bc1 = 1 - b1^t`, `bc2 = 1 - b2^t`, and for
+    Nesterov `bc1_next = 1 - b1^(t+1)`; `b1`, `b2` name the decays among the hyperparameters.
+
+    The power is formed as optax forms it: a Python decay to an int32 step gives float32 (float64
+    under x64), so it does not round to 1 in a low-precision leaf; each leaf divides in its dtype.
+    """
+    del state, extra_args
+    out = {}
+    if b1 is not None:
+        out["bc1"] = correction(getattr(h, b1), h.t)
+    if b2 is not None:
+        out["bc2"] = correction(getattr(h, b2), h.t)
+    if nesterov and b1 is not None:
+        out["bc1_next"] = correction(getattr(h, b1), _hyper.increment(h.t))
+    return out

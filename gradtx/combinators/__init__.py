@@ -23,7 +23,6 @@ from gradtx.combinators._conditional import (
     conditionally_mask,
     conditionally_transform,
 )
-from gradtx.combinators._galore import GaLoreDimensionNumbers, GaLoreState, scale_by_galore
 from gradtx.combinators._gradients import (
     AddNoiseState,
     ScaleGradientsState,
@@ -32,25 +31,11 @@ from gradtx.combinators._gradients import (
     transform_gradients,
 )
 from gradtx.combinators._inject import InjectHyperparamsState, inject_hyperparams
-from gradtx.combinators._lbfgs import ScaleByLBFGSState, scale_by_lbfgs
-from gradtx.combinators._linesearch import (
-    BacktrackingLinesearchInfo,
-    ScaleByBacktrackingLinesearchState,
-    scale_by_backtracking_linesearch,
-    value_and_grad_from_state,
-)
-from gradtx.combinators._linesearch_zoom import (
-    ScaleByZoomLinesearchState,
-    ZoomLinesearchInfo,
-    scale_by_zoom_linesearch,
-)
 from gradtx.combinators._lookahead import LookaheadState, lookahead, slow_params
 from gradtx.combinators._loss_scale import LossScaleState, loss_scaled, scale_loss
 from gradtx.combinators._masking import MaskedState, freeze, masked, partition
-from gradtx.combinators._mechanic import MechanizeState, mechanize
 from gradtx.combinators._micro_grad import MicrobatchOutputs, micro_grad, micro_vmap
 from gradtx.combinators._microbatch import AccumulationType, Accumulator, microbatch, reshape_batch_axis
-from gradtx.combinators._momo import MomoAdamState, MomoState, momo, momo_adam
 from gradtx.combinators._monitor import (
     MeasureEmaState,
     MonitorState,
@@ -73,13 +58,6 @@ from gradtx.combinators._privacy import (
     differentially_private_aggregate,
     per_example_global_norm_clip,
 )
-from gradtx.combinators._sam import SAMState, normalize, sam
-from gradtx.combinators._sophia import (
-    HutchinsonState,
-    SophiaState,
-    hutchinson_estimator_diag_hessian,
-    scale_by_sophia,
-)
 from gradtx.combinators._stateless import identity, stateless
 from gradtx.combinators._unitwise import unitwise_clip, unitwise_norm
 from gradtx.combinators._variable_clipping import ClipVariablesState, clip_variables
@@ -92,18 +70,6 @@ from gradtx.combinators._weight_decay import (
 from gradtx.combinators._zeroing import ZeroNansState, keep_params_nonnegative, set_to_zero, zero_nans
 
 __all__ = [
-    "GaLoreDimensionNumbers",
-    "GaLoreState",
-    "scale_by_galore",
-    "ScaleByLBFGSState",
-    "scale_by_lbfgs",
-    "BacktrackingLinesearchInfo",
-    "ScaleByBacktrackingLinesearchState",
-    "scale_by_backtracking_linesearch",
-    "value_and_grad_from_state",
-    "ScaleByZoomLinesearchState",
-    "ZoomLinesearchInfo",
-    "scale_by_zoom_linesearch",
     "per_example_layer_norm_clip",
     "unitwise_clip",
     "unitwise_norm",
@@ -121,23 +87,17 @@ __all__ = [
     "ConditionallyTransformState",
     "DecoupledWeightDecayState",
     "DifferentiallyPrivateAggregateState",
-    "HutchinsonState",
     "InjectHyperparamsState",
     "LookaheadState",
     "LossScaleState",
     "MaskedState",
     "MeasureEmaState",
-    "MechanizeState",
     "MicrobatchOutputs",
-    "MomoAdamState",
-    "MomoState",
     "MonitorState",
     "MovingAverageState",
     "ReduceOnPlateauState",
-    "SAMState",
     "ScaleGradientsState",
     "SnapshotState",
-    "SophiaState",
     "SplitRealAndImaginaryArrays",
     "SplitRealAndImaginaryState",
     "ZeroNansState",
@@ -160,7 +120,6 @@ __all__ = [
     "freeze",
     "global_norm",
     "has_updated",
-    "hutchinson_estimator_diag_hessian",
     "identity",
     "inject_hyperparams",
     "keep_params_nonnegative",
@@ -168,24 +127,18 @@ __all__ = [
     "loss_scaled",
     "masked",
     "measure_with_ema",
-    "mechanize",
     "micro_grad",
     "micro_vmap",
     "microbatch",
-    "momo",
-    "momo_adam",
     "monitor",
     "moving_average",
     "named_chain",
-    "normalize",
     "partition",
     "per_example_global_norm_clip",
     "reduce_on_plateau",
     "reshape_batch_axis",
-    "sam",
     "scale_gradients",
     "scale_loss",
-    "scale_by_sophia",
     "set_to_zero",
     "skip_large_updates",
     "skip_not_finite",
@@ -197,3 +150,42 @@ __all__ = [
     "transform_gradients",
     "zero_nans",
 ]
+
+
+_MOVED = {
+    "BacktrackingLinesearchInfo": "gradtx._algorithms.linesearch",
+    "GaLoreDimensionNumbers": "gradtx._algorithms.galore",
+    "GaLoreState": "gradtx._algorithms.galore",
+    "HutchinsonState": "gradtx._algorithms.sophia",
+    "MechanizeState": "gradtx._algorithms.mechanic",
+    "MomoAdamState": "gradtx._algorithms.momo",
+    "MomoState": "gradtx._algorithms.momo",
+    "SAMState": "gradtx._algorithms.sam",
+    "ScaleByBacktrackingLinesearchState": "gradtx._algorithms.linesearch",
+    "ScaleByLBFGSState": "gradtx._algorithms.lbfgs",
+    "ScaleByZoomLinesearchState": "gradtx._algorithms.linesearch_zoom",
+    "SophiaState": "gradtx._algorithms.sophia",
+    "ZoomLinesearchInfo": "gradtx._algorithms.linesearch_zoom",
+    "hutchinson_estimator_diag_hessian": "gradtx._algorithms.sophia",
+    "mechanize": "gradtx._algorithms.mechanic",
+    "momo": "gradtx._algorithms.momo",
+    "momo_adam": "gradtx._algorithms.momo",
+    "normalize": "gradtx._algorithms.sam",
+    "sam": "gradtx._algorithms.sam",
+    "scale_by_backtracking_linesearch": "gradtx._algorithms.linesearch",
+    "scale_by_galore": "gradtx._algorithms.galore",
+    "scale_by_lbfgs": "gradtx._algorithms.lbfgs",
+    "scale_by_sophia": "gradtx._algorithms.sophia",
+    "scale_by_zoom_linesearch": "gradtx._algorithms.linesearch_zoom",
+    "value_and_grad_from_state": "gradtx._algorithms.linesearch",
+}
+"""Update rules that were once filed here, now in their algorithm's module (and in `gradtx.transforms` /
+`gradtx.optimizers`): `gradtx.combinators.<name>` still finds them."""
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        import importlib
+
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module 'gradtx.combinators' has no attribute {name!r}")

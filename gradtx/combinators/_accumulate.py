@@ -15,6 +15,7 @@ from gradtx._core import formulas as _formulas
 from gradtx._core import hyper as _hyper
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import sliced as _sliced
 from gradtx._core import vma as _vma
 from gradtx._core import walk as _walk
@@ -137,6 +138,7 @@ def _every_k_at(every_k: Any, count: jax.Array) -> Any:
     return k.astype(jnp.int32)
 
 
+@_registry.wrapper()
 @_factory.api
 def accumulate_gradients(
     tx: Any,
@@ -300,6 +302,7 @@ def step_is_finite(updates: Any, out: Any, inner_state: Any) -> jax.Array:
     return _walk.all_finite(updates) & (out_finite | jnp.logical_not(state_finite))
 
 
+@_registry.wrapper()
 @_factory.api
 def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientTransformation:
     """Skip steps with a non-finite gradient: zero updates and the inner state kept, with a count.

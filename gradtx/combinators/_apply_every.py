@@ -8,6 +8,7 @@ from typing import NamedTuple
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core.rule import update_rule
 
 
@@ -25,6 +26,7 @@ def _apply_every_leaf(g, grad_acc, h, *, k):
     return (phase == k - 1) * grad_acc, grad_acc
 
 
+@_registry.transform()
 @_factory.api
 def apply_every(k: int = 1) -> _protocol.GradientTransformation:
     r"""Sum the updates of `k` consecutive steps and emit the sum at every `k`-th step, zeros at the others.

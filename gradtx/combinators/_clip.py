@@ -13,6 +13,7 @@ from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
 
 
@@ -39,6 +40,7 @@ def _stateless(fn: str, bound: Any, apply) -> _protocol.GradientTransformation:
     return _protocol.GradientTransformation(init_fn, update_fn)
 
 
+@_registry.transform()
 @_factory.api
 @_factory.real_only("complex numbers are not ordered (clip |u| with clip_by_norm)")
 def clip(max_delta: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
@@ -77,6 +79,7 @@ def clip(max_delta: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformat
     return _protocol.ElementWise(*_stateless("clip", max_delta, apply))
 
 
+@_registry.transform()
 @_factory.api
 def clip_by_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Rescale each tensor whose L2 norm exceeds `max_norm` to norm `max_norm` (`tf.clip_by_norm`).
@@ -123,6 +126,7 @@ class ClipByGlobalNormState(NamedTuple):
     global_norm: jax.Array  # the norm of the last updates before clipping (for logging; read, never fed back)
 
 
+@_registry.transform()
 @_factory.api
 def clip_by_global_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Scale all updates together so their global L2 norm is at most `max_norm`: `tf.clip_by_global_norm`.

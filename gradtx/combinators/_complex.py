@@ -11,6 +11,7 @@ from gradtx import packing, sparse
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 
 
 class SplitRealAndImaginaryArrays(NamedTuple):
@@ -44,6 +45,7 @@ def _is_pair(x: Any) -> bool:
     return isinstance(x, SplitRealAndImaginaryArrays)
 
 
+@_registry.wrapper()
 @_factory.api
 def split_real_and_imaginary(inner: Any) -> _protocol.GradientTransformation:
     r"""Run `inner` on the real and imaginary parts of complex parameters as two real parameters.

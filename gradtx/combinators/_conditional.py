@@ -13,6 +13,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
 from gradtx.combinators import _carry
 from gradtx.combinators._zeroing import _zeros
@@ -117,6 +118,7 @@ def _conditional(
     return _factory.composite(init_fn, update_fn, inner)
 
 
+@_registry.wrapper()
 @_factory.api
 def conditionally_transform(
     inner: Any, should_transform_fn: ConditionFn, *, forward_extra_args: bool = False
@@ -163,6 +165,7 @@ def conditionally_transform(
     )
 
 
+@_registry.wrapper()
 @_factory.api
 def conditionally_mask(
     inner: Any, should_transform_fn: ConditionFn, *, forward_extra_args: bool = False

@@ -14,10 +14,12 @@ from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import masks as _masks
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import sliced as _sliced
 from gradtx._core import walk as _walk
 
 
+@_registry.transform()
 @_factory.api
 def transform_gradients(
     fn: Callable[[_protocol.Updates, _protocol.Params | None], _protocol.Updates],
@@ -64,6 +66,7 @@ class AddNoiseState(NamedTuple):
     key: jax.Array  # uint32 key data of the PRNG key made from `seed`
 
 
+@_registry.transform()
 @_factory.api
 @_factory.real_only("it draws real Gaussian noise")
 def add_noise(
@@ -140,6 +143,7 @@ def add_noise(
     return _protocol.SliceWise(*packing.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn)))
 
 
+@_registry.transform()
 @_factory.api
 def scale_gradients(
     multipliers: Mapping[str, _protocol.ScalarOrSchedule],

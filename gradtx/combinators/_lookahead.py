@@ -12,6 +12,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import updates as _updates
 from gradtx._core import walk as _walk
 
@@ -36,6 +37,7 @@ class LookaheadState(NamedTuple):
     inner_state: Any  # the fast optimizer's state
 
 
+@_registry.wrapper()
 @_factory.api
 def lookahead(
     tx: Any, sync_period: int, slow_step_size: _protocol.ScalarOrSchedule, *, reset_state: bool = False

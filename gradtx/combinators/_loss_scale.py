@@ -12,6 +12,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
 from gradtx.combinators import _carry
 from gradtx.combinators._accumulate import step_is_finite
@@ -56,6 +57,7 @@ def _unscaled(fn: str, updates: Any, scale: jax.Array) -> Any:
     return _walk.map_updates(fn, leaf, updates)
 
 
+@_registry.wrapper("MixedPrecisionLossScaleOptimizer")
 @_factory.api
 def loss_scaled(
     tx: Any,

@@ -11,6 +11,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import masks as _masks
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
 
 Mask = Any
@@ -36,6 +37,7 @@ class MaskedState(NamedTuple):
     inner_state: Any
 
 
+@_registry.wrapper()
 @_factory.api
 def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
     """Apply `inner` to the selected parameters only; the other updates pass through unchanged.
@@ -86,6 +88,7 @@ def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
     return _protocol.GradientTransformation(init_fn, update_fn)
 
 
+@_registry.transform()
 @_factory.api
 def freeze(mask: Mask) -> _protocol.GradientTransformation:
     """Zero the updates of the selected parameters, so they stay as they are.
@@ -130,6 +133,7 @@ def freeze(mask: Mask) -> _protocol.GradientTransformation:
     return _protocol.GradientTransformation(init_fn, update_fn)
 
 
+@_registry.wrapper()
 @_factory.api
 def partition(
     transforms: Mapping[Hashable, Any], param_labels: Any | Callable[[Any], Any]

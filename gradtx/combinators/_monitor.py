@@ -12,10 +12,11 @@ from gradtx import sparse
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
 from gradtx._core.rule import restated
+from gradtx.combinators._ema import ema
 from gradtx.combinators._stateless import stateless
-from gradtx.transforms import ema
 
 
 class SnapshotState(NamedTuple):
@@ -50,6 +51,7 @@ def _check_name(fn: str, name: Any) -> None:
         )
 
 
+@_registry.transform()
 @_factory.api
 def snapshot(measure_name: str, measure: Callable[[Any], Any]) -> _protocol.GradientTransformation:
     r"""Keep a measurement of the updates in the state (`measure(updates)`); pass the updates on unchanged.
@@ -97,6 +99,7 @@ def _as_transform(measure: Any) -> _protocol.GradientTransformation:
     return _factory.with_extra_args_support(measure)
 
 
+@_registry.transform()
 @_factory.api
 def monitor(measures: Mapping[str, Any]) -> _protocol.GradientTransformation:
     r"""Keep named measurements of the updates in the state, some of them stateful; pass the updates on.

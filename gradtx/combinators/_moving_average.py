@@ -11,6 +11,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import updates as _updates
 from gradtx._core import walk as _walk
 
@@ -23,6 +24,7 @@ class MovingAverageState(NamedTuple):
     inner_state: Any
 
 
+@_registry.wrapper()
 @_factory.api
 def moving_average(
     tx: Any, average_decay: _protocol.ScalarOrSchedule = 0.9999, *, num_updates: bool = False

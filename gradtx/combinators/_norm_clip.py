@@ -13,6 +13,7 @@ from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
 from gradtx.combinators import _unitwise
 from gradtx.combinators._clip import ClipState
@@ -41,6 +42,7 @@ def global_norm(tree: Any) -> jax.Array:
     return _formulas.global_norm(tree)
 
 
+@_registry.transform()
 @_factory.api
 def adaptive_grad_clip(
     clipping: _protocol.ScalarOrSchedule,

@@ -12,6 +12,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import rule_parts as _rule_parts
 from gradtx._core import walk as _walk
 from gradtx.tree import _dtypes
@@ -130,6 +131,7 @@ def plateau_rule(
     return _protocol.ElementWise(init_fn, update_fn)
 
 
+@_registry.transform()
 @_factory.api
 def reduce_on_plateau(
     factor: float = 0.1,

@@ -7,8 +7,10 @@ from typing import Any, Callable
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 
 
+@_registry.transform()
 @_factory.api
 def identity() -> _protocol.GradientTransformation:
     """Leave the updates unchanged (the neutral element of `chain`).

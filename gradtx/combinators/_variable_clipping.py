@@ -12,6 +12,7 @@ from gradtx._core import formulas as _formulas
 from gradtx._core import hyper as _hyper
 from gradtx._core import masks as _masks
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
 
 
@@ -21,6 +22,7 @@ class ClipVariablesState(NamedTuple):
     count: _protocol.Count  # int32: completed updates
 
 
+@_registry.transform()
 @_factory.api
 def clip_variables(
     max_norm: _protocol.ScalarOrSchedule, dims: Mapping[str, Sequence[int]]

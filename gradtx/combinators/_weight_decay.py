@@ -9,6 +9,7 @@ from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import masks as _masks
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
 from gradtx.combinators._masking import Mask
 
@@ -19,6 +20,7 @@ class AddDecayedWeightsState(NamedTuple):
     count: _protocol.Count  # int32: completed updates
 
 
+@_registry.transform()
 @_factory.api
 def add_decayed_weights(
     weight_decay: _protocol.ScalarOrSchedule, *, mask: Mask | None = None
@@ -103,6 +105,7 @@ def _add_rows(u: Any, rows: Any, like: Any) -> Any:
     return like.add_to_rows(u, rows)
 
 
+@_registry.wrapper()
 @_factory.api
 def decoupled_weight_decay(
     tx: Any,

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from gradtx import sparse
 from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import sliced as _sliced
 from gradtx._core import walk as _walk
 
@@ -19,6 +20,7 @@ def _zeros(g: Any) -> Any:
     return _walk.with_values(g, jnp.zeros_like(_walk.values_of(g)))
 
 
+@_registry.transform()
 @_factory.api
 def set_to_zero() -> _protocol.GradientTransformation:
     """Replace every update by zeros, so the parameters stay as they are (`optax.set_to_zero`).
@@ -56,6 +58,7 @@ class ZeroNansState(NamedTuple):
     found_nan: Any  # per parameter (per buffer on packed params): a bool, True if the last update had a NaN
 
 
+@_registry.transform()
 @_factory.api
 def zero_nans() -> _protocol.GradientTransformation:
     r"""Replace NaN entries of the updates by 0, and record where NaNs were found (`optax.zero_nans`).
@@ -99,6 +102,7 @@ def zero_nans() -> _protocol.GradientTransformation:
     return _protocol.ElementWise(init_fn, update_fn)
 
 
+@_registry.transform()
 @_factory.api
 @_factory.real_only("complex numbers are not ordered")
 def keep_params_nonnegative() -> _protocol.GradientTransformation:

@@ -14,6 +14,7 @@ from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
 from gradtx.parallel import _axes
 from gradtx.parallel._averaging import _plus, _start, _to_varying
@@ -81,6 +82,7 @@ class AGNState(NamedTuple):
     grad_accum: _protocol.Updates  # TF's "grad_variable": gradients summed since the last communication
 
 
+@_registry.wrapper("AGNOptimizer")
 @_factory.api
 def agn(
     tx: Any, axis_name: _axes.AxisName, communication_period: int = 10

@@ -24,6 +24,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
 from gradtx.parallel import _axes
 
@@ -61,6 +62,7 @@ class ModelAverageState(NamedTuple):
     inner: _protocol.OptState  # the replica's own state of the wrapped transform (never averaged, as in TF)
 
 
+@_registry.wrapper("ModelAverageOptimizer")
 @_factory.api
 def model_average(
     tx: Any, axis_name: _axes.AxisName, interval_steps: int = 100
@@ -163,6 +165,7 @@ def _check_rate(fn: str, name: str, value: Any) -> None:
         _checks.check_finite(fn, name, value)
 
 
+@_registry.wrapper("ElasticAverageOptimizer")
 @_factory.api
 def elastic_average(
     tx: Any,

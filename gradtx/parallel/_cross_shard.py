@@ -10,6 +10,7 @@ import jax
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
 from gradtx.parallel import _axes
 
@@ -47,6 +48,7 @@ def _reducing(
     return _factory.composite(inner.init, update_fn, inner)
 
 
+@_registry.wrapper("CrossShardOptimizer")
 @_factory.api
 def cross_shard(
     tx: Any,
@@ -130,6 +132,7 @@ def cross_shard(
     return _reducing(fn, tx, axes, reduction, groups, False, replicated_grads)
 
 
+@_registry.wrapper("TowerOptimizer")
 @_factory.api
 def tower_reduce(
     tx: Any,

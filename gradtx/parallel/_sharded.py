@@ -13,6 +13,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import naming as _naming
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import sliced as _sliced
 from gradtx._core import vma as _vma
 from gradtx._core import walk as _walk
@@ -52,6 +53,7 @@ def _row(x: Any, axes: tuple) -> jax.Array:
     return _vma.typed_like(jnp.asarray(x)[None], jax.lax.axis_index(axes))
 
 
+@_registry.wrapper("ZeRO1")
 @_factory.api
 def sharded_state(
     tx: Any,

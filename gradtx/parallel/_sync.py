@@ -14,6 +14,7 @@ from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
 from gradtx.parallel import _axes
 
@@ -32,6 +33,7 @@ class SyncReplicasState(NamedTuple):
     next_replica: jax.Array  # int32: where the next step starts looking: one past the last replica taken
 
 
+@_registry.wrapper("SyncReplicasOptimizer", "SyncReplicas")
 @_factory.api
 def sync_replicas(
     tx: Any,
@@ -214,6 +216,7 @@ class DropStaleGradientsState(NamedTuple):
     stale_counter: jax.Array  # int32: dropped gradients so far (TF's "stale_counter")
 
 
+@_registry.wrapper("DropStaleGradientOptimizer", "DropStaleGradient")
 @_factory.api
 def drop_stale_gradients(tx: Any, staleness: int) -> _protocol.GradientTransformation:
     r"""Apply `tx` only to gradients at most `staleness` steps old (DropStaleGradientOptimizer).

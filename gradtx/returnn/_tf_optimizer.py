@@ -82,27 +82,59 @@ LEGACY_FLAGS = ("adam", "nadam", "adadelta", "adagrad", "rmsprop")
 """RETURNN's legacy optimizer flags, in the order it tries them (then `momentum`, else SGD)."""
 
 
-def _class_name(reference: str) -> str | None:
-    """The TF/RETURNN class name of a catalogue reference RETURNN's lookup reaches, else None."""
-    for prefix in ("tf.compat.v1.train.", "tf.contrib.opt.", "RETURNN "):
-        if reference.startswith(prefix):
-            return reference[len(prefix) :]
-    return None
+_CLASSES = {
+    "AdadeltaOptimizer": "adadelta",
+    "AdagradOptimizer": "adagrad",
+    "AdagradDAOptimizer": "adagrad_da",
+    "AdamOptimizer": "adam",
+    "AdamGSOptimizer": "adam_gs",
+    "AdaMaxOptimizer": "adamax",
+    "AdamWOptimizer": "adamw",
+    "AddSignOptimizer": "addsign",
+    "AGNOptimizer": "agn",
+    "AMSGradOptimizer": "amsgrad",
+    "DropStaleGradientOptimizer": "drop_stale_gradients",
+    "ElasticAverageOptimizer": "elastic_average",
+    "FtrlOptimizer": "ftrl",
+    "GGTOptimizer": "ggt",
+    "GradVarianceScaledOptimizer": "grad_variance_scaled",
+    "LARSOptimizer": "lars",
+    "LazyAdamOptimizer": "lazy_adam",
+    "LazyAdamGSOptimizer": "lazy_adam_gs",
+    "ModelAverageOptimizer": "model_average",
+    "MomentumOptimizer": "momentum",
+    "MomentumWOptimizer": "momentumw",
+    "NadamOptimizer": "nadam",
+    "NeuralOptimizer1": "neural_optimizer1",
+    "NormalizedSGD": "normalized_sgd",
+    "PowerSignOptimizer": "powersign",
+    "ProximalAdagradOptimizer": "proximal_adagrad",
+    "ProximalGradientDescentOptimizer": "proximal_sgd",
+    "RegAdagradOptimizer": "reg_adagrad",
+    "RMSPropOptimizer": "rmsprop",
+    "GradientDescentOptimizer": "sgd",
+    "ShampooOptimizer": "shampoo",
+    "SyncReplicasOptimizer": "sync_replicas",
+}
+"""The classes RETURNN's TF lookup reaches (`tf.compat.v1.train`'s, `tf.contrib.opt`'s and RETURNN's own,
+found by their lowercased names with and without "Optimizer") -> the gradtx optimizer with their numbers."""
 
 
 @functools.cache
 def _lookup() -> dict[str, registry.Entry]:
     """RETURNN's `_OptimizerClassesDict` as gradtx entries: lowercased class name, and without "Optimizer"."""
     table: dict[str, registry.Entry] = {}
-    for e in registry.entries():
-        cls = _class_name(e.reference)
-        if cls is None:
-            continue
+    for cls, name in _CLASSES.items():
         for key in (cls.lower(), cls.lower().removesuffix("optimizer")):
-            table.setdefault(key, e)
+            table.setdefault(key, registry.entry(name))
     for key, name in _EXTRA_CLASSES.items():
         table[key] = table[key + "optimizer"] = registry.entry(name)
     return table
+
+
+def _class_of(entry: registry.Entry) -> str:
+    """The TF / RETURNN class an entry reproduces, as an error names it."""
+    return next((cls for cls, name in _CLASSES.items() if name == entry.name), f"gradtx.{entry.name}")
 
 
 def _known_names() -> list[str]:
@@ -159,7 +191,7 @@ def resolve_class(name: Any) -> registry.Entry:
         )
     if entry.kind != "optimizer":
         raise ReturnnConfigError(
-            f'`tf_update`: `optimizer["class"]` {name!r} is {entry.reference}, a wrapper of another '
+            f'`tf_update`: `optimizer["class"]` {name!r} is {_class_of(entry)}, a wrapper of another '
             "optimizer instance, which a config dict cannot give; build it with gradtx directly "
             f"(`gradtx.{entry.name}(...)`)."
         )
@@ -280,7 +312,7 @@ def optimizer_choice(config: Mapping[str, Any]) -> OptimizerChoice:
             why = (
                 "the dict sets `epsilon`"
                 if name in _TAKES_EPSILON
-                else f"{entry.reference} takes no `epsilon`"
+                else f"{_class_of(entry)} takes no `epsilon`"
             )
             raise _unused("optimizer_epsilon", config["optimizer_epsilon"], why)
         if momentum:
@@ -288,7 +320,7 @@ def optimizer_choice(config: Mapping[str, Any]) -> OptimizerChoice:
                 why = (
                     "the dict sets `momentum`"
                     if "momentum" in kwargs
-                    else f"{entry.reference} takes no `momentum`"
+                    else f"{_class_of(entry)} takes no `momentum`"
                 )
                 raise _unused("momentum", config["momentum"], why)
             kwargs["momentum"] = momentum

@@ -24,10 +24,18 @@ from typing import Any
 
 import jax
 
+from gradtx._algorithms import adadelta as _adadelta
+from gradtx._algorithms import adagrad as _adagrad
+from gradtx._algorithms import adam as _adam
+from gradtx._algorithms import adamax as _adamax
+from gradtx._algorithms import lion as _lion
+from gradtx._algorithms import momentum as _momentum
+from gradtx._algorithms import nadam as _nadam
+from gradtx._algorithms import radam as _radam
+from gradtx._algorithms import rmsprop as _rmsprop
 from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx.combinators import add_decayed_weights, chain
-from gradtx.returnn import _torch_optim_rules as R
 from gradtx.returnn._common import ReturnnConfigError
 from gradtx.transforms import scale, scale_by_learning_rate
 
@@ -185,13 +193,13 @@ def torch_sgd(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.Grad
             f"`{cls}`: `nesterov=True` needs `momentum` > 0 and `dampening` 0, got momentum={momentum!r}, "
             f"dampening={dampening!r} (torch: Nesterov momentum requires a momentum and zero dampening)."
         )
-    return _around(lr, R.sgd_rule(momentum, dampening, nesterov=nesterov), o, wd, cls)
+    return _around(lr, _momentum.sgd_rule(momentum, dampening, nesterov=nesterov), o, wd, cls)
 
 
 def _adam_like(cls: str, lr: Any, o: dict[str, Any]) -> _protocol.GradientTransformation:
     b1, b2 = _betas(cls, o)
     wd, eps = _common(cls, o)
-    return _around(lr, R.adam_rule(b1, b2, eps, amsgrad=_flag(cls, o, "amsgrad")), o, wd, cls)
+    return _around(lr, _adam.adam_rule(b1, b2, eps, amsgrad=_flag(cls, o, "amsgrad")), o, wd, cls)
 
 
 @_factory.api
@@ -212,7 +220,7 @@ def torch_radam(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.Gr
     cls = "torch.optim.RAdam"
     b1, b2 = _betas(cls, o)
     wd, eps = _common(cls, o)
-    return _around(lr, R.radam_rule(b1, b2, eps), o, wd, cls)
+    return _around(lr, _radam.radam_rule(b1, b2, eps), o, wd, cls)
 
 
 @_factory.api
@@ -222,7 +230,7 @@ def torch_nadam(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.Gr
     b1, b2 = _betas(cls, o)
     wd, eps = _common(cls, o)
     psi = _at_least_zero(cls, o, "momentum_decay", "Invalid momentum_decay value")
-    return _around(lr, R.nadam_rule(b1, b2, eps, psi), o, wd, cls)
+    return _around(lr, _nadam.nadam_rule(b1, b2, eps, psi), o, wd, cls)
 
 
 @_factory.api
@@ -231,7 +239,7 @@ def torch_adamax(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.G
     cls = "torch.optim.Adamax"
     b1, b2 = _betas(cls, o)
     wd, eps = _common(cls, o)
-    return _around(lr, R.adamax_rule(b1, b2, eps), o, wd, cls)
+    return _around(lr, _adamax.adamax_rule(b1, b2, eps), o, wd, cls)
 
 
 @_factory.api
@@ -241,7 +249,7 @@ def torch_adagrad(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.
     lr_decay = _at_least_zero(cls, o, "lr_decay", "Invalid lr_decay value")
     init = _at_least_zero(cls, o, "initial_accumulator_value", "Invalid initial_accumulator_value value")
     wd, eps = _common(cls, o)
-    return _around(lr, R.adagrad_rule(lr_decay, init, eps), o, wd, cls)
+    return _around(lr, _adagrad.adagrad_rule(lr_decay, init, eps), o, wd, cls)
 
 
 @_factory.api
@@ -251,7 +259,9 @@ def torch_rmsprop(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.
     alpha = _at_least_zero(cls, o, "alpha", "Invalid alpha value")
     momentum = _at_least_zero(cls, o, "momentum", "Invalid momentum value")
     wd, eps = _common(cls, o)
-    return _around(lr, R.rmsprop_rule(alpha, eps, momentum, centered=_flag(cls, o, "centered")), o, wd, cls)
+    return _around(
+        lr, _rmsprop.rmsprop_rule(alpha, eps, momentum, centered=_flag(cls, o, "centered")), o, wd, cls
+    )
 
 
 @_factory.api
@@ -262,7 +272,7 @@ def torch_adadelta(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol
     if not 0.0 <= rho <= 1.0:
         raise ValueError(f"`{cls}`: `rho` must be in [0, 1], got {o['rho']!r} (torch: Invalid rho value).")
     wd, eps = _common(cls, o)
-    return _around(lr, R.adadelta_rule(rho, eps), o, wd, cls)
+    return _around(lr, _adadelta.adadelta_rule(rho, eps), o, wd, cls)
 
 
 @_factory.api
@@ -282,7 +292,7 @@ def torch_lion(lr: Any, o: dict[str, Any], init_lr: Any = None) -> _protocol.Gra
                 f"(RETURNN: the config's `learning_rate`)."
             )
         wd = wd / first
-    links = [R.lion_rule(b1, b2)]
+    links = [_lion.lion_rule(b1, b2)]
     if wd != 0:  # Lion's step weight decay, `param.mul_(1 - lr wd)`, before its sign step
         links.append(add_decayed_weights(wd))
     return chain(*links, scale_by_learning_rate(lr))

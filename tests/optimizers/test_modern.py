@@ -19,7 +19,7 @@ import optax
 import pytest
 
 import gradtx
-from tests import helpers
+from tests import catalog, helpers
 
 SHAPES = {"w": (6, 4), "b": (5,), "s": ()}
 MASK = {"w": True, "b": False, "s": False}
@@ -203,7 +203,7 @@ CONFIGS = [
 def test_from_config_and_get_take_the_names_and_tf_arguments(config, name, kwargs):
     """The class names and TF's argument names reach the factory (`get`'s numbers: tests/test_contract.py)."""
     arguments = {k: v for k, v in config.items() if k != "class"}
-    assert gradtx.registry.entry(config["class"]).name == name
+    assert catalog.entry(config["class"]).name == name
     assert kwargs.items() <= gradtx.registry.translate_kwargs(config["class"], arguments).items()
     params, grads = {"w": jnp.ones((3, 2))}, {"w": jnp.full((3, 2), 0.5)}
     expected = getattr(gradtx, name)(**gradtx.registry.translate_kwargs(name, arguments))

@@ -17,7 +17,7 @@ import optax.contrib
 import pytest
 
 import gradtx
-from tests import helpers
+from tests import catalog, helpers
 
 SHAPES = {"w": (6, 4), "b": (5,), "conv": (2, 3, 4), "head": (3, 7)}
 DION = (  # five per-iteration Newton-Schulz triples (optax's "dion" preset)
@@ -223,7 +223,7 @@ CONFIGS = [
 def test_from_config_and_get_take_the_names_and_tf_arguments(config, name, kwargs):
     """The class names and TF's argument names reach the factory (`get`'s numbers: tests/test_contract.py)."""
     arguments = {k: v for k, v in config.items() if k != "class"}
-    assert gradtx.registry.entry(config["class"]).name == name
+    assert catalog.entry(config["class"]).name == name
     assert kwargs.items() <= gradtx.registry.translate_kwargs(config["class"], arguments).items()
     params = {"w": jnp.zeros((3, 2)), "b": jnp.zeros(2)}
     expected = getattr(gradtx, name)(**gradtx.registry.translate_kwargs(name, arguments)).init(params)

@@ -11,6 +11,7 @@ from jax.sharding import PartitionSpec as P
 import gradtx
 from gradtx.parallel import agn, elastic_average, model_average
 from gradtx.sparse import RowSparse
+from tests import catalog
 from tests.parallel import _util
 
 N, T = _util.N, 7
@@ -324,7 +325,7 @@ def test_local_step_wrappers_refuse_gradients_summed_by_autodiff(make):
 
 
 _LOCAL = {
-    **{e.name: (lambda e=e: e.build(), e.extra) for e in gradtx.registry.entries("optimizer")},
+    **{e.name: (lambda e=e: e.build(), e.extra) for e in catalog.entries("optimizer")},
     "chain(clip, momentum)": (
         lambda: gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.momentum(0.1, 0.9)),
         None,

@@ -16,6 +16,7 @@ import gradtx
 from gradtx.returnn._common import ReturnnConfigError
 from gradtx.returnn._tf_backend import tf_update
 from gradtx.returnn._tf_optimizer import optimizer_choice, resolve_class
+from tests import catalog
 
 PARAMS = {"b": jnp.array([0.5, -1.0]), "w": jnp.array([[1.0, -2.0, 3.0], [0.25, 0.0, -1.5]])}
 GRADS = [
@@ -169,7 +170,8 @@ def test_optimizer_choice(config, name, kwargs):
 
 def test_class_lookup_is_returnns():
     assert resolve_class("NadamOptimizer").name == "nadam"  # RETURNN's own (contrib's numbers)
-    assert resolve_class("adamax").reference == "tf.contrib.opt.AdaMaxOptimizer"  # contrib, not Keras
+    adamax = catalog.entry(resolve_class("adamax").name)
+    assert adamax.reference == "tf.contrib.opt.AdaMaxOptimizer"  # contrib, not Keras
     assert resolve_class("CustomGradientDescentOptimizer").name == "sgd"
     assert resolve_class("GradientDescent").name == "sgd"
 
@@ -273,3 +275,15 @@ def test_traced_rate_under_inject_hyperparams_and_jit():
         params = gradtx.apply_updates(params, u)
     got = np.concatenate([np.ravel(x) for x in jax.tree.leaves(params)])
     np.testing.assert_allclose(got, run(config), rtol=1e-6)
+
+
+def test_the_class_table_is_the_catalogue_s_tf_and_returnn_classes():
+    """RETURNN's lookup reaches exactly the TF1, tf.contrib and RETURNN classes that gradtx reproduces."""
+    from gradtx.returnn._tf_optimizer import _CLASSES
+
+    reproduced = {}
+    for e in catalog.entries():
+        for prefix in ("tf.compat.v1.train.", "tf.contrib.opt.", "RETURNN "):
+            if e.reference.startswith(prefix):
+                reproduced[e.reference.removeprefix(prefix)] = e.name
+    assert _CLASSES == reproduced

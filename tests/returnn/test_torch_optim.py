@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from gradtx._algorithms.adam import torch_correction
 from gradtx.returnn._common import ReturnnConfigError
 from gradtx.returnn._torch_optim import OPTIMIZERS, torch_class
-from gradtx.returnn._torch_optim_rules import correction
 from tests.returnn import torch_reference
 
 STEPS = 10
@@ -144,12 +144,12 @@ def test_state_has_torch_names():
 
 
 def test_bias_correction_keeps_torchs_digits():
-    got = float(correction(0.999, jnp.int32(1), jnp.float32))
+    got = float(torch_correction(0.999, jnp.int32(1), jnp.float32))
     assert abs(got / (1 - 0.999) - 1) < 1e-6  # a float32-rounded 0.999 gives 1.3e-5
 
 
 def test_radam_rho_series_and_closed_form():
-    from gradtx.returnn._torch_optim_rules import _rho
+    from gradtx._algorithms.radam import _rho
 
     rho = jax.jit(_rho, static_argnums=(1, 2))
     for b2 in (0.999, 0.9, 0.99999):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gradtx
-from gradtx.transforms._shampoo import ScaleByShampooState, _root_iterative, _root_svd, scale_by_shampoo
+from gradtx._algorithms.shampoo import ScaleByShampooState, _root_iterative, _root_svd, scale_by_shampoo
 from tests import helpers
 
 SHAPES = [(4, 3), (5,), (2, 3, 4)]

@@ -1,0 +1,177 @@
+"""Lion: optax's (`scale_by_lion`, `lion`) and RETURNN's torch rule."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax.numpy as jnp
+
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
+from gradtx._core.chain import chain
+from gradtx._core.rule import Slot, restated, update_rule
+from gradtx.combinators._scale import scale_by_learning_rate
+from gradtx.combinators._weight_decay import add_decayed_weights
+
+
+class ScaleByLionState(NamedTuple):
+    """State of `scale_by_lion`."""
+
+    count: _protocol.Count  # int32: completed updates
+    m: _protocol.Updates  # the momentum: a moving average of the gradients with decay b2 (starts at 0)
+
+
+_LION_MODES = {
+    "hard": lambda x, h: jnp.sign(x),
+    "smooth": lambda x, h: jnp.tanh(h.smooth_beta * x),
+    "refined": lambda x, h: jnp.where(jnp.abs(x) < 1, x, jnp.sign(x)),
+}
+"""How Lion turns the blend `x` into a direction: its sign, `tanh(smooth_beta x)`, or `x` clipped to
+the sign where `|x| >= 1` (optax's `mode`s)."""
+
+
+def _lion_leaf(g, m, h, *, mode):
+    """`(direction(b1 m + (1 - b1) g), b2 m + (1 - b2) g)`, in the wider of the two dtypes (a bfloat16 `m`
+    of float32 params: in float32)."""
+    wide = jnp.promote_types(g.dtype, m.dtype)
+    g, m = g.astype(wide), m.astype(wide)
+    return _LION_MODES[mode](_formulas.moment_blend(m, g, h.b1), h), _formulas.moment_blend(m, g, h.b2)
+
+
+@_registry.transform()
+@_factory.api
+def scale_by_lion(
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.99,
+    *,
+    mu_dtype: Any = None,
+    mode: str = "hard",
+    smooth_beta: _protocol.ScalarOrSchedule = 1.0,
+) -> _protocol.GradientTransformation:
+    r"""Lion's direction: the sign of a blend of the momentum and the gradient, then the momentum moves on.
+
+    .. math::
+        u_t = \operatorname{sign}\big(\beta_1 m_{t-1} + (1-\beta_1) g_t\big), \qquad
+        m_t = \beta_2 m_{t-1} + (1-\beta_2) g_t
+
+    The update interpolates with :math:`\beta_1` and the momentum is kept with
+    :math:`\beta_2 > \beta_1`, so the step looks further back than it updates. Every
+    element moves by the learning rate exactly: Lion's rate is typically 3-10x smaller than
+    AdamW's and its weight decay 3-10x larger. These are the numbers of
+    `optax.scale_by_lion`, whose other `mode`s replace the sign by
+    :math:`\tanh(\beta_s x)` (`"smooth"`) or by :math:`x` where :math:`|x| < 1` (`"refined"`).
+    A row-sparse gradient is densified first (the momentum of every row decays). A gradient
+    of +-inf leaves `m` infinite for good and the update at +-1 whatever the later
+    gradients (NaN makes the update NaN); wrap in `apply_if_finite` to skip such steps.
+
+    Args:
+      b1: the weight of the momentum in the update's direction, in [0, 1].
+      b2: decay of the momentum `m`, in [0, 1].
+      mu_dtype: dtype of `m` (default: each param's dtype).
+      mode: `"hard"` (the sign), `"smooth"` or `"refined"` (see above).
+      smooth_beta: :math:`\beta_s` of `mode="smooth"`, > 0.
+
+    Returns:
+      An `ElementWise` transform with state `ScaleByLionState(count, m)`.
+
+    Raises:
+      ValueError: if `b1` or `b2` is outside [0, 1], for an unknown `mode` or a non-positive
+        `smooth_beta`.
+      TypeError: for a `mu_dtype` that is neither float nor complex.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.scale_by_lion()
+        >>> u, state = tx.update(jnp.array([0.02, -3.0]), tx.init(jnp.zeros(2)))
+        >>> u, state.m.round(6)  # sign(0.1 g); m = 0.01 g
+        (Array([ 1., -1.], dtype=float32), Array([ 0.0002, -0.03  ], dtype=float32))
+
+    References:
+      Chen et al., *Symbolic discovery of optimization algorithms*, NeurIPS 2023
+      (Algorithm 2, Lion).
+    """
+    fn = "scale_by_lion"
+    _checks.check_in_range(fn, "b1", b1, 0.0, 1.0)
+    _checks.check_in_range(fn, "b2", b2, 0.0, 1.0)
+    _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
+    _checks.check_one_of(fn, "mode", mode, tuple(_LION_MODES))
+    _checks.check_positive(fn, "smooth_beta", smooth_beta)
+
+    return update_rule(
+        fn,
+        ScaleByLionState,
+        functools.partial(_lion_leaf, mode=mode),
+        hyper={"b1": b1, "b2": b2, **({"smooth_beta": smooth_beta} if mode == "smooth" else {})},
+        slots={"m": Slot(0.0, mu_dtype)},
+    )
+
+
+@_registry.optimizer("Lion")
+@_factory.api
+def lion(
+    learning_rate: _protocol.ScalarOrSchedule,
+    b1: _protocol.ScalarOrSchedule = 0.9,
+    b2: _protocol.ScalarOrSchedule = 0.99,
+    weight_decay: _protocol.ScalarOrSchedule = 1e-3,
+    *,
+    mask: Any = None,
+    mu_dtype: Any = None,
+) -> _protocol.GradientTransformation:
+    r"""Lion: every element moves by the learning rate, along the sign of an interpolated momentum.
+
+    `chain(scale_by_lion(b1, b2, mu_dtype=mu_dtype), add_decayed_weights(weight_decay,
+    mask=mask), scale_by_learning_rate(learning_rate))`: the numbers and defaults of
+    `optax.lion`. Its only slot is the momentum `m`. Take a rate 3-10x smaller than AdamW's
+    and a weight decay 3-10x larger. A row-sparse gradient is densified. A gradient of
+    +-inf leaves `m` infinite for good: the params stay finite but that element moves by the
+    rate in one direction whatever the later gradients (NaN reaches the params); wrap in
+    `apply_if_finite` to skip such steps.
+
+    Args:
+      learning_rate: the learning rate (number, scalar array or schedule).
+      b1: the weight of the momentum in the update's direction, in [0, 1].
+      b2: decay of the momentum, in [0, 1].
+      weight_decay: added to the sign as `weight_decay * params` (then multiplied by the rate), >= 0.
+      mask: which parameters decay (tree of bools, function or key-path patterns); all if None.
+      mu_dtype: dtype of the momentum `m` (default: each param's dtype).
+
+    Returns:
+      An `ElementWise` chain (`LeafWise` with a `mask`); its slot is `m`.
+
+    Raises:
+      ValueError: for a beta outside [0, 1], or a negative weight decay or rate.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.lion(0.1, weight_decay=0.0)
+        >>> params = jnp.zeros(3)
+        >>> tx.update(jnp.array([0.5, -1e-3, 0.0]), tx.init(params), params)[0]  # -lr sign(g)
+        Array([-0.1,  0.1, -0. ], dtype=float32)
+
+    References:
+      Chen et al., *Symbolic discovery of optimization algorithms*, NeurIPS 2023.
+    """
+    return chain(
+        scale_by_lion(b1, b2, mu_dtype=mu_dtype),
+        add_decayed_weights(weight_decay, mask=mask),
+        scale_by_learning_rate(learning_rate),
+    )
+
+
+class TorchLionState(NamedTuple):
+    """State of RETURNN's Lion (`scale_by_lion` under its names)."""
+
+    count: _protocol.Count  # int32: completed updates (Lion keeps no step)
+    exp_avg: _protocol.Updates  # the momentum (starts at 0)
+
+
+def lion_rule(b1: float, b2: float) -> _protocol.GradientTransformation:
+    """RETURNN's Lion direction: `scale_by_lion` (the sign of the blend) as RETURNN names it."""
+    return restated(scale_by_lion(b1, b2), TorchLionState, {"m": "exp_avg"})
+
+
+__all__ = ["ScaleByLionState", "lion", "scale_by_lion"]

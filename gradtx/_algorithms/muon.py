@@ -1,0 +1,520 @@
+"""Muon: momentum orthogonalised by Newton-Schulz (`scale_by_muon`, `muon`), `scale_by_shape` and
+`MuonDimensionNumbers`."""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from typing import Any, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from gradtx import packing
+from gradtx._algorithms.adam import first_moment_estimate, scale_by_bias_corrected_adam
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
+from gradtx._core import walk as _walk
+from gradtx._core.chain import chain
+from gradtx._core.formulas import corrections
+from gradtx._core.rule import Slot, update_rule
+from gradtx.combinators._masking import partition
+from gradtx.combinators._scale import scale_by_learning_rate
+from gradtx.combinators._weight_decay import add_decayed_weights
+
+NS_COEFFS = (3.4445, -4.7750, 2.0315)
+"""Keller Jordan's quintic Newton-Schulz coefficients `(a, b, c)`: fast, not exactly orthogonal."""
+
+
+class MuonDimensionNumbers(NamedTuple):
+    """Which axes of a weight are the rows (reduction) and columns (output) of its matrices.
+
+    For :math:`x W = y` the reduction axis is 0 and the output axis 1 (the default). Several
+    axes may be given for either (their sizes multiply: a conv kernel `(h, w, c_in, c_out)` is
+    `MuonDimensionNumbers((0, 1, 2), 3)`); every other axis is a batch axis, each of its
+    entries a matrix orthogonalised on its own (stacked layers `(n, d_in, d_out)`:
+    `MuonDimensionNumbers(1, 2)`). Negative axes count from the end. optax's
+    `optax.contrib.MuonDimensionNumbers`.
+
+    Attributes:
+      reduction_axis: an axis or a sequence of axes: the matrices' rows.
+      output_axis: an axis or a sequence of axes: the matrices' columns.
+    """
+
+    reduction_axis: int | Sequence[int] = 0
+    output_axis: int | Sequence[int] = 1
+
+
+def _axes(dims: MuonDimensionNumbers, ndim: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """`(reduction axes, output axes)` of `dims` for a leaf of rank `ndim`, as non-negative ints."""
+
+    def norm(axes):
+        return tuple(a % ndim for a in ((axes,) if isinstance(axes, int) else axes))
+
+    return norm(dims.reduction_axis), norm(dims.output_axis)
+
+
+def _check_dims(fn: str, dims: MuonDimensionNumbers, shape: tuple[int, ...], path: Any) -> None:
+    """Refuse (at trace time) dimension numbers that do not fit the leaf: its rank, disjoint axes."""
+    where = jax.tree_util.keystr(path) or "<root>"
+    if len(shape) < 2:
+        raise ValueError(
+            f"`{fn}`: the leaf at {where} has shape {shape}; Muon's matrices need rank >= 2 ({dims})."
+        )
+    flat = [
+        a
+        for axes in (dims.reduction_axis, dims.output_axis)
+        for a in ((axes,) if isinstance(axes, int) else axes)
+    ]
+    if any(not -len(shape) <= a < len(shape) for a in flat):
+        raise ValueError(f"`{fn}`: {dims} has an axis out of range for the leaf at {where} of shape {shape}.")
+    red, out = _axes(dims, len(shape))
+    if set(red) & set(out) or len(set(red)) != len(red) or len(set(out)) != len(out):
+        raise ValueError(
+            f"`{fn}`: {dims} must name distinct axes, rows apart from columns (leaf at {where}: {shape})."
+        )
+
+
+def _as_matrices(x: jax.Array, dims: MuonDimensionNumbers) -> tuple[jax.Array, Any]:
+    """`x` as a stack `(batch, rows, cols)` of matrices, and the function that gives `x`'s layout back."""
+    red, out = _axes(dims, x.ndim)
+    batch = tuple(a for a in range(x.ndim) if a not in red and a not in out)
+    order = batch + red + out
+    moved = x.transpose(order)
+    stacked = moved.reshape(
+        math.prod(x.shape[a] for a in batch),
+        math.prod(x.shape[a] for a in red),
+        math.prod(x.shape[a] for a in out),
+    )
+    inverse = tuple(sorted(range(x.ndim), key=lambda i: order[i]))
+    return stacked, lambda y: y.reshape(moved.shape).transpose(inverse)
+
+
+def _check_dims_tree(fn: str, dims: Any) -> None:
+    """`dims` is None, a callable, or a tree whose leaves are `MuonDimensionNumbers` or None."""
+    if dims is None or callable(dims) and not isinstance(dims, MuonDimensionNumbers):
+        return
+    for leaf in jax.tree.leaves(dims, is_leaf=lambda x: x is None or isinstance(x, MuonDimensionNumbers)):
+        if leaf is not None and not isinstance(leaf, MuonDimensionNumbers):
+            raise TypeError(
+                f"`{_checks.api_name(fn)}`: `weight_dimension_numbers` must be None, a function of the "
+                f"params or a tree of `MuonDimensionNumbers` (or None), got a leaf {leaf!r}."
+            )
+
+
+def dims_by_leaf(dims: Any, updates: Any) -> Any:
+    """`{key path: MuonDimensionNumbers or None}` of `updates`' leaves from `dims`: a tree (of the updates'
+    structure, or a prefix of it), a function of the updates giving one, or None (no leaf has any)."""
+    if callable(dims) and not isinstance(dims, MuonDimensionNumbers):
+        dims = dims(updates)
+    out: dict[Any, Any] = {}
+    if dims is None:
+        return out
+    given = jax.tree_util.tree_flatten_with_path(
+        dims, is_leaf=lambda x: x is None or isinstance(x, MuonDimensionNumbers)
+    )[0]
+    for path, _ in jax.tree_util.tree_flatten_with_path(updates, is_leaf=_walk.is_update_leaf)[0]:
+        out[path] = next((d for p, d in given if tuple(path[: len(p)]) == tuple(p)), None)
+    return out
+
+
+class ScaleByMuonState(NamedTuple):
+    """State of `scale_by_muon`."""
+
+    count: _protocol.Count  # int32: completed updates
+    momentum: _protocol.Updates  # the moving average of the gradients (starts at 0)
+
+
+def _check_coeffs(fn: str, ns_coeffs: Any) -> tuple[tuple[float, float, float], ...]:
+    """`ns_coeffs` as a tuple of triples: one triple (used every iteration) or one per iteration."""
+
+    def is_triple(x):
+        return (
+            isinstance(x, Sequence)
+            and len(x) == 3
+            and all(isinstance(c, numbers.Real) and not isinstance(c, bool) and math.isfinite(c) for c in x)
+        )
+
+    if is_triple(ns_coeffs):
+        return (tuple(float(c) for c in ns_coeffs),)  # type: ignore[return-value]
+    if isinstance(ns_coeffs, Sequence) and ns_coeffs and all(is_triple(x) for x in ns_coeffs):
+        return tuple(tuple(float(c) for c in x) for x in ns_coeffs)  # type: ignore[misc]
+    raise ValueError(
+        f"`{_checks.api_name(fn)}`: `ns_coeffs` must be three finite numbers (a, b, c) or a non-empty "
+        f"sequence of such triples (one per iteration), got {ns_coeffs!r}."
+    )
+
+
+def _newton_schulz(x: jax.Array, coeffs: tuple[tuple[float, float, float], ...], eps: Any) -> jax.Array:
+    """The Newton-Schulz iteration `x <- a x + (b A + c A^2) x`, `A = x x^T`, from `x / (||x||_F + eps)`."""
+    transposed = x.shape[0] > x.shape[1]
+    if transposed:
+        x = x.T
+    x = x / (jnp.linalg.norm(x, ord="fro") + eps)
+    for a, b, c in coeffs:
+        gram = x @ x.T
+        x = a * x + (b * gram + c * gram @ gram) @ x
+    return x.T if transposed else x
+
+
+def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive, dims=None, path=None):
+    """One leaf: `(update, momentum)`; matrices (as `dims` says, by key path) are orthogonalised, other leaves
+    keep the momentum."""
+    m = _formulas.moment_blend(m, g, h.beta)
+    m_hat = first_moment_estimate(m, g, h.beta, h, nesterov)
+    d = None if dims is None else dims.get(path)
+    if d is None and g.ndim != 2:
+        return m_hat, m
+    d = MuonDimensionNumbers() if d is None else d
+    if dims is not None:
+        _check_dims("scale_by_muon", d, g.shape, path)
+    # whole on every device (Explicit axes: one all-gather), orthogonalised there, sliced back
+    stacked, back = _as_matrices(_placement.whole(m_hat), d)
+    out = _placement.placed_like(back(jax.vmap(lambda x: _newton_schulz(x, coeffs, h.eps))(stacked)), m_hat)
+    return (jnp.sum(m_hat * out) * out if adaptive else out), m
+
+
+@_registry.transform()
+@_factory.api
+def scale_by_muon(
+    ns_coeffs: Sequence[float] | Sequence[Sequence[float]] = NS_COEFFS,
+    ns_steps: int = 5,
+    beta: _protocol.ScalarOrSchedule = 0.95,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
+    *,
+    nesterov: bool = True,
+    adaptive: bool = False,
+    mu_dtype: Any = None,
+    weight_dimension_numbers: Any = None,
+) -> _protocol.GradientTransformation:
+    r"""Muon: replace each matrix's (Nesterov) momentum by an approximately orthogonal matrix.
+
+    With :math:`\hat m_t` the bias-corrected momentum of `scale_by_bias_corrected_adam`'s
+    first moment (decay :math:`\beta`, Nesterov's form by default), a matrix leaf becomes
+
+    .. math::
+        X_0 = \frac{\hat m_t}{\lVert \hat m_t\rVert_F + \epsilon}, \qquad
+        X_{k+1} = a X_k + \big(b\, A_k + c\, A_k^2\big) X_k, \quad A_k = X_k X_k^\top, \qquad
+        u_t = X_K
+
+    (on the transpose when it has more rows than columns), which pushes every singular
+    value of :math:`\hat m_t` towards 1: :math:`u_t \approx U V^\top` for
+    :math:`\hat m_t = U S V^\top`. With `adaptive`, :math:`u_t \leftarrow \langle \hat m_t,
+    u_t\rangle\, u_t`. Leaves that are not matrices get :math:`\hat m_t` itself (the `muon`
+    alias gives them to another optimizer). With `weight_dimension_numbers`, a leaf given a
+    `MuonDimensionNumbers` is seen as a stack of matrices (its batch axes), each orthogonalised
+    on its own: conv kernels, stacked layers. These are the numbers of
+    `optax.contrib.scale_by_muon` (Frobenius preconditioning). A row-sparse gradient is
+    densified first. Under `jax.jit` with Explicit mesh axes (`jax.set_mesh`), a sharded
+    matrix is gathered whole onto every device (one all-gather per sharded mesh axis), its
+    iteration runs there without communication, and its update is sliced back to the
+    parameter's sharding; with Auto axes XLA chooses.
+
+    Args:
+      ns_coeffs: :math:`(a, b, c)`, used in each of `ns_steps` iterations, or a sequence of
+        such triples, one per iteration (then `ns_steps` is not used).
+      ns_steps: the number of Newton-Schulz iterations :math:`K`, an int >= 1.
+      beta: the momentum's decay, in [0, 1).
+      eps: added to the Frobenius norm, >= 0.
+      nesterov: use Nesterov's form of the momentum.
+      adaptive: scale by the inner product of the momentum and its orthogonalisation.
+      mu_dtype: dtype of the momentum (default: each param's dtype).
+      weight_dimension_numbers: a tree of `MuonDimensionNumbers` (or None: a plain leaf)
+        shaped like the params or a prefix of them, or a function of the updates giving one;
+        None: every 2-D leaf is a matrix.
+
+    Returns:
+      A `GradientTransformation` with state `ScaleByMuonState(count, momentum)`.
+
+    Raises:
+      ValueError: for malformed `ns_coeffs`, `ns_steps` < 1, `beta` outside [0, 1) or a
+        negative `eps`.
+      TypeError: for a non-int `ns_steps`, non-bool flags, a `mu_dtype` that is neither float nor complex
+        or a dimension-numbers tree with other leaves; (when traced) ValueError for dimension
+        numbers that do not fit their leaf.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.scale_by_muon(ns_coeffs=(1.5, -0.5, 0.0), ns_steps=30)  # the classic cubic: exact
+        >>> u, _ = tx.update(jnp.array([[3.0, 0.0], [0.0, 0.5]]), tx.init(jnp.zeros((2, 2))))
+        >>> [[round(float(x), 3) for x in row] for row in u]  # U V^T of a diagonal matrix: the identity
+        [[1.0, 0.0], [0.0, 1.0]]
+
+    References:
+      Jordan et al., *Muon: an optimizer for hidden layers in neural networks*, 2024
+      (https://kellerjordan.github.io/posts/muon/); Bernstein, Newhouse, *Old optimizer, new
+      norm: an anthology*, 2024 (arXiv:2409.20325).
+    """
+    fn = "scale_by_muon"
+    coeffs = _check_coeffs(fn, ns_coeffs)
+    _checks.check_int(fn, "ns_steps", ns_steps, minimum=1)
+    if len(coeffs) == 1:
+        coeffs = coeffs * ns_steps
+    _checks.check_in_range(fn, "beta", beta, 0.0, 1.0, high_open=True)
+    _checks.check_finite(fn, "eps", eps)
+    _checks.check_nonnegative(fn, "eps", eps)
+    _checks.check_bool(fn, "nesterov", nesterov)
+    _checks.check_bool(fn, "adaptive", adaptive)
+    _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
+    _check_dims_tree(fn, weight_dimension_numbers)
+
+    def rule(dims):
+        return update_rule(
+            fn,
+            ScaleByMuonState,
+            functools.partial(_muon_leaf, coeffs=coeffs, nesterov=nesterov, adaptive=adaptive, dims=dims),
+            hyper={"beta": beta, "eps": eps},
+            slots={"momentum": Slot(0.0, mu_dtype)},
+            prepare=functools.partial(corrections, b1="beta", b2=None, nesterov=nesterov),
+            kind=_protocol.LeafWise,  # matrices are orthogonalised whole
+            real_only="its Newton-Schulz iteration orthogonalizes real matrices",
+            paths=dims is not None,
+        )
+
+    return rule(None) if weight_dimension_numbers is None else _with_dims(rule, weight_dimension_numbers)
+
+
+def _with_dims(rule: Any, weight_dimension_numbers: Any) -> _protocol.GradientTransformation:
+    """`rule(dims)`, `dims` resolved from `weight_dimension_numbers` and each step's updates (by key path).
+
+    Routing only: the state is the rule's (`init` is its), and each step runs the rule `update_rule` made
+    for the dims of those updates (a function of the updates can only be resolved there)."""
+    plain = rule({})
+
+    def resolved_step(updates, state, params=None, **extra_args):
+        return rule(dims_by_leaf(weight_dimension_numbers, updates)).update(
+            updates, state, params, **extra_args
+        )
+
+    return packing.leaf_wise(_protocol.GradientTransformation(plain.init, resolved_step))
+
+
+def _shape_leaf(u, h, *, consistent_rms: float | None, dims=None, path=None):
+    """`u` times `sqrt(max(1, n_out / n_in))` (or `consistent_rms * sqrt(max(n_in, n_out))`) for a matrix."""
+    del h
+    d = None if dims is None else dims.get(path)
+    if (d is None and u.ndim != 2) or u.size == 0:
+        return (u,)
+    d = MuonDimensionNumbers() if d is None else d
+    if dims is not None:
+        _check_dims("scale_by_shape", d, u.shape, path)
+    red, out = _axes(d, u.ndim)
+    fan_in, fan_out = math.prod(u.shape[a] for a in red), math.prod(u.shape[a] for a in out)
+    if consistent_rms is None:
+        factor: Any = jnp.sqrt(jnp.maximum(1, fan_out / fan_in))
+    else:
+        factor = jnp.sqrt(jnp.maximum(fan_in, fan_out)) * consistent_rms
+    return (factor * u,)
+
+
+@_registry.transform()
+@_factory.api
+def scale_by_shape(
+    consistent_rms: float | None = None, *, weight_dimension_numbers: Any = None
+) -> _protocol.GradientTransformation:
+    r"""Multiply each matrix leaf of the updates by a factor of its shape (Muon's width scaling).
+
+    For a matrix with :math:`n_{in}` rows (the reduction axis of :math:`x W`) and
+    :math:`n_{out}` columns:
+
+    .. math::
+        u \leftarrow \sqrt{\max(1, n_{out} / n_{in})}\; u
+        \quad\text{or, with } \rho = \text{consistent\_rms},\quad
+        u \leftarrow \rho \sqrt{\max(n_{in}, n_{out})}\; u
+
+    The second form gives every matrix's orthogonalised update the RMS :math:`\rho` (0.2
+    matches AdamW's, Liu et al.). Leaves that are not matrices are left as they are
+    (`optax.contrib.scale_by_shape`). With `weight_dimension_numbers` (as `scale_by_muon`'s),
+    :math:`n_{in}` and :math:`n_{out}` of a leaf given a `MuonDimensionNumbers` are the
+    products of its reduction and output axes. A row-sparse update is densified first.
+
+    Args:
+      consistent_rms: :math:`\rho` (a number > 0), or None for the width scaling.
+      weight_dimension_numbers: as `scale_by_muon`'s.
+
+    Returns:
+      A `GradientTransformation` with state `EmptyState()`.
+
+    Raises:
+      ValueError: for a non-positive or non-finite `consistent_rms`.
+      TypeError: for a `consistent_rms` that is not a number, or a dimension-numbers tree with
+        other leaves; (when traced) ValueError for dimension numbers that do not fit their leaf.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.scale_by_shape()
+        >>> tx.update(jnp.ones((2, 8)), tx.init(None))[0][0, 0]  # sqrt(8 / 2)
+        Array(2., dtype=float32)
+
+    References:
+      Jordan et al., *Muon: an optimizer for hidden layers in neural networks*, 2024; Liu et
+      al., *Muon is scalable for LLM training*, 2025 (arXiv:2502.16982).
+    """
+    fn = "scale_by_shape"
+    if consistent_rms is not None:
+        _checks.check_number(fn, "consistent_rms", consistent_rms)
+        _checks.check_finite(fn, "consistent_rms", consistent_rms)
+        _checks.check_positive(fn, "consistent_rms", consistent_rms)
+    _check_dims_tree(fn, weight_dimension_numbers)
+
+    def rule(dims):
+        return update_rule(
+            fn,
+            _protocol.EmptyState,
+            functools.partial(_shape_leaf, consistent_rms=consistent_rms, dims=dims),
+            kind=_protocol.LeafWise,  # a factor of each matrix's shape
+            count="if_scheduled",
+            paths=dims is not None,
+        )
+
+    return rule(None) if weight_dimension_numbers is None else _with_dims(rule, weight_dimension_numbers)
+
+
+def _muon_labels(params: Any) -> Any:
+    """`"muon"` for matrices, `"fallback"` for the other leaves."""
+    return jax.tree.map(lambda p: "muon" if jnp.ndim(p) == 2 else "fallback", params)
+
+
+def _labels_by_dims(dims: Any) -> Any:
+    """`"muon"` for the leaves `dims` gives dimension numbers, `"fallback"` for the others (optax's rule)."""
+
+    def labels(params):
+        by_leaf = dims_by_leaf(dims, params)
+        flat, treedef = jax.tree_util.tree_flatten_with_path(params)
+        return treedef.unflatten(["fallback" if by_leaf[path] is None else "muon" for path, _ in flat])
+
+    return labels
+
+
+@_registry.optimizer("Muon")
+@_factory.api
+def muon(
+    learning_rate: _protocol.ScalarOrSchedule,
+    ns_coeffs: Sequence[float] | Sequence[Sequence[float]] = NS_COEFFS,
+    ns_steps: int = 5,
+    beta: _protocol.ScalarOrSchedule = 0.95,
+    eps: _protocol.ScalarOrSchedule = 1e-8,
+    weight_decay: _protocol.ScalarOrSchedule = 0.0,
+    *,
+    mask: Any = None,
+    mu_dtype: Any = None,
+    nu_dtype: Any = None,
+    nesterov: bool = True,
+    adaptive: bool = False,
+    consistent_rms: float | None = None,
+    adam_b1: _protocol.ScalarOrSchedule = 0.9,
+    adam_b2: _protocol.ScalarOrSchedule = 0.999,
+    adam_eps_root: _protocol.ScalarOrSchedule = 0.0,
+    adam_weight_decay: _protocol.ScalarOrSchedule = 0.0,
+    adam_learning_rate: _protocol.ScalarOrSchedule | None = None,
+    fallback: Any = None,
+    weight_dimension_numbers: Any = None,
+) -> _protocol.GradientTransformation:
+    r"""Muon: momentum orthogonalised by Newton-Schulz for the matrices, AdamW for every other leaf.
+
+    The matrices (2-D leaves) get `chain(scale_by_muon(ns_coeffs, ns_steps, beta, eps,
+    nesterov=nesterov, adaptive=adaptive, mu_dtype=mu_dtype), scale_by_shape(consistent_rms),
+    add_decayed_weights(weight_decay, mask=mask), scale_by_learning_rate(learning_rate))`;
+    the other leaves (biases, norms' scales, scalars) get `fallback`, by default AdamW in
+    optax's form: `chain(scale_by_bias_corrected_adam(adam_b1, adam_b2, eps, adam_eps_root,
+    nesterov=nesterov, mu_dtype=mu_dtype), add_decayed_weights(adam_weight_decay),
+    scale_by_learning_rate(adam_learning_rate or learning_rate))`. These are the numbers of
+    `optax.contrib.muon` (both parts' weight decay multiplied by the rate). Embeddings and
+    output heads, which the Muon authors also train with AdamW, can be routed with
+    `gradtx.partition`. With `weight_dimension_numbers` (optax's
+    `muon_weight_dimension_numbers`), the leaves given a `MuonDimensionNumbers` go to Muon, as
+    stacks of matrices (conv kernels, stacked layers), and every other leaf, 2-D or not, to
+    the fallback. A row-sparse gradient is densified.
+
+    Args:
+      learning_rate: the rate of the matrices (number, scalar array or schedule).
+      ns_coeffs: the Newton-Schulz coefficients `(a, b, c)`, or one triple per iteration.
+      ns_steps: the number of Newton-Schulz iterations, an int >= 1.
+      beta: the momentum's decay, in [0, 1).
+      eps: added to the Frobenius norm, and the fallback Adam's epsilon, >= 0.
+      weight_decay: the matrices' decay, multiplied by the rate, >= 0.
+      mask: which matrices decay (tree of bools, function or key-path patterns); all if None.
+      mu_dtype: dtype of the momenta (default: each param's dtype).
+      nu_dtype: dtype of the fallback Adam's second moment (default: each param's dtype).
+      nesterov: Nesterov's momentum, in Muon and in the fallback Adam.
+      adaptive: scale by the inner product of the momentum and its orthogonalisation.
+      consistent_rms: give every matrix update this RMS (0.2 matches AdamW's), or None for
+        the width scaling :math:`\sqrt{\max(1, n_{out}/n_{in})}`.
+      adam_b1: the fallback Adam's first-moment decay, in [0, 1).
+      adam_b2: the fallback Adam's second-moment decay, in [0, 1).
+      adam_eps_root: the fallback Adam's epsilon under the root, >= 0.
+      adam_weight_decay: the fallback's decay, multiplied by its rate, >= 0.
+      adam_learning_rate: the fallback's rate (default: `learning_rate`).
+      fallback: the optimizer of the leaves that are not matrices, replacing the AdamW above.
+      weight_dimension_numbers: a tree of `MuonDimensionNumbers` (None: the fallback's leaf)
+        shaped like the params or a prefix of them, or a function of the params giving one;
+        None: the 2-D leaves are Muon's.
+
+    Returns:
+      A `LeafWise` partition ``{"muon": ..., "fallback": ...}``; its slots are `momentum`
+      (the matrices), `m` and `v` (the other leaves, with the default fallback).
+
+    Raises:
+      ValueError: for malformed Newton-Schulz coefficients or a bad decay, `eps` or rate.
+      TypeError: for a `fallback` that is not a transform, or non-bool flags.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.muon(0.1)
+        >>> params = {"w": jnp.zeros((2, 2)), "b": jnp.zeros(2)}
+        >>> grads = {"w": jnp.array([[2.0, 0.0], [0.0, 0.5]]), "b": jnp.array([1.0, -2.0])}
+        >>> u, _ = tx.update(grads, tx.init(params), params)
+        >>> [[round(float(x), 3) for x in row] for row in u["w"]]  # U V^T = I; the quintic: ~0.74 I
+        [[-0.074, -0.0], [-0.0, -0.074]]
+        >>> [round(float(x), 3) for x in u["b"]]  # Nesterov Adam: -lr (1 + b1 / (1 + b1)) sign(g)
+        [-0.147, 0.147]
+
+    References:
+      Jordan et al., *Muon: an optimizer for hidden layers in neural networks*, 2024
+      (https://kellerjordan.github.io/posts/muon/); Liu et al., *Muon is scalable for LLM
+      training*, 2025 (arXiv:2502.16982).
+    """
+    fn = "muon"  # the fallback Adam's arguments are checked under their names here
+    _checks.check_in_range(fn, "adam_b1", adam_b1, 0.0, 1.0, high_open=True)
+    _checks.check_in_range(fn, "adam_b2", adam_b2, 0.0, 1.0, high_open=True)
+    _checks.check_finite(fn, "adam_eps_root", adam_eps_root)
+    _checks.check_nonnegative(fn, "adam_eps_root", adam_eps_root)
+    _checks.check_nonnegative(fn, "adam_weight_decay", adam_weight_decay)
+    if adam_learning_rate is not None:
+        _checks.check_finite(fn, "adam_learning_rate", adam_learning_rate)
+        _checks.check_nonnegative(fn, "adam_learning_rate", adam_learning_rate)
+    if fallback is None:
+        fallback = chain(
+            scale_by_bias_corrected_adam(
+                adam_b1, adam_b2, eps, adam_eps_root, nesterov=nesterov, mu_dtype=mu_dtype, nu_dtype=nu_dtype
+            ),
+            add_decayed_weights(adam_weight_decay),
+            scale_by_learning_rate(learning_rate if adam_learning_rate is None else adam_learning_rate),
+        )
+    else:
+        _checks.check_transform(fn, "fallback", fallback)
+    matrices = chain(
+        scale_by_muon(
+            ns_coeffs,
+            ns_steps,
+            beta,
+            eps,
+            nesterov=nesterov,
+            adaptive=adaptive,
+            mu_dtype=mu_dtype,
+            weight_dimension_numbers=weight_dimension_numbers,
+        ),
+        scale_by_shape(consistent_rms, weight_dimension_numbers=weight_dimension_numbers),
+        add_decayed_weights(weight_decay, mask=mask),
+        scale_by_learning_rate(learning_rate),
+    )
+    labels = _muon_labels if weight_dimension_numbers is None else _labels_by_dims(weight_dimension_numbers)
+    return partition({"muon": matrices, "fallback": fallback}, labels)
+
+
+__all__ = ["MuonDimensionNumbers", "ScaleByMuonState", "muon", "scale_by_muon", "scale_by_shape"]

@@ -1,0 +1,481 @@
+"""Shampoo (tf.contrib's `ShampooOptimizer`): `scale_by_shampoo`, `shampoo`."""
+
+from __future__ import annotations
+
+import functools
+import numbers
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from gradtx import linalg
+from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
+from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
+from gradtx._core.chain import chain
+from gradtx._core.rule import update_rule
+from gradtx._core.scalars import at_least_float32
+from gradtx.combinators._scale import scale_by_learning_rate
+
+_ITER_COUNT = 100  # the Schur-Newton root: at most this many iterations ...
+
+
+_ITER_TOL = 1e-6  # ... stopping once max|M - I| <= this (contrib's `iter_count`, `epsilon`)
+
+
+_HIGHEST = jax.lax.Precision.HIGHEST  # full float32 products (TPUs, TF32 GPUs round inputs otherwise)
+
+
+def _mm(a, b):
+    return jnp.matmul(a, b, precision=_HIGHEST)
+
+
+class ScaleByShampooState(NamedTuple):
+    """State of `scale_by_shampoo`.
+
+    Per leaf of rank r, `mat_gbar` and `mat_h` hold a tuple with one entry per dimension
+    i (a scalar leaf counts as shape `(1,)`). All arrays are float32 (float64 for float64
+    leaves), whatever the leaf's dtype.
+    """
+
+    count: _protocol.Count  # int32: completed updates; contrib's `step` is count + 1
+    gbar: _protocol.Updates  # TF slot "gbar": the averaged gradient (stays 0 when gbar_decay == 0)
+    mat_gbar: (
+        _protocol.Updates
+    )  # TF slots "Gbar_<i>": [d_i, d_i] statistics, or [d_i] when d_i > max_matrix_size
+    mat_h: (
+        _protocol.Updates
+    )  # TF slots "H_<i>": the last root [d_i, d_i] (from I) if svd_interval > 1, else None
+
+
+def _dims(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(shape) if len(shape) else (1,)  # contrib divides by the rank 0; gradtx: a scalar is a [1]
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _weighted_average(slot, decay, decay_t, rest):
+    """contrib's `_weighted_average`: `(value, new_slot)`; a literal decay of 0 or 1 takes a short form.
+
+    For a decay known only at run time (a schedule, an array, `inject_hyperparams`) contrib
+    computes `slot + ((decay - 1) * slot + rest)`: `slot + rest` at decay 1, and within an
+    ulp of `rest` at decay 0. gradtx selects `slot + rest` and `rest` exactly at those
+    values, so a traced 0 or 1 gives the numbers of a literal one (XLA's fused multiply-adds
+    would otherwise round the two forms differently); a traced decay does write the slot,
+    as contrib's general form does.
+    """
+    if _is_number(decay) and decay == 0.0:
+        return rest, slot  # the slot is not written
+    rest = _placement.placed_like(rest, slot)  # Explicit axes: where the slot is (a whole `rest` is sliced)
+    if _is_number(decay) and decay == 1.0:
+        value = slot + rest
+    else:
+        general = slot + ((decay_t - 1) * slot + rest)
+        value = jnp.where(decay_t == 1, slot + rest, jnp.where(decay_t == 0, rest, general))
+    return value, value
+
+
+def _root_svd(mat_g, eps, neg_alpha):
+    """`(G + eps I)^neg_alpha` as contrib's SVD root: `V max(s, eps)^neg_alpha U^T`."""
+    n = mat_g.shape[0]
+    u, s, vh = jnp.linalg.svd(mat_g + eps * jnp.eye(n, dtype=mat_g.dtype), full_matrices=True)
+    return _mm(vh.T * jnp.power(jnp.maximum(s, eps), neg_alpha), u.T)
+
+
+def _root_iterative(mat_g, eps, neg_alpha, p: int):
+    """`(G + eps I)^neg_alpha`, neg_alpha = -1/p, by the coupled Schur-Newton iteration (Guo-Higham 3.2)."""
+    n = mat_g.shape[0]
+    eye = jnp.eye(n, dtype=mat_g.dtype)
+    damped = mat_g + eps * eye
+    z = (1 - 1 / neg_alpha) / (2 * jnp.linalg.norm(damped))
+
+    def cond(carry):
+        i, mat_m, _ = carry
+        return (i < _ITER_COUNT) & (jnp.max(jnp.abs(mat_m - eye)) > _ITER_TOL)
+
+    def body(carry):
+        i, mat_m, mat_x = carry
+        return i + 1, *linalg.newton_root_step(mat_m, mat_x, neg_alpha, p, _HIGHEST)
+
+    init = (jnp.zeros([], jnp.int32), damped * z, eye * jnp.power(z, -neg_alpha))
+    return jax.lax.while_loop(cond, body, init)[2]
+
+
+def _root_order(fn: str, rank: int, alpha: float) -> int:
+    """p = rank / alpha for the iterative root; it must be a positive integer."""
+    p = rank / float(alpha)
+    if not (p >= 1 and abs(p - round(p)) <= 1e-9 * p):
+        raise ValueError(
+            f"`{_checks.api_name(fn)}`: with `use_iterative_root=True`, rank / `alpha` must be a positive "
+            f"integer (the Schur-Newton iteration takes integer roots); a leaf of rank {rank} with "
+            f"alpha={alpha!r} gives {p!r}. Use an alpha such as 0.5 or 1.0, or the SVD root."
+        )
+    return round(p)
+
+
+class _Config(NamedTuple):
+    """The static options of a `scale_by_shampoo` (and its hyperparameters, as given)."""
+
+    fn: str
+    max_matrix_size: int
+    gbar_decay: Any  # as given: a literal 0 or 1 takes contrib's short forms
+    mat_gbar_decay: Any  # (the same)
+    precond_update_interval: int
+    svd_interval: int
+    use_iterative_root: bool
+    alpha: Any  # as given: a literal's -alpha / rank is formed in double, as contrib does
+
+
+class _Scalars(NamedTuple):
+    """One step's scalars in a leaf's compute dtype, and whether statistics and roots are renewed."""
+
+    mat_gbar_decay: jax.Array
+    mat_gbar_weight: jax.Array
+    eps: jax.Array
+    neg_alpha: jax.Array  # -alpha / rank
+    update_stats: jax.Array  # t % precond_update_interval == 0
+    update_roots: jax.Array  # t % svd_interval == 0
+
+
+def _diagonal_dimension(pg, x, i, mat_g_i, mat_h_i, scalars, config):
+    """A dimension larger than `max_matrix_size`: a diagonal statistic, renewed every step (no factor k).
+
+    Returns `(pg, new statistic, new root slot)`; `pg` comes back with dimension i moved last.
+    """
+    axes = tuple(j for j in range(x.ndim) if j != i)
+    rest = scalars.mat_gbar_weight * jnp.sum(x * x, axis=axes)
+    # the statistic where `rest` is (whole with a gathered leaf, else sharded along i like its slot)
+    statistic = _placement.placed_like(mat_g_i, rest)
+    value, slot = _weighted_average(statistic, config.mat_gbar_decay, scalars.mat_gbar_decay, rest)
+    pg = jnp.transpose(pg, (*range(1, x.ndim), 0)) * jnp.power(value + scalars.eps, scalars.neg_alpha)
+    return pg, _placement.placed_like(slot, mat_g_i), mat_h_i
+
+
+def _root(d, scalars, config, rank):
+    """The function `G -> (G + eps I)^neg_alpha` for a `d x d` statistic of a rank-`rank` leaf."""
+    if d == 1:
+        return lambda v: jnp.power(v + scalars.eps, scalars.neg_alpha)
+    if config.use_iterative_root:
+        p = _root_order(config.fn, rank, config.alpha)
+        return lambda v: _root_iterative(v, scalars.eps, scalars.neg_alpha, p)
+    return lambda v: _root_svd(v, scalars.eps, scalars.neg_alpha)
+
+
+def _matrix_dimension(pg, x, i, mat_g_i, mat_h_i, scalars, config):
+    """A dimension with a full `d x d` statistic: renew it every k steps, its root every svd_interval.
+
+    Returns `(pg, new statistic, new root slot)`; `pg` comes back with dimension i moved last.
+    """
+    axes = [j for j in range(x.ndim) if j != i]
+    # = (weight * k) * tensordot(x, x); the scalar goes in first so that XLA's fused
+    # multiply-adds round alike whether the weight is a literal 1 or a traced value
+    scaled = (scalars.mat_gbar_weight * config.precond_update_interval) * x
+    rest = jnp.tensordot(scaled, x, axes=(axes, axes), precision=_HIGHEST)
+    # the statistic and the kept root whole (gathered if `sharded_state` split them), the slots put back
+    statistic = _placement.whole(mat_g_i)
+    value, slot = _weighted_average(statistic, config.mat_gbar_decay, scalars.mat_gbar_decay, rest)
+    if config.precond_update_interval > 1:
+        value = jnp.where(scalars.update_stats, value, statistic)
+        slot = jnp.where(scalars.update_stats, slot, statistic)
+    root = _root(x.shape[i], scalars, config, x.ndim)
+    if config.svd_interval > 1:
+        kept = _placement.whole(mat_h_i)
+        h = jax.lax.cond(scalars.update_roots, root, lambda v: kept, value)
+    else:
+        h = root(value)
+    pg = jnp.tensordot(pg, h, axes=([0], [0]), precision=_HIGHEST)
+    new_root = _placement.placed_like(h, mat_h_i) if config.svd_interval > 1 else mat_h_i
+    return pg, _placement.placed_like(slot, mat_g_i), new_root
+
+
+def _compute_dtype(p: Any) -> Any:
+    """float32, or float64 for a float64 parameter: bf16 leaves keep float32 statistics."""
+    dt = p.dtype if hasattr(p, "dtype") else jnp.result_type(p)
+    return jax.dtypes.canonicalize_dtype(jnp.promote_types(dt, jnp.float32))
+
+
+def _replicated(p: Any, x: jax.Array) -> jax.Array:
+    """The constant `x` on `p`'s devices, replicated there (placed with `p` in every mode)."""
+    return x + _placement.reduced(p, (), x.dtype)
+
+
+def _statistics(p: Any, config: _Config) -> tuple[jax.Array, ...]:
+    """The `mat_gbar` slot of `p`: per dimension, a [d, d] statistic, or [d] past `max_matrix_size`."""
+    dims, dt = _dims(jnp.shape(p)), _compute_dtype(p)
+    if config.use_iterative_root and any(1 < d <= config.max_matrix_size for d in dims):
+        _root_order(config.fn, len(dims), float(config.alpha))
+
+    def statistic(i: int, d: int) -> jax.Array:
+        if d <= config.max_matrix_size:
+            return _replicated(p, jnp.zeros((d, d), dt))
+        if jnp.shape(p):
+            return _placement.reduced(p, (i,), dt)  # one entry per index of axis i, placed like it
+        return _replicated(p, jnp.zeros((1,), dt))
+
+    return tuple(statistic(i, d) for i, d in enumerate(dims))
+
+
+def _roots(p: Any, config: _Config) -> tuple[jax.Array | None, ...]:
+    """The `mat_h` slot of `p`: per matrix dimension, the root kept between renewals (from I), if any."""
+    keep = config.svd_interval > 1
+    dt = _compute_dtype(p)
+    return tuple(
+        _replicated(p, jnp.eye(d, dtype=dt)) if keep and d <= config.max_matrix_size else None
+        for d in _dims(jnp.shape(p))
+    )
+
+
+def _shampoo_leaf(g, gbar, mat_g, mat_h, h, *, config):
+    """One leaf's step: `(update, gbar, statistics, roots)` in the compute dtype (that of `gbar`: float32 for
+    a bf16 leaf)."""
+    if g.size == 0:
+        return jnp.zeros(g.shape, g.dtype), gbar, mat_g, mat_h
+    dt = gbar.dtype
+    gd_t, gw_t, md_t, mw_t, eps_t, alpha_t = (
+        jnp.asarray(x, dt)
+        for x in (h.gbar_decay, h.gbar_weight, h.mat_gbar_decay, h.mat_gbar_weight, h.eps, h.alpha)
+    )
+    dims = _dims(g.shape)
+    # a matrix statistic, its root and their products need the whole leaf (Explicit axes: gathered, the update
+    # sliced back at the end); a leaf with diagonal statistics only stays sharded (its sums: all-reduces)
+    whole = _placement.whole if any(d <= config.max_matrix_size for d in dims) else (lambda v: v)
+    x = whole(g.astype(dt).reshape(dims))
+    pg, new_gbar = _weighted_average(gbar.reshape(dims), config.gbar_decay, gd_t, gw_t * x)
+    pg = whole(pg)  # already whole unless `gbar` is averaged in
+    alpha = config.alpha
+    neg_alpha = jnp.asarray(-alpha / len(dims), dt) if _is_number(alpha) else -alpha_t / len(dims)
+    update_stats = h.t % config.precond_update_interval == 0
+    update_roots = h.t % config.svd_interval == 0
+    scalars = _Scalars(md_t, mw_t, eps_t, neg_alpha, update_stats, update_roots)
+    new_g, new_h = [], []
+    for i, d in enumerate(dims):
+        step = _matrix_dimension if d <= config.max_matrix_size else _diagonal_dimension
+        pg, slot, root = step(pg, x, i, mat_g[i], mat_h[i], scalars, config)
+        new_g.append(slot)
+        new_h.append(root)
+    update = _placement.placed_like(pg.reshape(g.shape), g)  # a whole one is sliced (no communication)
+    return update, new_gbar.reshape(g.shape), tuple(new_g), tuple(new_h)
+
+
+@_registry.transform()
+@_factory.api
+def scale_by_shampoo(
+    *,
+    max_matrix_size: int = 768,
+    gbar_decay: _protocol.ScalarOrSchedule = 0.0,
+    gbar_weight: _protocol.ScalarOrSchedule = 1.0,
+    mat_gbar_decay: _protocol.ScalarOrSchedule = 1.0,
+    mat_gbar_weight: _protocol.ScalarOrSchedule = 1.0,
+    svd_interval: int = 1,
+    precond_update_interval: int = 1,
+    eps: _protocol.ScalarOrSchedule = 0.1,
+    alpha: _protocol.ScalarOrSchedule = 0.5,
+    use_iterative_root: bool = False,
+) -> _protocol.GradientTransformation:
+    r"""Shampoo's preconditioned gradient: one matrix root per tensor dimension, as contrib computes it.
+
+    For a leaf of rank r with gradient :math:`g` (step :math:`t` = count + 1), in order:
+
+    .. math::
+        \bar g = \bar g + (\delta_t - 1)\bar g + w_t g \quad
+        (\delta = 0:\ \bar g = w_t g;\ \delta = 1:\ \bar g = \bar g + w_t g)
+
+        G_i = G_i + (\mu_t - 1) G_i + k\,\nu_t\, g_{(i)} g_{(i)}^T \quad
+        \text{when } t \bmod k = 0,\ k = \texttt{precond\_update\_interval}
+
+        H_i = (G_i + \epsilon I)^{-\alpha/r} = V \max(s, \epsilon)^{-\alpha/r} U^T, \quad
+        u = \bar g \times_0 H_0 \times_1 H_1 \cdots \times_{r-1} H_{r-1}
+
+    where :math:`g_{(i)}` is :math:`g` unfolded along dimension i,
+    :math:`(s, U, V) = \operatorname{svd}(G_i + \epsilon I)` and :math:`\times_i H` contracts
+    dimension i with the first index of :math:`H`. :math:`H_i` is recomputed when
+    :math:`t \bmod \texttt{svd\_interval} = 0` (every step for 1) and otherwise read from
+    the `mat_h` slot, which starts at the identity. A dimension larger than
+    `max_matrix_size` gets a diagonal statistic instead, updated every step (not gated by
+    `precond_update_interval`, no factor k):
+    :math:`G_i = \text{avg}(\sum_{\neg i} g^2)` and :math:`u \leftarrow u\,(G_i + \epsilon)^{-\alpha/r}`
+    along that dimension. `use_iterative_root=True` replaces the SVD with the coupled
+    Schur-Newton iteration (at most 100 iterations, stopping when
+    :math:`\max|M - I| \le 10^{-6}`), which needs r/alpha to be an integer. A literal
+    `gbar_decay` of 0 leaves the `gbar` slot unwritten and a literal `mat_gbar_decay` of 0
+    leaves `mat_gbar` unwritten (as contrib), which matters only with
+    `precond_update_interval` > 1.
+
+    The learning rate is separable (`var -= lr * u`): follow with
+    `scale_by_learning_rate(lr)`. Schedules see `count = t - 1` (gradtx's rule); contrib
+    calls its lambdas with `t`, so TF's `lambda T: f(T)` is `lambda count: f(count + 1)`.
+    A scalar leaf is treated as a vector of length 1 (contrib divides by the rank 0 and
+    fails), which gives it Adagrad's step :math:`(G + \epsilon)^{-\alpha}\bar g`. Row-sparse
+    gradients are densified. The arithmetic runs in float32 (float64 for float64 leaves);
+    updates are cast back to each leaf's dtype. Under Explicit mesh axes (`jax.set_mesh`) a
+    sharded leaf with a matrix statistic is gathered whole (its gradient, and an averaged
+    `gbar`: one all-gather per sharded mesh axis each), computed on every device with no
+    further communication and its update sliced back; diagonal-only leaves stay sharded.
+
+    Args:
+      max_matrix_size: dimensions up to this size get a full matrix; larger ones a diagonal.
+      gbar_decay: decay of the averaged gradient, in [0, 1].
+      gbar_weight: weight of the new gradient in the average, >= 0.
+      mat_gbar_decay: decay of the statistics, in [0, 1].
+      mat_gbar_weight: weight of the new outer products in the statistics, >= 0.
+      svd_interval: recompute the roots every this many steps (int >= 1).
+      precond_update_interval: update the matrix statistics every this many steps (int >= 1).
+      eps: added to the statistics (times I) and floor of the singular values, >= 0.
+      alpha: total power of the preconditioners, >= 0 (a number with the iterative root).
+      use_iterative_root: use the Schur-Newton iteration instead of the SVD.
+
+    Returns:
+      A `GradientTransformation` with state `ScaleByShampooState(count, gbar, mat_gbar, mat_h)`.
+
+    Raises:
+      TypeError: for a non-integer size or interval, or a schedule `alpha` with the iterative root.
+      ValueError: for a decay outside [0, 1], a negative weight, `eps` or `alpha`, an interval
+        < 1; from `init`, with the iterative root, when a leaf's rank / `alpha` is not an integer.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from gradtx import scale_by_shampoo
+        >>> tx = scale_by_shampoo(eps=0.0)
+        >>> g = jnp.array([[3.0, 0.0], [0.0, 4.0]])
+        >>> u, state = tx.update(g, tx.init(g))
+        >>> u.round(4)  # (G_0)^(-1/4) g (G_1)^(-1/4) with G_0 = G_1 = g g^T
+        Array([[1., 0.],
+               [0., 1.]], dtype=float32)
+
+    References:
+      Gupta, Koren, Singer, *Shampoo: preconditioned stochastic tensor optimization*,
+      ICML 2018, arXiv:1802.09568; Guo, Higham, *A Schur-Newton method for the matrix p-th
+      root and its inverse*, SIAM J. Matrix Anal. Appl. 28(3), 2006.
+    """
+    fn = "scale_by_shampoo"
+    _checks.check_int(fn, "max_matrix_size", max_matrix_size, minimum=0)
+    _checks.check_in_range(fn, "gbar_decay", gbar_decay, 0.0, 1.0)
+    _checks.check_nonnegative(fn, "gbar_weight", gbar_weight)
+    _checks.check_in_range(fn, "mat_gbar_decay", mat_gbar_decay, 0.0, 1.0)
+    _checks.check_nonnegative(fn, "mat_gbar_weight", mat_gbar_weight)
+    _checks.check_int(fn, "svd_interval", svd_interval, minimum=1)
+    _checks.check_int(fn, "precond_update_interval", precond_update_interval, minimum=1)
+    _checks.check_nonnegative(fn, "eps", eps)
+    _checks.check_bool(fn, "use_iterative_root", use_iterative_root)
+    if use_iterative_root:
+        _checks.check_number(fn, "alpha", alpha)
+        _checks.check_positive(fn, "alpha", alpha)
+    else:
+        _checks.check_nonnegative(fn, "alpha", alpha)
+
+    config = _Config(
+        fn,
+        max_matrix_size,
+        gbar_decay,
+        mat_gbar_decay,
+        precond_update_interval,
+        svd_interval,
+        use_iterative_root,
+        alpha,
+    )
+    return update_rule(
+        fn,
+        ScaleByShampooState,
+        functools.partial(_shampoo_leaf, config=config),
+        hyper={
+            "gbar_decay": gbar_decay,
+            "gbar_weight": gbar_weight,
+            "mat_gbar_decay": mat_gbar_decay,
+            "mat_gbar_weight": mat_gbar_weight,
+            "eps": eps,
+            "alpha": alpha,
+        },
+        slots={
+            "gbar": lambda p: _placement.filled(p, 0.0, _compute_dtype(p)),
+            "mat_gbar": functools.partial(_statistics, config=config),
+            "mat_h": functools.partial(_roots, config=config),
+        },
+        kind=_protocol.LeafWise,  # per-dimension statistics of whole leaves
+        real_only="its preconditioners are real symmetric matrices (a complex one would need conjugate "
+        "transposes)",
+        tf_scalars=True,
+        compute_dtype=at_least_float32,  # float32 statistics for bf16 leaves
+    )
+
+
+@_registry.optimizer("Shampoo")
+@_factory.api
+def shampoo(
+    learning_rate: _protocol.ScalarOrSchedule = 1.0,
+    *,
+    max_matrix_size: int = 768,
+    gbar_decay: _protocol.ScalarOrSchedule = 0.0,
+    gbar_weight: _protocol.ScalarOrSchedule = 1.0,
+    mat_gbar_decay: _protocol.ScalarOrSchedule = 1.0,
+    mat_gbar_weight: _protocol.ScalarOrSchedule = 1.0,
+    svd_interval: int = 1,
+    precond_update_interval: int = 1,
+    eps: _protocol.ScalarOrSchedule = 0.1,
+    alpha: _protocol.ScalarOrSchedule = 0.5,
+    use_iterative_root: bool = False,
+) -> _protocol.GradientTransformation:
+    r"""Shampoo: `tf.contrib.opt.ShampooOptimizer`, one matrix preconditioner per tensor dimension.
+
+    `var -= lr * gbar x_0 H_0 ... x_{r-1} H_{r-1}` with `H_i = (G_i + eps I)^(-alpha/r)` and
+    `G_i` the accumulated outer products of the gradient unfolded along dimension i
+    (diagonal for dimensions above `max_matrix_size`). This is
+    `chain(scale_by_shampoo(...), scale_by_learning_rate(learning_rate))`; see
+    `scale_by_shampoo` for the math, the intervals and the gbar rules. Schedules see
+    `count = t - 1` (contrib's lambdas get `t`). Row-sparse gradients are densified.
+
+    Args:
+      learning_rate: the learning rate (number, scalar array or schedule).
+      max_matrix_size: dimensions up to this size get a full matrix; larger ones a diagonal.
+      gbar_decay: decay of the averaged gradient, in [0, 1].
+      gbar_weight: weight of the new gradient in the average, >= 0.
+      mat_gbar_decay: decay of the statistics, in [0, 1].
+      mat_gbar_weight: weight of the new outer products in the statistics, >= 0.
+      svd_interval: recompute the roots every this many steps (int >= 1).
+      precond_update_interval: update the matrix statistics every this many steps (int >= 1).
+      eps: added to the statistics (times I) and floor of the singular values, >= 0 (TF's
+        `epsilon`, whose default 0.1 this is; a rank-deficient statistic amplifies float32
+        rounding by about :math:`\sqrt{|G| / \epsilon}`, so smaller values are less steady).
+      alpha: total power of the preconditioners, >= 0.
+      use_iterative_root: use the Schur-Newton iteration instead of the SVD (rank / alpha
+        must then be an integer).
+
+    Returns:
+      A `GradientTransformation`; the slots are `state[0].gbar`, `state[0].mat_gbar` (TF's
+      `Gbar_<i>`) and `state[0].mat_h` (TF's `H_<i>`); leaf-wise (a per-tensor rule).
+
+    Raises:
+      TypeError: for a non-integer size or interval, or a schedule `alpha` with the iterative root.
+      ValueError: for a decay outside [0, 1], a negative weight, `eps`, `alpha` or rate, or
+        an interval < 1.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.shampoo(learning_rate=0.1, eps=0.0)
+        >>> g = jnp.array([[3.0, 0.0], [0.0, 4.0]])
+        >>> u, state = tx.update(g, tx.init(g))
+        >>> bool(jnp.allclose(u, -0.1 * jnp.eye(2)))  # -lr * G_0^(-1/4) g G_1^(-1/4), G_0 = G_1 = g g^T
+        True
+    """
+    return chain(
+        scale_by_shampoo(
+            max_matrix_size=max_matrix_size,
+            gbar_decay=gbar_decay,
+            gbar_weight=gbar_weight,
+            mat_gbar_decay=mat_gbar_decay,
+            mat_gbar_weight=mat_gbar_weight,
+            svd_interval=svd_interval,
+            precond_update_interval=precond_update_interval,
+            eps=eps,
+            alpha=alpha,
+            use_iterative_root=use_iterative_root,
+        ),
+        scale_by_learning_rate(learning_rate),
+    )
+
+
+__all__ = ["ScaleByShampooState", "scale_by_shampoo", "shampoo"]

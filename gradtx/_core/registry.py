@@ -1,0 +1,209 @@
+"""The registry's entries: name -> factory, aliases and kind, filled by the modules that define the factories.
+
+Each algorithm's module registers its factories beside their definitions (`@optimizer("Adam")`
+above `def adam`), so the registry is complete once `gradtx` is imported. `gradtx.registry`
+builds on it: `get`, `from_config`, TF's argument names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Any, Callable
+
+from gradtx._core import checks as _checks
+from gradtx._core import protocol as _protocol
+
+KINDS = ("optimizer", "transform", "wrapper")
+"""The kinds of entries: full optimizers, transforms from plain arguments, wrappers of a transform."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One registered factory.
+
+    Attributes:
+      name: the gradtx name (`gradtx.<name>`).
+      factory: the function that builds the transform.
+      kind: "optimizer" (a full optimizer), "transform" (a building block or combinator
+        from plain arguments) or "wrapper" (takes a transform, e.g. `moving_average`).
+      aliases: other accepted names (TF class names, optimize_loss strings, RETURNN names).
+    """
+
+    name: str
+    factory: Callable[..., _protocol.GradientTransformation]
+    kind: str
+    aliases: tuple[str, ...] = ()
+
+
+def _key(name: str) -> str:
+    k = name.lower().replace("_", "").replace("-", "")
+    return k[: -len("optimizer")] if k.endswith("optimizer") and k != "optimizer" else k
+
+
+_ENTRIES: dict[str, Entry] = {}
+_LOOKUP: dict[str, str] = {}
+
+
+def register(entry: Entry, *, override: bool = False) -> Entry:
+    """Add an entry; its name and aliases must not collide with a registered one.
+
+    A factory registered this way is found by `gradtx.get` and `from_config` under each
+    of its names.
+
+    Args:
+      entry: the `Entry` to add.
+      override: replace the entry registered under `entry.name` (a built-in one too);
+        without it, a name already registered is refused, so that `get("adam")` cannot
+        silently start building another factory.
+
+    Returns:
+      `entry`.
+
+    Raises:
+      ValueError: on a name collision (`entry.name` taken, without `override`; an alias
+        taken by another entry) or an unknown kind.
+
+    Example:
+        >>> import gradtx
+        >>> from gradtx import registry
+        >>> e = registry.register(registry.Entry("my_sgd", gradtx.sgd, "optimizer", aliases=("MySGD",)))
+        >>> registry.entry("MySGD").name
+        'my_sgd'
+        >>> _ = registry.unregister("my_sgd")  # and gone again
+    """
+    _checks.check_one_of("register", "kind", entry.kind, KINDS)
+    _checks.check_bool("register", "override", override)
+    if entry.name in _ENTRIES and not override:
+        raise ValueError(
+            f"`register`: {entry.name!r} is already registered (with factory "
+            f"`{getattr(_ENTRIES[entry.name].factory, '__qualname__', _ENTRIES[entry.name].factory)}`); "
+            "pass `override=True` to replace it, or register under another name."
+        )
+    for n in (entry.name, *entry.aliases):
+        owner = _LOOKUP.get(_key(n))
+        if owner is not None and owner != entry.name:
+            raise ValueError(f"`register`: the name {n!r} of {entry.name!r} is already taken by {owner!r}.")
+    if entry.name in _ENTRIES:  # override: the old entry's aliases go with it
+        unregister(entry.name)
+    _ENTRIES[entry.name] = entry
+    for n in (entry.name, *entry.aliases):
+        _LOOKUP[_key(n)] = entry.name
+    return entry
+
+
+def _registering(kind: str, aliases: tuple[str, ...]) -> Callable[[Any], Any]:
+    def decorate(factory: Any) -> Any:
+        register(Entry(factory.__name__, factory, kind, aliases))
+        return factory
+
+    return decorate
+
+
+def optimizer(*aliases: str) -> Callable[[Any], Any]:
+    """Register the decorated factory as an optimizer, under its name and `aliases` (TF's class names)."""
+    return _registering("optimizer", aliases)
+
+
+def transform(*aliases: str) -> Callable[[Any], Any]:
+    """Register the decorated factory as a transform (a building block or combinator from plain arguments)."""
+    return _registering("transform", aliases)
+
+
+def wrapper(*aliases: str) -> Callable[[Any], Any]:
+    """Register the decorated factory as a wrapper (a transform of a transform)."""
+    return _registering("wrapper", aliases)
+
+
+def unregister(name: str) -> Entry:
+    """Remove an entry and its aliases (e.g. one a test or notebook registered).
+
+    Args:
+      name: any name of the entry.
+
+    Returns:
+      The removed `Entry`.
+
+    Raises:
+      UnknownNameError: for an unknown name.
+
+    Example:
+        >>> import gradtx
+        >>> from gradtx import registry
+        >>> _ = registry.register(registry.Entry("tmp_sgd", gradtx.sgd, "optimizer"))
+        >>> registry.unregister("tmp_sgd").name, "tmp_sgd" in registry.names()
+        ('tmp_sgd', False)
+    """
+    e = entry(name)
+    del _ENTRIES[e.name]
+    for n in (e.name, *e.aliases):
+        _LOOKUP.pop(_key(n), None)
+    return e
+
+
+def entries(kind: str | None = None) -> tuple[Entry, ...]:
+    """All registered entries (of one `kind` if given), sorted by name.
+
+    Args:
+      kind: "optimizer", "transform", "wrapper", or None for all.
+
+    Returns:
+      A tuple of `Entry`.
+
+    Example:
+        >>> from gradtx import registry
+        >>> [e.name for e in registry.entries("optimizer") if e.name.startswith("adam")]
+        ['adam', 'adam_gs', 'adamax', 'adamaxw', 'adamw']
+    """
+    if kind is not None:
+        _checks.check_one_of("entries", "kind", kind, KINDS)
+    return tuple(e for _, e in sorted(_ENTRIES.items()) if kind is None or e.kind == kind)
+
+
+def entry(name: str) -> Entry:
+    """The entry for a gradtx name, TF class name or alias.
+
+    Args:
+      name: e.g. "adam", "AdamOptimizer", "Adam" (case and underscores do not matter).
+
+    Returns:
+      The registered `Entry`.
+
+    Raises:
+      UnknownNameError: (a KeyError and a ValueError) for an unknown name, listing the
+        closest registered names.
+
+    Example:
+        >>> from gradtx import registry
+        >>> e = registry.entry("MomentumOptimizer")
+        >>> e.name, e.kind, e.aliases
+        ('momentum', 'optimizer', ('Momentum',))
+    """
+    found = _LOOKUP.get(_key(name)) if isinstance(name, str) else None
+    if found is None:
+        by_key = {_key(n): e.name for e in _ENTRIES.values() for n in (e.name, *e.aliases)}
+        close_keys = difflib.get_close_matches(_key(str(name)), list(by_key), n=8, cutoff=0.6)
+        close = list(dict.fromkeys(by_key[k] for k in close_keys))[:4]
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise _protocol.UnknownNameError(
+            f"`gradtx.get`: unknown optimizer or transform {name!r}.{hint} "
+            f"All names: gradtx.registry.names()."
+        )
+    return _ENTRIES[found]
+
+
+def names(kind: str | None = None) -> tuple[str, ...]:
+    """The gradtx names of all entries (of one `kind` if given), sorted.
+
+    Args:
+      kind: "optimizer", "transform", "wrapper", or None for all.
+
+    Returns:
+      A tuple of names.
+
+    Example:
+        >>> from gradtx import registry
+        >>> "lazy_adam" in registry.names("optimizer"), "chain" in registry.names("optimizer")
+        (True, False)
+    """
+    return tuple(e.name for e in entries(kind))
