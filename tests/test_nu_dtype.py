@@ -14,7 +14,7 @@ import gradtx
 from tests import helpers
 
 PARAMS = {"w": jnp.ones((4, 3), jnp.bfloat16), "b": jnp.ones(3, jnp.bfloat16)}
-SECOND_MOMENTS = ("v", "v_max")  # the slots `nu_dtype` sets; `m` follows `mu_dtype`
+SECOND_MOMENTS = ("v", "nu", "nu_max")  # the slots `nu_dtype` sets; `m`/`mu` follow `mu_dtype`
 
 FACTORIES = {
     "scale_by_adam": gradtx.scale_by_adam,
@@ -80,7 +80,7 @@ def test_a_float32_nu_of_bf16_gradients_has_the_numbers_of_a_float32_recurrence(
         def step(state, g):
             return tx.update(g, state, params)[1], None
 
-        return jax.lax.scan(step, tx.init(params), grads)[0].v
+        return jax.lax.scan(step, tx.init(params), grads)[0].nu
 
     wide, narrow = jax.jit(lambda: (final_nu(jnp.float32), final_nu(None)))()
     g32 = np.asarray(grads, np.float32)

@@ -7,7 +7,6 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -22,8 +21,8 @@ class ScaleByAcpropState(NamedTuple):
     """State of `scale_by_acprop`."""
 
     count: _protocol.Count  # int32: completed updates
-    m: _protocol.Updates  # first moment (starts at 0)
-    s: _protocol.Updates  # the moving average of (g - m_prev)^2, plus eps_root per step (starts at 0)
+    mu: _protocol.Updates  # first moment (starts at 0)
+    nu: _protocol.Updates  # the moving average of (g - m_prev)^2, plus eps_root per step (starts at 0)
 
 
 def _acprop_prepare(h, state, extra_args):
@@ -40,7 +39,6 @@ def _acprop_leaf(g, m, s, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_acprop(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -67,7 +65,7 @@ def scale_by_acprop(
       eps_root: added to the statistic at every step, >= 0.
 
     Returns:
-      An `ElementWise` transform with state `ScaleByAcpropState(count, m, s)`.
+      An `ElementWise` transform with state `ScaleByAcpropState(count, mu, nu)`.
 
     Raises:
       ValueError: if a beta is outside [0, 1) or `eps` / `eps_root` is negative.
@@ -94,13 +92,12 @@ def scale_by_acprop(
         ScaleByAcpropState,
         _acprop_leaf,
         hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root},
-        slots={"m": 0.0, "s": 0.0},
+        slots={"mu": 0.0, "nu": 0.0},
         prepare=_acprop_prepare,
     )
 
 
 @_registry.optimizer("ACProp")
-@_factory.api
 def acprop(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,

@@ -10,7 +10,6 @@ import jax.numpy as jnp
 from gradtx._algorithms.adam import first_moment_estimate
 from gradtx._algorithms.radam import _check_betas_and_eps
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -24,8 +23,8 @@ class ScaleByBeliefState(NamedTuple):
     """State of `scale_by_belief`."""
 
     count: _protocol.Count  # int32: completed updates
-    m: _protocol.Updates  # first moment (starts at 0)
-    s: _protocol.Updates  # the moving average of (g - m)^2, plus eps_root per step (starts at 0)
+    mu: _protocol.Updates  # first moment (starts at 0)
+    nu: _protocol.Updates  # the moving average of (g - m)^2, plus eps_root per step (starts at 0)
 
 
 def _belief_leaf(g, m, s, h, *, nesterov: bool):
@@ -35,7 +34,6 @@ def _belief_leaf(g, m, s, h, *, nesterov: bool):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_belief(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -66,7 +64,7 @@ def scale_by_belief(
       nesterov: use Nesterov's form of the first moment.
 
     Returns:
-      An `ElementWise` transform with state `ScaleByBeliefState(count, m, s)`.
+      An `ElementWise` transform with state `ScaleByBeliefState(count, mu, nu)`.
 
     Raises:
       ValueError: if a beta is outside [0, 1) or `eps` / `eps_root` is negative.
@@ -92,13 +90,12 @@ def scale_by_belief(
         ScaleByBeliefState,
         functools.partial(_belief_leaf, nesterov=nesterov),
         hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root},
-        slots={"m": 0.0, "s": 0.0},
+        slots={"mu": 0.0, "nu": 0.0},
         prepare=functools.partial(corrections, nesterov=nesterov),
     )
 
 
 @_registry.optimizer("AdaBelief")
-@_factory.api
 def adabelief(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,

@@ -8,7 +8,6 @@ import jax.numpy as jnp
 from jax import lax
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -33,7 +32,6 @@ def _adadelta_leaf(g, accum, accum_update, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_adadelta(
     rho: _protocol.ScalarOrSchedule = 0.95, eps: _protocol.ScalarOrSchedule = 1e-8
 ) -> _protocol.GradientTransformation:
@@ -84,7 +82,6 @@ def scale_by_adadelta(
 
 
 @_registry.optimizer("Adadelta")
-@_factory.api
 def adadelta(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     rho: _protocol.ScalarOrSchedule = 0.95,

@@ -10,7 +10,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
@@ -100,7 +99,6 @@ def _factored_leaf(g, v_row, v_col, v, h, *, factored: bool, min_dim_size_to_fac
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_factored_rms(
     factored: bool = True,
     decay_rate: _protocol.ScalarOrSchedule = 0.8,
@@ -199,7 +197,6 @@ def _is_int_array(value: Any) -> bool:
 
 
 @_registry.optimizer("Adafactor")
-@_factory.api
 def adafactor(
     learning_rate: _protocol.ScalarOrSchedule | None = None,
     min_dim_size_to_factor: int = 128,

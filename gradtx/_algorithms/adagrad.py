@@ -11,7 +11,6 @@ from jax import lax
 
 from gradtx._algorithms.adam import _REAL_ONLY, _dtype
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -38,7 +37,6 @@ def _adagrad_leaf(g, accum, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_adagrad(initial_accumulator_value: float = 0.1) -> _protocol.GradientTransformation:
     r"""Divide by the root of the accumulated squared gradients, as TF's `ApplyAdagrad` kernel.
 
@@ -85,7 +83,6 @@ def scale_by_adagrad(initial_accumulator_value: float = 0.1) -> _protocol.Gradie
 
 
 @_registry.optimizer("Adagrad")
-@_factory.api
 def adagrad(
     learning_rate: _protocol.ScalarOrSchedule, initial_accumulator_value: float = 0.1
 ) -> _protocol.GradientTransformation:
@@ -116,7 +113,6 @@ def adagrad(
 
 
 @_registry.optimizer("RegAdagrad")
-@_factory.api
 def reg_adagrad(
     learning_rate: _protocol.ScalarOrSchedule, initial_accumulator_value: float = 0.1
 ) -> _protocol.GradientTransformation:
@@ -160,7 +156,6 @@ def _rss_leaf(g, sum_of_squares, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_rss(
     initial_accumulator_value: Any = 0.1, eps: _protocol.ScalarOrSchedule = 1e-7
 ) -> _protocol.GradientTransformation:

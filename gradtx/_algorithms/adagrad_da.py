@@ -7,7 +7,6 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -42,7 +41,6 @@ def _adagrad_da_leaf(g, g_acc, gg_acc, var, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_adagrad_da(
     learning_rate: _protocol.ScalarOrSchedule,
     initial_gradient_squared_accumulator_value: float = 0.1,
@@ -114,7 +112,6 @@ def scale_by_adagrad_da(
 
 
 @_registry.optimizer("AdagradDA")
-@_factory.api
 def adagrad_da(
     learning_rate: _protocol.ScalarOrSchedule,
     initial_gradient_squared_accumulator_value: float = 0.1,

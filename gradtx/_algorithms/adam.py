@@ -13,7 +13,6 @@ from jax import lax
 
 from gradtx import sparse
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -138,7 +137,6 @@ def _doc(fn):
 
 @_registry.transform()
 @_doc
-@_factory.api
 def scale_by_adam(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -194,7 +192,6 @@ def scale_by_adam(
 
 
 @_registry.optimizer("Adam")
-@_factory.api
 def adam(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -244,8 +241,8 @@ class ScaleByBiasCorrectedAdamState(NamedTuple):
     """State of `scale_by_bias_corrected_adam`."""
 
     count: _protocol.Count  # int32: completed updates
-    m: _protocol.Updates  # first moment (starts at 0)
-    v: _protocol.Updates  # second moment (starts at 0)
+    mu: _protocol.Updates  # first moment (starts at 0)
+    nu: _protocol.Updates  # second moment (starts at 0)
 
 
 def squared_as(g, v):
@@ -275,7 +272,6 @@ def _adam_leaf(g, m, v, h, *, nesterov: bool):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_bias_corrected_adam(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -304,12 +300,12 @@ def scale_by_bias_corrected_adam(
       eps: added to the root of the corrected second moment, >= 0.
       eps_root: added to the corrected second moment under the root, >= 0.
       nesterov: use Nesterov's form of the first moment.
-      mu_dtype: dtype of `m` (default: each param's dtype).
-      nu_dtype: dtype of `v` (default: each param's dtype; `jnp.float32` keeps the second moment
+      mu_dtype: dtype of `mu` (default: each param's dtype).
+      nu_dtype: dtype of `nu` (default: each param's dtype; `jnp.float32` keeps the second moment
         of bf16 params in float32, its squares computed there).
 
     Returns:
-      An `ElementWise` transform with state `ScaleByBiasCorrectedAdamState(count, m, v)`.
+      An `ElementWise` transform with state `ScaleByBiasCorrectedAdamState(count, mu, nu)`.
 
     Raises:
       ValueError: if a beta is outside [0, 1) or `eps` / `eps_root` is negative.
@@ -339,7 +335,7 @@ def scale_by_bias_corrected_adam(
         ScaleByBiasCorrectedAdamState,
         functools.partial(_adam_leaf, nesterov=nesterov),
         hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root},
-        slots={"m": Slot(0.0, mu_dtype), "v": Slot(0.0, nu_dtype)},
+        slots={"mu": Slot(0.0, mu_dtype), "nu": Slot(0.0, nu_dtype)},
         prepare=functools.partial(corrections, nesterov=nesterov),
     )
 

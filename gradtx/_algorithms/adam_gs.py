@@ -11,7 +11,6 @@ import jax.numpy as jnp
 from gradtx._algorithms.adam import _adam_family, _doc, _tf1_leaf, _tf1_rows
 from gradtx._algorithms.lazy_adam import _lazy_sparse
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
@@ -35,7 +34,6 @@ def _powers_from_global_step(fn, h, state, extra):
 
 @_registry.transform()
 @_doc
-@_factory.api
 def scale_by_adam_gs(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -82,7 +80,6 @@ def scale_by_adam_gs(
 
 @_registry.transform()
 @_doc
-@_factory.api
 def scale_by_lazy_adam_gs(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -123,7 +120,6 @@ def scale_by_lazy_adam_gs(
 
 @_registry.optimizer("AdamGS")
 @_doc
-@_factory.api
 def adam_gs(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -166,7 +162,6 @@ def adam_gs(
 
 @_registry.optimizer("LazyAdamGS")
 @_doc
-@_factory.api
 def lazy_adam_gs(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,

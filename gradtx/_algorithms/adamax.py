@@ -12,7 +12,6 @@ import jax.numpy as jnp
 from gradtx import sparse
 from gradtx._algorithms.adam import _doc
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -58,7 +57,6 @@ def _adamax_rows(g, m, v, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_adamax(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -119,8 +117,8 @@ class ScaleByBiasCorrectedAdamaxState(NamedTuple):
     """State of `scale_by_bias_corrected_adamax`."""
 
     count: _protocol.Count  # int32: completed updates
-    m: _protocol.Updates  # first moment (starts at 0)
-    v: _protocol.Updates  # the decayed infinity norm (starts at 0)
+    mu: _protocol.Updates  # first moment (starts at 0)
+    nu: _protocol.Updates  # the decayed infinity norm (starts at 0)
 
 
 def _bias_corrected_adamax_leaf(g, m, v, h):
@@ -136,7 +134,6 @@ def _check_betas(fn: str, b1: Any, b2: Any, eps: Any) -> None:
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_bias_corrected_adamax(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -157,7 +154,7 @@ def scale_by_bias_corrected_adamax(
       eps: added to each gradient's magnitude, >= 0.
 
     Returns:
-      An `ElementWise` transform with state `ScaleByBiasCorrectedAdamaxState(count, m, v)`.
+      An `ElementWise` transform with state `ScaleByBiasCorrectedAdamaxState(count, mu, nu)`.
 
     Raises:
       ValueError: for a beta outside [0, 1) or a negative epsilon.
@@ -177,14 +174,13 @@ def scale_by_bias_corrected_adamax(
         ScaleByBiasCorrectedAdamaxState,
         _bias_corrected_adamax_leaf,
         hyper={"b1": b1, "b2": b2, "eps": eps},
-        slots={"m": 0.0, "v": 0.0},
+        slots={"mu": 0.0, "nu": 0.0},
         prepare=functools.partial(corrections, b2=None),
     )
 
 
 @_registry.optimizer("AdaMax")
 @_doc
-@_factory.api
 def adamax(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -216,7 +212,6 @@ def adamax(
 
 
 @_registry.optimizer("AdaMaxW")
-@_factory.api
 def adamaxw(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -278,7 +273,7 @@ class TorchAdamaxState(NamedTuple):
 def adamax_rule(b1: float, b2: float, eps: float) -> _protocol.GradientTransformation:
     """torch's Adamax direction: `scale_by_bias_corrected_adamax` (eps inside the maximum), torch's names."""
     return restated(
-        scale_by_bias_corrected_adamax(b1, b2, eps), TorchAdamaxState, {"m": "exp_avg", "v": "exp_inf"}
+        scale_by_bias_corrected_adamax(b1, b2, eps), TorchAdamaxState, {"mu": "exp_avg", "nu": "exp_inf"}
     )
 
 

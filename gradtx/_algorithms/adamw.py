@@ -6,7 +6,6 @@ from typing import Any
 
 from gradtx._algorithms.adam import _doc, scale_by_adam
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
@@ -16,7 +15,6 @@ from gradtx.combinators._weight_decay import decoupled_weight_decay
 
 @_registry.optimizer("AdamW")
 @_doc
-@_factory.api
 def adamw(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     *,

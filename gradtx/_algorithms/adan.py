@@ -7,7 +7,6 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -25,7 +24,7 @@ class ScaleByAdanState(NamedTuple):
     m: _protocol.Updates  # moving average of the gradients (starts at 0)
     v: _protocol.Updates  # moving average of the gradient differences g_t - g_{t-1} (starts at 0)
     n: _protocol.Updates  # moving average of (g_t + b2' (g_t - g_{t-1}))^2 (starts at 0)
-    prev_grad: _protocol.Updates  # the previous step's gradient g_{t-1} (starts at 0)
+    g: _protocol.Updates  # the previous step's gradient g_{t-1} (starts at 0)
 
 
 def _adan_prepare(h, state, extra_args):
@@ -46,7 +45,6 @@ def _adan_leaf(g, m, v, n, prev, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_adan(
     b1: _protocol.ScalarOrSchedule = 0.98,
     b2: _protocol.ScalarOrSchedule = 0.92,
@@ -79,7 +77,7 @@ def scale_by_adan(
       eps_root: added to the corrected second moment under the root, >= 0.
 
     Returns:
-      An `ElementWise` transform with state `ScaleByAdanState(count, m, v, n, prev_grad)`.
+      An `ElementWise` transform with state `ScaleByAdanState(count, m, v, n, g)`.
 
     Raises:
       ValueError: if a beta is outside [0, 1) or `eps` / `eps_root` is negative.
@@ -105,13 +103,12 @@ def scale_by_adan(
         ScaleByAdanState,
         _adan_leaf,
         hyper={"b1": b1, "b2": b2, "b3": b3, "eps": eps, "eps_root": eps_root},
-        slots={"m": 0.0, "v": 0.0, "n": 0.0, "prev_grad": 0.0},
+        slots={"m": 0.0, "v": 0.0, "n": 0.0, "g": 0.0},
         prepare=_adan_prepare,
     )
 
 
 @_registry.optimizer("Adan")
-@_factory.api
 def adan(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.98,
@@ -141,7 +138,7 @@ def adan(
       mask: which parameters decay (tree of bools, function or key-path patterns); all if None.
 
     Returns:
-      An `ElementWise` chain (`LeafWise` with a `mask`); its slots are `m`, `v`, `n` and `prev_grad`.
+      An `ElementWise` chain (`LeafWise` with a `mask`); its slots are `m`, `v`, `n` and `g`.
 
     Raises:
       ValueError: for a beta outside [0, 1), or a negative `eps`, `eps_root`, weight decay or rate.

@@ -10,7 +10,6 @@ import jax.numpy as jnp
 from gradtx import sparse
 from gradtx._algorithms.neural_optimizer1 import _SIGNS
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -75,7 +74,6 @@ def _addsign_factor(sign_gm, h, row_sparse):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_addsign(
     alpha: _protocol.ScalarOrSchedule = 1.0,
     beta: _protocol.ScalarOrSchedule = 0.9,
@@ -132,7 +130,6 @@ def scale_by_addsign(
 
 
 @_registry.optimizer("AddSign")
-@_factory.api
 def addsign(
     learning_rate: _protocol.ScalarOrSchedule = 0.1,
     alpha: _protocol.ScalarOrSchedule = 1.0,

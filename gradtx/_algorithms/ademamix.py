@@ -8,7 +8,6 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -58,7 +57,6 @@ def _simplified_ademamix_leaf(g, m, n, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_ademamix(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -129,7 +127,6 @@ def scale_by_ademamix(
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_simplified_ademamix(
     b1: _protocol.ScalarOrSchedule = 0.99,
     b2: _protocol.ScalarOrSchedule = 0.95,
@@ -189,7 +186,6 @@ def scale_by_simplified_ademamix(
 
 
 @_registry.optimizer("AdEMAMix")
-@_factory.api
 def ademamix(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -249,7 +245,6 @@ def ademamix(
 
 
 @_registry.optimizer("SimplifiedAdEMAMix")
-@_factory.api
 def simplified_ademamix(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.99,

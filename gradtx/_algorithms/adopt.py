@@ -8,7 +8,6 @@ from typing import Any, Callable, NamedTuple
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -21,8 +20,8 @@ class ScaleByAdoptState(NamedTuple):
     """State of `scale_by_adopt`."""
 
     count: _protocol.Count  # int32: completed updates
-    m: _protocol.Updates  # first moment of the normalised gradients (starts at 0)
-    v: _protocol.Updates  # second moment of the gradients (starts at 0; g_1^2 after step 1)
+    mu: _protocol.Updates  # first moment of the normalised gradients (starts at 0)
+    nu: _protocol.Updates  # second moment of the gradients (starts at 0; g_1^2 after step 1)
 
 
 def adopt_clip_value(count):
@@ -50,7 +49,6 @@ def _adopt_leaf(g, m, v, h, *, nesterov: bool, clipping: bool):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_adopt(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.9999,
@@ -81,13 +79,13 @@ def scale_by_adopt(
       b1: decay of the first moment, in [0, 1).
       b2: decay of the second moment, in [0, 1).
       eps: the smallest denominator, >= 0.
-      mu_dtype: dtype of `m` (default: each param's dtype).
+      mu_dtype: dtype of `mu` (default: each param's dtype).
       nesterov: step along Nesterov's look-ahead of the momentum.
       use_clipping: clip the normalised gradient to `clip_value_fn(count)`.
       clip_value_fn: the clipping bound as a function of the completed steps (int32 array).
 
     Returns:
-      An `ElementWise` transform with state `ScaleByAdoptState(count, m, v)`.
+      An `ElementWise` transform with state `ScaleByAdoptState(count, mu, nu)`.
 
     Raises:
       ValueError: if a beta is outside [0, 1) or `eps` is negative.
@@ -99,7 +97,7 @@ def scale_by_adopt(
         >>> tx = gradtx.scale_by_adopt(use_clipping=False)
         >>> params, g = jnp.zeros(2), jnp.array([2.0, -0.5])
         >>> u, state = tx.update(g, tx.init(params))
-        >>> u, state.v  # step 1 only sets v
+        >>> u, state.nu  # step 1 only sets v
         (Array([0., 0.], dtype=float32), Array([4.  , 0.25], dtype=float32))
         >>> [round(float(x), 4) for x in tx.update(g, state)[0]]  # (1 - b1) g / |g|
         [0.1, -0.1]
@@ -124,7 +122,7 @@ def scale_by_adopt(
         ScaleByAdoptState,
         functools.partial(_adopt_leaf, nesterov=nesterov, clipping=use_clipping),
         hyper={"b1": b1, "b2": b2, "eps": eps},
-        slots={"m": Slot(0.0, mu_dtype), "v": 0.0},
+        slots={"mu": Slot(0.0, mu_dtype), "nu": 0.0},
         prepare=functools.partial(_adopt_prepare, clip_value_fn=clip_value_fn if use_clipping else None),
         real_only="it clips the normalised gradient (complex numbers have no order)"
         if use_clipping
@@ -133,7 +131,6 @@ def scale_by_adopt(
 
 
 @_registry.optimizer("ADOPT")
-@_factory.api
 def adopt(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,

@@ -10,7 +10,6 @@ import jax.numpy as jnp
 from gradtx._algorithms.adam import squared_as
 from gradtx._algorithms.adamax import _check_betas
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -45,7 +44,6 @@ def _amsgrad_leaf(g, m, v, v_hat, h, *, decay: bool):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_amsgrad(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.99,
@@ -110,9 +108,9 @@ class ScaleByBiasCorrectedAmsgradState(NamedTuple):
     """State of `scale_by_bias_corrected_amsgrad`."""
 
     count: _protocol.Count  # int32: completed updates
-    m: _protocol.Updates  # first moment (starts at 0)
-    v: _protocol.Updates  # second moment (starts at 0)
-    v_max: _protocol.Updates  # the running maximum of the (corrected) second moment (starts at 0)
+    mu: _protocol.Updates  # first moment (starts at 0)
+    nu: _protocol.Updates  # second moment (starts at 0)
+    nu_max: _protocol.Updates  # the running maximum of the (corrected) second moment (starts at 0)
 
 
 def _bias_corrected_amsgrad_leaf(g, m, v, v_max, h, *, correct_m: bool, correct_v: bool):
@@ -123,7 +121,6 @@ def _bias_corrected_amsgrad_leaf(g, m, v, v_max, h, *, correct_m: bool, correct_
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_bias_corrected_amsgrad(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -150,13 +147,13 @@ def scale_by_bias_corrected_amsgrad(
       b2: decay of the second moment, in [0, 1).
       eps: added to the root, >= 0.
       eps_root: added under the root, >= 0.
-      mu_dtype: dtype of `m` (default: each param's dtype).
-      nu_dtype: dtype of `v` and `v_max` (default: each param's dtype).
+      mu_dtype: dtype of `mu` (default: each param's dtype).
+      nu_dtype: dtype of `nu` and `nu_max` (default: each param's dtype).
       bias_correction_mu: divide the first moment by :math:`1-\beta_1^t`.
       bias_correction_nu: divide the second moment by :math:`1-\beta_2^t` before the maximum.
 
     Returns:
-      An `ElementWise` transform with state `ScaleByBiasCorrectedAmsgradState(count, m, v, v_max)`.
+      An `ElementWise` transform with state `ScaleByBiasCorrectedAmsgradState(count, mu, nu, nu_max)`.
 
     Raises:
       ValueError: for a beta outside [0, 1) or a negative epsilon.
@@ -185,13 +182,12 @@ def scale_by_bias_corrected_amsgrad(
             _bias_corrected_amsgrad_leaf, correct_m=bias_correction_mu, correct_v=bias_correction_nu
         ),
         hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root},
-        slots={"m": Slot(0.0, mu_dtype), "v": Slot(0.0, nu_dtype), "v_max": Slot(0.0, nu_dtype)},
+        slots={"mu": Slot(0.0, mu_dtype), "nu": Slot(0.0, nu_dtype), "nu_max": Slot(0.0, nu_dtype)},
         prepare=corrections,
     )
 
 
 @_registry.optimizer("AMSGrad")
-@_factory.api
 def amsgrad(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,

@@ -7,7 +7,6 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
@@ -38,7 +37,6 @@ def _cocob_leaf(g, x0, c, scale, total, reward, w, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_cocob(
     alpha: _protocol.ScalarOrSchedule = 100.0, eps: _protocol.ScalarOrSchedule = 1e-8
 ) -> _protocol.GradientTransformation:
@@ -101,7 +99,6 @@ def scale_by_cocob(
 
 
 @_registry.optimizer("COCOB")
-@_factory.api
 def cocob(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     alpha: _protocol.ScalarOrSchedule = 100.0,

@@ -8,21 +8,21 @@ import jax
 import jax.numpy as jnp
 
 from gradtx._algorithms.prodigy import _check_common, _step_size
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
-from gradtx._core.tree_rule import total_sum, tree_rule
+from gradtx._core.formulas import total_sum
+from gradtx._core.rule import TREE_SCALARS, update_rule
 
 
 class ScaleByDAdaptAdamWState(NamedTuple):
-    """State of `scale_by_dadapt_adamw` (optax's `DAdaptAdamWState` holds the same under other names)."""
+    """State of `scale_by_dadapt_adamw` (optax's `DAdaptAdamWState` fields; the count first)."""
 
     count: _protocol.Count  # int32: completed updates
-    m: _protocol.Updates  # first moment of d * g (optax: exp_avg)
-    v: _protocol.Updates  # second moment of g (optax: exp_avg_sq)
-    s: _protocol.Updates  # the weighted sum of d * g (optax: grad_sum)
-    d: jax.Array  # the distance estimate (optax: estim_lr)
-    r: jax.Array  # the weighted numerator of d (optax: numerator_weighted)
+    exp_avg: _protocol.Updates  # first moment of d * g
+    exp_avg_sq: _protocol.Updates  # second moment of g
+    grad_sum: _protocol.Updates  # the weighted sum of d * g
+    estim_lr: jax.Array  # d, the distance estimate
+    numerator_weighted: jax.Array  # the weighted numerator of d
 
 
 def _dadapt_adamw_step(gs, ms, vs, ss, ws, h):
@@ -34,16 +34,15 @@ def _dadapt_adamw_step(gs, ms, vs, ss, ws, h):
     ms = [h.b1 * m + (1 - h.b1) * dlr * g for m, g in zip(ms, gs, strict=True)]
     vs = [h.b2 * v + (1 - h.b2) * g * g for v, g in zip(vs, gs, strict=True)]
     ss = [sb2 * s + (1 - sb2) * dlr * g for s, g in zip(ss, gs, strict=True)]
-    r = sb2 * h.r + (1 - sb2) * dlr * numerator
-    d = jnp.maximum(h.d, r / ((1 - sb2) * total_sum([jnp.sum(jnp.abs(s)) for s in ss])))
+    r = sb2 * h.numerator_weighted + (1 - sb2) * dlr * numerator
+    d = jnp.maximum(h.estim_lr, r / ((1 - sb2) * total_sum([jnp.sum(jnp.abs(s)) for s in ss])))
     updates = [
         -h.weight_decay * dlr * w - m / (jnp.sqrt(v) + h.eps) for m, v, w in zip(ms, vs, ws, strict=True)
     ]
-    return updates, ms, vs, ss, {"d": d, "r": r}
+    return updates, ms, vs, ss, {"estim_lr": d, "numerator_weighted": r}
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_dadapt_adamw(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -96,7 +95,7 @@ def scale_by_dadapt_adamw(
         >>> for _ in range(10):  # a constant gradient: the params travel steadily
         ...     u, state = tx.update(jnp.array([1.0, -1.0]), state, params)
         ...     params = params + u
-        >>> round(float(state.d) / 1e-6, 1)  # the estimate has grown from estim_lr0 = 1e-6
+        >>> round(float(state.estim_lr) / 1e-6, 1)  # the estimate has grown from estim_lr0 = 1e-6
         426.1
 
     References:
@@ -107,18 +106,18 @@ def scale_by_dadapt_adamw(
     _check_common(fn, learning_rate, b1, b2, eps, estim_lr0, weight_decay)
     hyper = {"learning_rate": learning_rate, "b1": b1, "b2": b2, "eps": eps, "estim_lr0": estim_lr0,
              "weight_decay": weight_decay}  # fmt: skip
-    return tree_rule(
+    return update_rule(
         fn,
         ScaleByDAdaptAdamWState,
         _dadapt_adamw_step,
-        slots={"m": 0.0, "v": 0.0, "s": 0.0},
-        scalars={"d": lambda h, params: h.estim_lr0, "r": lambda h, params: 0.0},
         hyper=hyper,
+        slots={"exp_avg": 0.0, "exp_avg_sq": 0.0, "grad_sum": 0.0},
+        scalars={"estim_lr": lambda h: h.estim_lr0, "numerator_weighted": lambda h: 0.0},
+        **TREE_SCALARS,
     )
 
 
 @_registry.optimizer("DAdaptAdamW")
-@_factory.api
 def dadapt_adamw(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -151,7 +150,7 @@ def dadapt_adamw(
         >>> tx = gradtx.dadapt_adamw()
         >>> params = {"w": jnp.array([1.0, -2.0])}
         >>> u, state = tx.update(params, tx.init(params), params)
-        >>> round(float(state.d), 9)  # the estimate starts at estim_lr0
+        >>> round(float(state.estim_lr), 9)  # the estimate starts at estim_lr0
         1e-06
 
     References:

@@ -15,8 +15,8 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import scalars as _scalars
 from gradtx._core.chain import chain
-from gradtx._core.rule import update_rule
-from gradtx._core.tree_rule import sq_norm, tree_rule
+from gradtx._core.formulas import sq_norm
+from gradtx._core.rule import TREE_SCALARS, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 from gradtx.combinators._stateless import identity
 from gradtx.combinators._weight_decay import add_decayed_weights
@@ -68,17 +68,16 @@ def _dog_step(gs, x0s, ws, h, *, init_step):
     return [rate * g for g in gs], x0s, new
 
 
-def _dog_r_eps(h, params, *, init_step):
+def _dog_r_eps(h, *, init_step):
     kind, value = init_step
     if kind == "distance":
         return value
     if kind == "heuristic":
-        return value * (1 + jnp.sqrt(sq_norm(params))) if params else value
+        return value * (1 + jnp.sqrt(sq_norm(h.params))) if h.params else value
     return 0.0
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_dog(
     init_step: tuple[str, Any] = ("heuristic", 1e-6), eps: float = 1e-8
 ) -> _protocol.GradientTransformation:
@@ -139,19 +138,20 @@ def scale_by_dog(
     _checks.check_number(fn, "eps", eps)
     _checks.check_nonnegative(fn, "eps", eps)
     init_step = (kind, value)
-    return tree_rule(
+    return update_rule(
         fn,
         ScaleByDoGState,
         functools.partial(_dog_step, init_step=init_step),
+        hyper={"eps": eps},
         slots={"init_params": jnp.copy},
         scalars={
-            "is_init_step": lambda h, params: True,
+            "is_init_step": lambda h: True,
             "max_dist": functools.partial(_dog_r_eps, init_step=init_step),
-            "sum_sq_norm_grads": lambda h, params: 0.0,
+            "sum_sq_norm_grads": lambda h: 0.0,
         },
-        hyper={"eps": eps},
         kind=_protocol.LeafWise if kind == "heuristic" else _protocol.ElementWise,
-        real_only=None,  # a real step size times the gradient: complex leaves turn with their phase
+        count="never",
+        **{**TREE_SCALARS, "real_only": None},  # a real step size times the gradient: complex leaves turn
     )
 
 
@@ -163,7 +163,6 @@ def _dowg_step(gs, x0s, ws, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_dowg(
     init_estim_sq_dist: float | None = None, eps: float = 1e-4
 ) -> _protocol.GradientTransformation:
@@ -211,14 +210,15 @@ def scale_by_dowg(
         _checks.check_number(fn, "init_estim_sq_dist", init_estim_sq_dist)
         _checks.check_nonnegative(fn, "init_estim_sq_dist", init_estim_sq_dist)
     guess = eps if init_estim_sq_dist is None else init_estim_sq_dist
-    return tree_rule(
+    return update_rule(
         fn,
         ScaleByDoWGState,
         _dowg_step,
-        slots={"init_params": jnp.copy},
-        scalars={"weighted_sq_norm_grads": lambda h, params: 0.0, "estim_sq_dist": lambda h, params: guess},
         hyper={"eps": eps},
-        real_only=None,
+        slots={"init_params": jnp.copy},
+        scalars={"weighted_sq_norm_grads": lambda h: 0.0, "estim_sq_dist": lambda h: guess},
+        count="never",
+        **{**TREE_SCALARS, "real_only": None},
     )
 
 
@@ -231,7 +231,6 @@ def _ldog_leaf(g, max_dist, sum_sq, x0, w, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_distance_over_gradients(
     reps_rel: float = 1e-6,
     eps: float = 1e-8,
@@ -325,7 +324,6 @@ def _decay(weight_decay: Any, mask: Any) -> _protocol.GradientTransformation:
 
 
 @_registry.optimizer("DoG")
-@_factory.api
 def dog(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     init_step: tuple[str, Any] = ("heuristic", 1e-6),
@@ -378,7 +376,6 @@ def dog(
 
 
 @_registry.optimizer("DoWG")
-@_factory.api
 def dowg(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     init_estim_sq_dist: float | None = None,

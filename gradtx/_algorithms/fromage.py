@@ -6,7 +6,6 @@ from typing import Any
 
 from gradtx._algorithms.lamb import scale_by_trust_ratio
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
@@ -37,7 +36,6 @@ def fromage_rates(learning_rate: _protocol.ScalarOrSchedule) -> tuple[Any, Any]:
 
 
 @_registry.optimizer("Fromage")
-@_factory.api
 def fromage(
     learning_rate: _protocol.ScalarOrSchedule, min_norm: _protocol.ScalarOrSchedule = 1e-6
 ) -> _protocol.GradientTransformation:

@@ -9,7 +9,6 @@ import jax
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
@@ -56,7 +55,6 @@ def _ftrl_leaf(g, accum, linear, var, h, *, p_is_half: bool | None):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_ftrl(
     learning_rate: _protocol.ScalarOrSchedule,
     learning_rate_power: _protocol.ScalarOrSchedule = -0.5,
@@ -157,7 +155,6 @@ def scale_by_ftrl(
 
 
 @_registry.optimizer("Ftrl")
-@_factory.api
 def ftrl(
     learning_rate: _protocol.ScalarOrSchedule,
     learning_rate_power: _protocol.ScalarOrSchedule = -0.5,

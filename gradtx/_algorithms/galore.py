@@ -115,7 +115,6 @@ def _project_back(u: jax.Array, p: jax.Array, g: jax.Array, axes, rank: int, sca
 
 
 @_registry.transform()
-@_factory.api
 @_factory.real_only("it projects on the singular vectors of real matrices")
 def scale_by_galore(
     rank: int = 128,
@@ -278,7 +277,6 @@ def _fill(p: Any, shape: tuple[int, ...]) -> jax.Array:
 
 
 @_registry.optimizer("GaLore")
-@_factory.api
 def galore(
     learning_rate: _protocol.ScalarOrSchedule,
     rank: int = 128,

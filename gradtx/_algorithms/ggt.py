@@ -9,7 +9,6 @@ import jax
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
@@ -108,7 +107,6 @@ def _ggt_tree(gs, m1s, bufs, h, *, window):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_ggt(
     b1: _protocol.ScalarOrSchedule = 0.9,
     window: int = 10,
@@ -208,7 +206,6 @@ def scale_by_ggt(
 
 
 @_registry.optimizer("GGT")
-@_factory.api
 def ggt(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,

@@ -8,7 +8,6 @@ import jax.numpy as jnp
 
 from gradtx import sparse
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
@@ -36,7 +35,6 @@ def _grad_variance_leaf(g, m, v, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_grad_variance(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -90,7 +88,6 @@ def scale_by_grad_variance(
 
 
 @_registry.optimizer("GradVarianceScaled")
-@_factory.api
 def grad_variance_scaled(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,

@@ -9,7 +9,6 @@ import jax.numpy as jnp
 
 from gradtx._algorithms.adam import scale_by_bias_corrected_adam
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -41,7 +40,6 @@ def _trust_ratio_leaf(u, w, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_trust_ratio(
     min_norm: _protocol.ScalarOrSchedule = 0.0,
     trust_coefficient: _protocol.ScalarOrSchedule = 1.0,
@@ -104,7 +102,6 @@ def scale_by_trust_ratio(
 
 
 @_registry.optimizer("LAMB")
-@_factory.api
 def lamb(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,

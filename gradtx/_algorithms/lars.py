@@ -11,7 +11,6 @@ import jax.numpy as jnp
 from gradtx import sparse
 from gradtx._algorithms.momentum import _trace_leaf
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import masks as _masks
 from gradtx._core import protocol as _protocol
@@ -51,7 +50,6 @@ def _lars_rows(g, accum, w, h, *, path, nesterov):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_lars(
     momentum: _protocol.ScalarOrSchedule = 0.9,
     weight_decay: _protocol.ScalarOrSchedule = 1e-4,
@@ -135,7 +133,6 @@ def scale_by_lars(
 
 
 @_registry.optimizer("LARS")
-@_factory.api
 def lars(
     learning_rate: _protocol.ScalarOrSchedule,
     momentum: _protocol.ScalarOrSchedule = 0.9,

@@ -14,7 +14,6 @@ from gradtx._algorithms.adam import (
     _tf1_leaf,
     squared_as,
 )
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -36,7 +35,6 @@ def _lazy_sparse(g, m, v, h):
 
 @_registry.transform()
 @_doc
-@_factory.api
 def scale_by_lazy_adam(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -83,7 +81,6 @@ def scale_by_lazy_adam(
 
 @_registry.optimizer("LazyAdam")
 @_doc
-@_factory.api
 def lazy_adam(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,

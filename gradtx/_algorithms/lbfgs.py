@@ -11,7 +11,6 @@ from gradtx import tree
 from gradtx._algorithms.linesearch import checked
 from gradtx._algorithms.linesearch_zoom import scale_by_zoom_linesearch
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
@@ -66,7 +65,6 @@ def _precondition(updates, diff_params, diff_updates, weights, identity_scale, m
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_lbfgs(
     memory_size: int = 10, *, scale_init_precond: bool = True
 ) -> _protocol.GradientTransformation:
@@ -168,7 +166,6 @@ ZOOM = "zoom"
 
 
 @_registry.optimizer("LBFGS")
-@_factory.api
 def lbfgs(
     learning_rate: _protocol.ScalarOrSchedule | None = None,
     memory_size: int = 10,

@@ -11,7 +11,6 @@ import jax.numpy as jnp
 
 from gradtx import tree
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
@@ -135,7 +134,6 @@ def cond_print(condition: Any, message: str, **kwargs: Any) -> None:
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_backtracking_linesearch(
     max_backtracking_steps: int,
     slope_rtol: Any = 1e-4,

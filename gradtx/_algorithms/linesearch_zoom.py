@@ -10,7 +10,6 @@ import jax.numpy as jnp
 from gradtx import tree
 from gradtx._algorithms.linesearch import check_number, cond_print, objective, strong, value_dtype
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
@@ -79,7 +78,6 @@ def _quadmin(a, fa, fpa, b, fb):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_zoom_linesearch(
     max_linesearch_steps: int,
     max_learning_rate: Any = None,

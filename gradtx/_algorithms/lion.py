@@ -8,7 +8,6 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -22,7 +21,7 @@ class ScaleByLionState(NamedTuple):
     """State of `scale_by_lion`."""
 
     count: _protocol.Count  # int32: completed updates
-    m: _protocol.Updates  # the momentum: a moving average of the gradients with decay b2 (starts at 0)
+    mu: _protocol.Updates  # the momentum: a moving average of the gradients with decay b2 (starts at 0)
 
 
 _LION_MODES = {
@@ -43,7 +42,6 @@ def _lion_leaf(g, m, h, *, mode):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_lion(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.99,
@@ -65,18 +63,18 @@ def scale_by_lion(
     `optax.scale_by_lion`, whose other `mode`s replace the sign by
     :math:`\tanh(\beta_s x)` (`"smooth"`) or by :math:`x` where :math:`|x| < 1` (`"refined"`).
     A row-sparse gradient is densified first (the momentum of every row decays). A gradient
-    of +-inf leaves `m` infinite for good and the update at +-1 whatever the later
+    of +-inf leaves `mu` infinite for good and the update at +-1 whatever the later
     gradients (NaN makes the update NaN); wrap in `apply_if_finite` to skip such steps.
 
     Args:
       b1: the weight of the momentum in the update's direction, in [0, 1].
-      b2: decay of the momentum `m`, in [0, 1].
-      mu_dtype: dtype of `m` (default: each param's dtype).
+      b2: decay of the momentum `mu`, in [0, 1].
+      mu_dtype: dtype of `mu` (default: each param's dtype).
       mode: `"hard"` (the sign), `"smooth"` or `"refined"` (see above).
       smooth_beta: :math:`\beta_s` of `mode="smooth"`, > 0.
 
     Returns:
-      An `ElementWise` transform with state `ScaleByLionState(count, m)`.
+      An `ElementWise` transform with state `ScaleByLionState(count, mu)`.
 
     Raises:
       ValueError: if `b1` or `b2` is outside [0, 1], for an unknown `mode` or a non-positive
@@ -87,7 +85,7 @@ def scale_by_lion(
         >>> import jax.numpy as jnp, gradtx
         >>> tx = gradtx.scale_by_lion()
         >>> u, state = tx.update(jnp.array([0.02, -3.0]), tx.init(jnp.zeros(2)))
-        >>> u, state.m.round(6)  # sign(0.1 g); m = 0.01 g
+        >>> u, state.mu.round(6)  # sign(0.1 g); m = 0.01 g
         (Array([ 1., -1.], dtype=float32), Array([ 0.0002, -0.03  ], dtype=float32))
 
     References:
@@ -106,12 +104,11 @@ def scale_by_lion(
         ScaleByLionState,
         functools.partial(_lion_leaf, mode=mode),
         hyper={"b1": b1, "b2": b2, **({"smooth_beta": smooth_beta} if mode == "smooth" else {})},
-        slots={"m": Slot(0.0, mu_dtype)},
+        slots={"mu": Slot(0.0, mu_dtype)},
     )
 
 
 @_registry.optimizer("Lion")
-@_factory.api
 def lion(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -171,7 +168,7 @@ class TorchLionState(NamedTuple):
 
 def lion_rule(b1: float, b2: float) -> _protocol.GradientTransformation:
     """RETURNN's Lion direction: `scale_by_lion` (the sign of the blend) as RETURNN names it."""
-    return restated(scale_by_lion(b1, b2), TorchLionState, {"m": "exp_avg"})
+    return restated(scale_by_lion(b1, b2), TorchLionState, {"mu": "exp_avg"})
 
 
 __all__ = ["ScaleByLionState", "lion", "scale_by_lion"]

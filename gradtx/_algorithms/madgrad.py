@@ -7,7 +7,6 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -39,7 +38,6 @@ def _madgrad_leaf(g, grad_sum_sq, s, x0, w, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_madgrad(
     learning_rate: _protocol.ScalarOrSchedule,
     momentum: _protocol.ScalarOrSchedule = 0.9,
@@ -102,7 +100,6 @@ def scale_by_madgrad(
 
 
 @_registry.optimizer("MADGRAD")
-@_factory.api
 def madgrad(
     learning_rate: _protocol.ScalarOrSchedule,
     momentum: _protocol.ScalarOrSchedule = 0.9,

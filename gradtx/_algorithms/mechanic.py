@@ -16,14 +16,14 @@ from gradtx._core import registry as _registry
 from gradtx._core import scalars as _scalars
 from gradtx._core import vma as _vma
 from gradtx._core import walk as _walk
-from gradtx._core.tree_rule import sq_norm, total_sum
+from gradtx._core.formulas import sq_norm, total_sum
 
 
 class MechanizeState(NamedTuple):
-    """State of `mechanize` (optax's `MechanicState` holds the same under other names)."""
+    """State of `mechanize` (optax's `MechanicState` fields; the count first)."""
 
     count: _protocol.Count  # int32: completed updates
-    inner_state: Any  # the base optimizer's state
+    base_optimizer_state: Any  # the base optimizer's state
     r: jax.Array  # [num_betas] the rewards of the bets, one per beta
     m: jax.Array  # [num_betas] the running maxima of |h|
     v: jax.Array  # [num_betas] the discounted sums of h^2
@@ -39,15 +39,12 @@ def mechanic_transform(
     s_init: Any,
     num_betas: int,
     state_cls: Any = MechanizeState,
-    inner_field: str = "inner_state",
 ) -> _protocol.GradientTransformation:
-    """`mechanize`'s transform with its state in `state_cls` (the base's state in `inner_field`)."""
+    """`mechanize`'s transform with its state in `state_cls` (gradtx's class, or optax's field order)."""
     inner = _factory.member(base_optimizer)
 
     def make(count, inner_state, r, m, v, s, x0):
-        return state_cls(
-            **{"count": count, inner_field: inner_state, "r": r, "m": m, "v": v, "s": s, "x0": x0}
-        )
+        return state_cls(count=count, base_optimizer_state=inner_state, r=r, m=m, v=v, s=s, x0=x0)
 
     def init_fn(params):
         dtype = _scalars.variables_dtype(jax.tree.leaves(params))
@@ -60,7 +57,7 @@ def mechanic_transform(
         if params is None:
             raise _protocol.missing_params(fn)
         _factory.refuse_complex(fn, updates, params, why="its bets are on real inner products")
-        base_updates, inner_state = inner.update(updates, getattr(state, inner_field), params, **extra_args)
+        base_updates, inner_state = inner.update(updates, state.base_optimizer_state, params, **extra_args)
         dense = sparse.densify(updates)
         leaves, (ps, x0s, us), treedef = _walk.flatten_updates(
             fn,
@@ -103,7 +100,6 @@ def mechanic_transform(
 
 
 @_registry.optimizer("Mechanic")
-@_factory.api
 def mechanize(
     tx: _protocol.GradientTransformation,
     weight_decay: float = 1e-2,
@@ -144,7 +140,7 @@ def mechanize(
       num_betas: :math:`n`, the number of decays :math:`1 - 10^{-i}`, an int >= 1.
 
     Returns:
-      A transform with state `MechanizeState(count, inner_state, r, m, v, s, x0)`.
+      A transform with state `MechanizeState(count, base_optimizer_state, r, m, v, s, x0)`.
 
     Raises:
       ValueError: for a negative decay, a non-positive `eps` or `s_init`, or `num_betas < 1`;

@@ -9,7 +9,6 @@ import jax.numpy as jnp
 
 from gradtx._algorithms.adam import _REAL_ONLY
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
@@ -35,7 +34,6 @@ def _trace_leaf(g, accum, h, *, nesterov: bool):
 
 
 @_registry.transform()
-@_factory.api
 def trace(
     momentum: _protocol.ScalarOrSchedule, *, nesterov: bool = False, mu_dtype: Any = None
 ) -> _protocol.GradientTransformation:
@@ -92,7 +90,6 @@ def trace(
 
 
 @_registry.optimizer("Momentum")
-@_factory.api
 def momentum(
     learning_rate: _protocol.ScalarOrSchedule,
     momentum: _protocol.ScalarOrSchedule,
@@ -133,7 +130,6 @@ def momentum(
 
 
 @_registry.optimizer("MomentumW")
-@_factory.api
 def momentumw(
     learning_rate: _protocol.ScalarOrSchedule,
     momentum: _protocol.ScalarOrSchedule,

@@ -153,7 +153,6 @@ _ARGS = """learning_rate: :math:`\\alpha`, the largest step size, >= 0 (number, 
 
 
 @_registry.optimizer("MoMo")
-@_factory.api
 def momo(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     beta: _protocol.ScalarOrSchedule = 0.9,
@@ -210,7 +209,6 @@ def momo(
 
 
 @_registry.optimizer("MoMoAdam")
-@_factory.api
 def momo_adam(
     learning_rate: _protocol.ScalarOrSchedule = 1e-2,
     b1: _protocol.ScalarOrSchedule = 0.9,

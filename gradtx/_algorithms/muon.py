@@ -14,7 +14,6 @@ import jax.numpy as jnp
 from gradtx import packing
 from gradtx._algorithms.adam import first_moment_estimate, scale_by_bias_corrected_adam
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
@@ -180,7 +179,6 @@ def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive, dims=None, path=None):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_muon(
     ns_coeffs: Sequence[float] | Sequence[Sequence[float]] = NS_COEFFS,
     ns_steps: int = 5,
@@ -313,7 +311,6 @@ def _shape_leaf(u, h, *, consistent_rms: float | None, dims=None, path=None):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_shape(
     consistent_rms: float | None = None, *, weight_dimension_numbers: Any = None
 ) -> _protocol.GradientTransformation:
@@ -392,7 +389,6 @@ def _labels_by_dims(dims: Any) -> Any:
 
 
 @_registry.optimizer("Muon")
-@_factory.api
 def muon(
     learning_rate: _protocol.ScalarOrSchedule,
     ns_coeffs: Sequence[float] | Sequence[Sequence[float]] = NS_COEFFS,

@@ -20,7 +20,6 @@ from gradtx._algorithms.adam import (
     squared_as,
     torch_correction,
 )
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -53,7 +52,6 @@ def _nesterov_rows(g, m, v, h):
 
 @_registry.transform()
 @_doc
-@_factory.api
 def scale_by_nesterov_adam(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -99,7 +97,6 @@ def scale_by_nesterov_adam(
 
 @_registry.optimizer("Nadam")
 @_doc
-@_factory.api
 def nadam(
     learning_rate: _protocol.ScalarOrSchedule = 0.001,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -139,7 +136,6 @@ def nadam(
 
 
 @_registry.optimizer("NAdamW")
-@_factory.api
 def nadamw(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,

@@ -8,7 +8,6 @@ import jax.numpy as jnp
 
 from gradtx import sparse
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
@@ -37,7 +36,6 @@ def _neural_optimizer1_leaf(g, m, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_neural_optimizer1(
     b1: _protocol.ScalarOrSchedule = 0.9, decrease_factor: _protocol.ScalarOrSchedule = 0.1
 ) -> _protocol.GradientTransformation:
@@ -91,7 +89,6 @@ def scale_by_neural_optimizer1(
 
 
 @_registry.optimizer("NeuralOptimizer1")
-@_factory.api
 def neural_optimizer1(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,

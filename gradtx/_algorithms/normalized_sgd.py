@@ -9,7 +9,6 @@ import jax.numpy as jnp
 from jax import lax
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -40,7 +39,6 @@ def _l2_values(g, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_l2_normalization(eps: _protocol.ScalarOrSchedule = 1e-12) -> _protocol.GradientTransformation:
     r"""Divide each gradient tensor by its L2 norm (`tf.nn.l2_normalize(g, None)`): RETURNN's NormalizedSGD.
 
@@ -82,7 +80,6 @@ def scale_by_l2_normalization(eps: _protocol.ScalarOrSchedule = 1e-12) -> _proto
 
 
 @_registry.optimizer("NormalizedSGD")
-@_factory.api
 def normalized_sgd(learning_rate: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""RETURNN's `NormalizedSGD`: SGD on each gradient tensor divided by its L2 norm.
 

@@ -8,7 +8,6 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
@@ -22,8 +21,8 @@ class ScaleByNovogradState(NamedTuple):
     """State of `scale_by_novograd`."""
 
     count: _protocol.Count  # int32: completed updates
-    m: _protocol.Updates  # the momentum of the normalised gradients (starts at 0)
-    v: _protocol.Updates  # per leaf, a scalar: the moving average of ||g||^2 (starts at ||g_1||^2)
+    mu: _protocol.Updates  # the momentum of the normalised gradients (starts at 0)
+    nu: _protocol.Updates  # per leaf, a scalar: the moving average of ||g||^2 (starts at ||g_1||^2)
 
 
 # `v` is one scalar per leaf: only `m` is compared with the params' shapes (`_tree_checks.check_shapes`)
@@ -45,7 +44,6 @@ def _scalar_slot(p, dtype=None):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_novograd(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.25,
@@ -67,20 +65,20 @@ def scale_by_novograd(
         + \lambda w^l_t, \qquad u^l_t = m^l_t
 
     The second moment is one scalar per leaf, so the state costs one slot shaped like the
-    params (`m`). These are the numbers of `optax.scale_by_novograd`. A row-sparse
+    params (`mu`). These are the numbers of `optax.scale_by_novograd`. A row-sparse
     gradient is densified first.
 
     Args:
-      b1: decay of the momentum `m`, in [0, 1].
-      b2: decay of the per-leaf second moment `v`, in [0, 1].
-      eps: added to the root of `v`, >= 0.
-      eps_root: added to `v` under the root, >= 0.
+      b1: decay of the momentum `mu`, in [0, 1].
+      b2: decay of the per-leaf second moment `nu`, in [0, 1].
+      eps: added to the root of `nu`, >= 0.
+      eps_root: added to `nu` under the root, >= 0.
       weight_decay: :math:`\lambda`, the weight decay added to the normalised gradient, >= 0.
-      mu_dtype: dtype of `m` (default: each param's dtype).
-      nu_dtype: dtype of the per-leaf `v` (default: each param's dtype).
+      mu_dtype: dtype of `mu` (default: each param's dtype).
+      nu_dtype: dtype of the per-leaf `nu` (default: each param's dtype).
 
     Returns:
-      A `GradientTransformation` with state `ScaleByNovogradState(count, m, v)`.
+      A `GradientTransformation` with state `ScaleByNovogradState(count, mu, nu)`.
 
     Raises:
       ValueError: if a decay is outside [0, 1] or `eps`, `eps_root` or `weight_decay` is
@@ -92,7 +90,7 @@ def scale_by_novograd(
         >>> tx = gradtx.scale_by_novograd(eps=0.0)
         >>> params = jnp.zeros(2)
         >>> u, state = tx.update(jnp.array([3.0, 4.0]), tx.init(params), params)
-        >>> u, state.v  # g / ||g||, and v = ||g||^2
+        >>> u, state.nu  # g / ||g||, and v = ||g||^2
         (Array([0.6, 0.8], dtype=float32), Array(25., dtype=float32))
 
     References:
@@ -114,8 +112,8 @@ def scale_by_novograd(
         _novograd_leaf,
         hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root, "weight_decay": weight_decay},
         slots={
-            "m": Slot(0.0, mu_dtype),
-            "v": _scalar_slot if nu_dtype is None else functools.partial(_scalar_slot, dtype=nu_dtype),
+            "mu": Slot(0.0, mu_dtype),
+            "nu": _scalar_slot if nu_dtype is None else functools.partial(_scalar_slot, dtype=nu_dtype),
         },
         reads_params=True,
         kind=_protocol.LeafWise,  # the second moment is the whole leaf's
@@ -123,7 +121,6 @@ def scale_by_novograd(
 
 
 @_registry.optimizer("NovoGrad")
-@_factory.api
 def novograd(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,

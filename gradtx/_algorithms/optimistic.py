@@ -8,7 +8,6 @@ import jax.numpy as jnp
 
 from gradtx._algorithms.adam import scale_by_bias_corrected_adam
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
@@ -29,7 +28,6 @@ def _optimistic_leaf(g, previous_gradient, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_optimistic_gradient(
     alpha: _protocol.ScalarOrSchedule = 1.0, beta: _protocol.ScalarOrSchedule = 1.0
 ) -> _protocol.GradientTransformation:
@@ -82,7 +80,6 @@ def scale_by_optimistic_gradient(
 
 
 @_registry.optimizer("OptimisticGradientDescent", "OGD")
-@_factory.api
 def optimistic_gradient_descent(
     learning_rate: _protocol.ScalarOrSchedule,
     alpha: _protocol.ScalarOrSchedule = 1.0,
@@ -123,7 +120,6 @@ def optimistic_gradient_descent(
 
 
 @_registry.optimizer("OptimisticAdam")
-@_factory.api
 def optimistic_adam(
     learning_rate: _protocol.ScalarOrSchedule,
     *,

@@ -9,12 +9,11 @@ import jax
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
+from gradtx._core.formulas import sq_norm
 from gradtx._core.rule import update_rule
-from gradtx._core.tree_rule import sq_norm
 from gradtx.combinators._scale import scale_by_learning_rate
 
 VARIANTS = ("sps", "sps+")
@@ -43,7 +42,6 @@ def _polyak_tree(gs, h, *, name, variant):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_polyak(
     f_min: _protocol.ScalarOrSchedule = 0.0,
     max_learning_rate: _protocol.ScalarOrSchedule = 1.0,
@@ -109,7 +107,6 @@ def scale_by_polyak(
 
 
 @_registry.optimizer("PolyakSGD")
-@_factory.api
 def polyak_sgd(
     max_learning_rate: _protocol.ScalarOrSchedule = 1.0,
     scaling: _protocol.ScalarOrSchedule = 1.0,

@@ -11,7 +11,6 @@ import jax.numpy as jnp
 
 from gradtx._algorithms.addsign import _check_sign_decay, _sign_decay, _sign_rule
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
@@ -48,7 +47,6 @@ def _powersign_factor(sign_gm, h, row_sparse):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_powersign(
     base: _protocol.ScalarOrSchedule = math.e,
     beta: _protocol.ScalarOrSchedule = 0.9,
@@ -116,7 +114,6 @@ def scale_by_powersign(
 
 
 @_registry.optimizer("PowerSign")
-@_factory.api
 def powersign(
     learning_rate: _protocol.ScalarOrSchedule = 0.1,
     base: _protocol.ScalarOrSchedule = math.e,

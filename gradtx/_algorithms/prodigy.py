@@ -9,32 +9,32 @@ import jax
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
-from gradtx._core.tree_rule import total_sum, tree_rule
+from gradtx._core.formulas import total_sum
+from gradtx._core.rule import TREE_SCALARS, update_rule
 
 
 class ScaleByProdigyState(NamedTuple):
-    """State of `scale_by_prodigy` (optax's `ProdigyState` holds the same under other names)."""
+    """State of `scale_by_prodigy` (optax's `ProdigyState` fields; the count first)."""
 
     count: _protocol.Count  # int32: completed updates
-    m: _protocol.Updates  # first moment of d * g (optax: exp_avg)
-    v: _protocol.Updates  # second moment of d * g (optax: exp_avg_sq)
-    s: _protocol.Updates  # the weighted sum of the gradients (optax: grad_sum)
-    x0: _protocol.Updates  # the initial params (optax: params0)
-    d: jax.Array  # the distance estimate (optax: estim_lr)
-    r: jax.Array  # the weighted numerator of d (optax: numerator_weighted)
+    exp_avg: _protocol.Updates  # first moment of d * g
+    exp_avg_sq: _protocol.Updates  # second moment of d * g
+    grad_sum: _protocol.Updates  # the weighted sum of the gradients
+    params0: _protocol.Updates  # the initial params
+    estim_lr: jax.Array  # d, the distance estimate
+    numerator_weighted: jax.Array  # the weighted numerator of d
 
 
 def _step_size(h):
     """The step size: the distance, the rate and Adam's bias correction, `d lr sqrt(1-b2^t) / (1-b1^t)`."""
     bc = ((1 - h.b2**h.t) ** 0.5) / (1 - h.b1**h.t)
-    return jnp.asarray(h.d * h.learning_rate * bc, h.d.dtype)
+    return jnp.asarray(h.estim_lr * h.learning_rate * bc, h.estim_lr.dtype)
 
 
 def _prodigy_step(gs, ms, vs, ss, x0s, ws, h, *, safeguard_warmup):
-    d, d0 = h.d, h.estim_lr0
+    d, d0 = h.estim_lr, h.estim_lr0
     dlr = _step_size(h)
     dgs = [d * g for g in gs]
     numerator = total_sum([jnp.sum(g * (x0 - w)) for g, x0, w in zip(gs, x0s, ws, strict=True)])
@@ -42,13 +42,13 @@ def _prodigy_step(gs, ms, vs, ss, x0s, ws, h, *, safeguard_warmup):
     vs = [h.b2 * v + (1 - h.b2) * dg * dg for v, dg in zip(vs, dgs, strict=True)]
     weight = d if safeguard_warmup else dlr
     ss = [h.b3 * s + weight * dg / d0 for s, dg in zip(ss, dgs, strict=True)]
-    r = h.b3 * h.r + (d / d0) * dlr * numerator
+    r = h.b3 * h.numerator_weighted + (d / d0) * dlr * numerator
     d = jnp.maximum(d, h.estim_lr_coef * r / total_sum([jnp.sum(jnp.abs(s)) for s in ss]))
     updates = [
         -h.weight_decay * dlr * w - dlr * m / (jnp.sqrt(v) + d * h.eps)
         for m, v, w in zip(ms, vs, ws, strict=True)
     ]
-    return updates, ms, vs, ss, x0s, {"d": d, "r": r}
+    return updates, ms, vs, ss, x0s, {"estim_lr": d, "numerator_weighted": r}
 
 
 def _check_common(fn, learning_rate, b1, b2, eps, estim_lr0, weight_decay):
@@ -61,7 +61,6 @@ def _check_common(fn, learning_rate, b1, b2, eps, estim_lr0, weight_decay):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_prodigy(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -123,7 +122,7 @@ def scale_by_prodigy(
         >>> for _ in range(10):  # a constant gradient: the params travel steadily
         ...     u, state = tx.update(jnp.array([1.0, -1.0]), state, params)
         ...     params = params + u
-        >>> round(float(state.d) / 1e-6, 1)  # the estimate has grown from estim_lr0 = 1e-6
+        >>> round(float(state.estim_lr) / 1e-6, 1)  # the estimate has grown from estim_lr0 = 1e-6
         17.0
 
     References:
@@ -141,18 +140,18 @@ def scale_by_prodigy(
         _checks.check_in_range(fn, "b3", b3, 0.0, 1.0)
     hyper = {"learning_rate": learning_rate, "b1": b1, "b2": b2, "b3": b3, "eps": eps, "estim_lr0": estim_lr0,
              "estim_lr_coef": estim_lr_coef, "weight_decay": weight_decay}  # fmt: skip
-    return tree_rule(
+    return update_rule(
         fn,
         ScaleByProdigyState,
         functools.partial(_prodigy_step, safeguard_warmup=safeguard_warmup),
-        slots={"m": 0.0, "v": 0.0, "s": 0.0, "x0": jnp.copy},
-        scalars={"d": lambda h, params: h.estim_lr0, "r": lambda h, params: 0.0},
         hyper=hyper,
+        slots={"exp_avg": 0.0, "exp_avg_sq": 0.0, "grad_sum": 0.0, "params0": jnp.copy},
+        scalars={"estim_lr": lambda h: h.estim_lr0, "numerator_weighted": lambda h: 0.0},
+        **TREE_SCALARS,
     )
 
 
 @_registry.optimizer("Prodigy")
-@_factory.api
 def prodigy(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -196,7 +195,7 @@ def prodigy(
         >>> state = tx.init(params)
         >>> u, state = tx.update(params, state, params)
         >>> sorted(gradtx.slot_names(state))
-        ['m', 's', 'v', 'x0']
+        ['exp_avg', 'exp_avg_sq', 'grad_sum', 'params0']
 
     References:
       Mishchenko, Defazio, *Prodigy: an expeditiously adaptive parameter-free learner*,

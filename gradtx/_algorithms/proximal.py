@@ -8,7 +8,6 @@ import jax
 from jax import lax
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -39,7 +38,6 @@ def _proximal_sgd_leaf(g, var, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_proximal_sgd(
     learning_rate: _protocol.ScalarOrSchedule,
     l1: _protocol.ScalarOrSchedule = 0.0,
@@ -108,7 +106,6 @@ def _proximal_adagrad_leaf(g, accum, var, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_proximal_adagrad(
     learning_rate: _protocol.ScalarOrSchedule,
     initial_accumulator_value: float = 0.1,
@@ -168,7 +165,6 @@ def scale_by_proximal_adagrad(
 
 
 @_registry.optimizer("ProximalAdagrad")
-@_factory.api
 def proximal_adagrad(
     learning_rate: _protocol.ScalarOrSchedule,
     initial_accumulator_value: float = 0.1,
@@ -206,7 +202,6 @@ def proximal_adagrad(
 
 
 @_registry.optimizer("proximal_gradient_descent", "ProximalGradientDescent")
-@_factory.api
 def proximal_sgd(
     learning_rate: _protocol.ScalarOrSchedule,
     l1: _protocol.ScalarOrSchedule = 0.0,

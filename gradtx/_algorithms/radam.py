@@ -17,7 +17,6 @@ from gradtx._algorithms.adam import (
     torch_correction,
 )
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -32,8 +31,8 @@ class ScaleByRadamState(NamedTuple):
     """State of `scale_by_radam`."""
 
     count: _protocol.Count  # int32: completed updates
-    m: _protocol.Updates  # first moment (starts at 0)
-    v: _protocol.Updates  # second moment (starts at 0)
+    mu: _protocol.Updates  # first moment (starts at 0)
+    nu: _protocol.Updates  # second moment (starts at 0)
 
 
 def _check_betas_and_eps(fn: str, b1: Any, b2: Any, eps: Any, eps_root: Any) -> None:
@@ -64,7 +63,6 @@ def _radam_leaf(g, m, v, h, *, nesterov: bool):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_radam(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -101,7 +99,7 @@ def scale_by_radam(
       nesterov: use Nesterov's form of the first moment.
 
     Returns:
-      An `ElementWise` transform with state `ScaleByRadamState(count, m, v)`.
+      An `ElementWise` transform with state `ScaleByRadamState(count, mu, nu)`.
 
     Raises:
       ValueError: if a beta is outside [0, 1), `eps` / `eps_root` is negative or `threshold` < 4.
@@ -127,13 +125,12 @@ def scale_by_radam(
         ScaleByRadamState,
         functools.partial(_radam_leaf, nesterov=nesterov),
         hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root, "threshold": threshold},
-        slots={"m": 0.0, "v": 0.0},
+        slots={"mu": 0.0, "nu": 0.0},
         prepare=functools.partial(_radam_prepare, nesterov=nesterov),
     )
 
 
 @_registry.optimizer("RAdam")
-@_factory.api
 def radam(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,

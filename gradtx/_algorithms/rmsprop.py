@@ -11,7 +11,6 @@ from jax import lax
 
 from gradtx._algorithms.adam import _REAL_ONLY, _check_common, corrected_step
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -50,7 +49,6 @@ def _is_zero(x) -> bool:
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_rmsprop(
     learning_rate: _protocol.ScalarOrSchedule,
     decay: _protocol.ScalarOrSchedule = 0.9,
@@ -126,7 +124,6 @@ def scale_by_rmsprop(
 
 
 @_registry.optimizer("RMSProp")
-@_factory.api
 def rmsprop(
     learning_rate: _protocol.ScalarOrSchedule,
     decay: _protocol.ScalarOrSchedule = 0.9,
@@ -220,7 +217,6 @@ def _rms_rule(fn, state, leaf, slots, decay, eps, initial_scale, eps_in_sqrt, bi
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_rms(
     decay: _protocol.ScalarOrSchedule = 0.9,
     eps: _protocol.ScalarOrSchedule = 1e-8,
@@ -276,7 +272,6 @@ def scale_by_rms(
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_stddev(
     decay: _protocol.ScalarOrSchedule = 0.9,
     eps: _protocol.ScalarOrSchedule = 1e-8,
@@ -334,7 +329,7 @@ class ScaleByBiasCorrectedRmsState(NamedTuple):
     """State of `scale_by_bias_corrected_rms`."""
 
     count: _protocol.Count  # int32: completed updates
-    v: _protocol.Updates  # second moment (starts at 0)
+    nu: _protocol.Updates  # second moment (starts at 0)
 
 
 def _bias_corrected_rms_leaf(g, v, h):
@@ -343,7 +338,6 @@ def _bias_corrected_rms_leaf(g, v, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_bias_corrected_rms(
     decay: _protocol.ScalarOrSchedule = 0.999,
     eps: _protocol.ScalarOrSchedule = 1e-8,
@@ -365,7 +359,7 @@ def scale_by_bias_corrected_rms(
       eps_root: added under the root, >= 0.
 
     Returns:
-      An `ElementWise` transform with state `ScaleByBiasCorrectedRmsState(count, v)`.
+      An `ElementWise` transform with state `ScaleByBiasCorrectedRmsState(count, nu)`.
 
     Raises:
       ValueError: if `decay` is outside [0, 1) or `eps` / `eps_root` is negative.
@@ -389,7 +383,7 @@ def scale_by_bias_corrected_rms(
         ScaleByBiasCorrectedRmsState,
         _bias_corrected_rms_leaf,
         hyper={"decay": decay, "eps": eps, "eps_root": eps_root},
-        slots={"v": 0.0},
+        slots={"nu": 0.0},
         prepare=functools.partial(corrections, b1=None, b2="decay"),
     )
 

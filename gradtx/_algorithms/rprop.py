@@ -9,7 +9,6 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
@@ -51,7 +50,6 @@ def _check_rprop(fn, learning_rate, eta_minus, eta_plus, min_step_size, max_step
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_rprop(
     learning_rate: _protocol.ScalarOrSchedule,
     eta_minus: _protocol.ScalarOrSchedule = 0.5,
@@ -132,7 +130,6 @@ def scale_by_rprop(
 
 
 @_registry.optimizer("Rprop")
-@_factory.api
 def rprop(
     learning_rate: _protocol.ScalarOrSchedule,
     eta_minus: _protocol.ScalarOrSchedule = 0.5,

@@ -35,7 +35,6 @@ def _refuse_integers(fn: str, updates: Any, params: Any) -> None:
 
 
 @_registry.transform()
-@_factory.api
 def normalize() -> _protocol.GradientTransformation:
     r"""Divide the updates by their global norm: a direction of unit length over all leaves together.
 
@@ -80,7 +79,6 @@ def normalize() -> _protocol.GradientTransformation:
 
 
 @_registry.optimizer("SAM")
-@_factory.api
 def sam(
     tx: Any,
     adv_tx: Any,

@@ -10,7 +10,6 @@ import jax.numpy as jnp
 
 from gradtx._algorithms.rmsprop import scale_by_bias_corrected_rms
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -74,7 +73,6 @@ def _schedule_free_leaf(d, z, y, h, *, steps_given):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_schedule_free(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,
@@ -230,7 +228,6 @@ def schedule_free_eval_params(state: Any, params: Any) -> Any:
 
 
 @_registry.optimizer("AdamWScheduleFree")
-@_factory.api
 def schedule_free_adamw(
     learning_rate: _protocol.ScalarOrSchedule = 0.0025,
     warmup_steps: int | None = 0,
@@ -295,7 +292,6 @@ def schedule_free_adamw(
 
 
 @_registry.optimizer("SGDScheduleFree")
-@_factory.api
 def schedule_free_sgd(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     warmup_steps: int | None = 0,
@@ -345,7 +341,6 @@ def schedule_free_sgd(
 
 
 @_registry.wrapper()
-@_factory.api
 def schedule_free(
     tx: Any,
     learning_rate: _protocol.ScalarOrSchedule,

@@ -8,7 +8,6 @@ from typing import Any
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -18,7 +17,6 @@ from gradtx.combinators._scale import scale_by_learning_rate
 
 
 @_registry.optimizer("gradient_descent", "GradientDescent", "SGD")
-@_factory.api
 def sgd(learning_rate: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Gradient descent: `tf.compat.v1.train.GradientDescentOptimizer` (`var -= lr * grad`).
 
@@ -61,7 +59,6 @@ def annealed_noise_std(eta: Any, gamma: Any) -> Any:
 
 
 @_registry.optimizer("NoisySGD")
-@_factory.api
 def noisy_sgd(
     learning_rate: _protocol.ScalarOrSchedule,
     eta: _protocol.ScalarOrSchedule = 0.01,

@@ -11,7 +11,6 @@ import jax.numpy as jnp
 
 from gradtx import linalg
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -263,7 +262,6 @@ def _shampoo_leaf(g, gbar, mat_g, mat_h, h, *, config):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_shampoo(
     *,
     max_matrix_size: int = 768,
@@ -404,7 +402,6 @@ def scale_by_shampoo(
 
 
 @_registry.optimizer("Shampoo")
-@_factory.api
 def shampoo(
     learning_rate: _protocol.ScalarOrSchedule = 1.0,
     *,

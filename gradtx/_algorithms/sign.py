@@ -7,7 +7,6 @@ from typing import Any
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
@@ -22,7 +21,6 @@ def _sign_leaf(g, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_sign() -> _protocol.GradientTransformation:
     r"""Replace every update by its sign: each element moves by one unit, up, down or not at all.
 
@@ -54,7 +52,6 @@ def scale_by_sign() -> _protocol.GradientTransformation:
 
 
 @_registry.optimizer("SignSGD")
-@_factory.api
 def sign_sgd(learning_rate: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""signSGD: every element moves by the learning rate against its gradient's sign.
 
@@ -86,7 +83,6 @@ def sign_sgd(learning_rate: _protocol.ScalarOrSchedule) -> _protocol.GradientTra
 
 
 @_registry.optimizer("Signum")
-@_factory.api
 def signum(
     learning_rate: _protocol.ScalarOrSchedule,
     beta: _protocol.ScalarOrSchedule = 0.9,

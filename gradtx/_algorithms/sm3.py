@@ -9,7 +9,6 @@ import jax
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
@@ -23,8 +22,8 @@ class ScaleBySM3State(NamedTuple):
     """State of `scale_by_sm3`."""
 
     count: _protocol.Count  # int32: completed updates
-    accumulators: _protocol.Updates  # per leaf, a list: one vector per axis (the leaf itself below 2 axes)
-    momentum: _protocol.Updates  # the moving average of the scaled gradients (starts at 0)
+    mu: _protocol.Updates  # per leaf, a list: one vector per axis (the leaf itself below 2 axes)
+    nu: _protocol.Updates  # the moving average of the scaled gradients (starts at 0)
 
 
 def _cover_init(p) -> list[jax.Array]:
@@ -62,7 +61,6 @@ def _new_weight(h, state, extra_args):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_sm3(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 1.0,
@@ -92,7 +90,7 @@ def scale_by_sm3(
       eps: added under the square root, >= 0.
 
     Returns:
-      A `GradientTransformation` with state `ScaleBySM3State(count, accumulators, momentum)`.
+      A `GradientTransformation` with state `ScaleBySM3State(count, mu, nu)`.
 
     Raises:
       ValueError: if a decay is outside [0, 1] or `eps` is negative.
@@ -101,7 +99,7 @@ def scale_by_sm3(
         >>> import jax.numpy as jnp, gradtx
         >>> tx = gradtx.scale_by_sm3(b1=0.0)
         >>> state = tx.init(jnp.zeros((2, 3)))
-        >>> [a.shape for a in state.accumulators]  # one per row, one per column
+        >>> [a.shape for a in state.mu]  # one per row, one per column
         [(2,), (3,)]
         >>> u, state = tx.update(jnp.full((2, 3), 2.0), state)
         >>> [round(float(x), 4) for x in u[0]]  # g / sqrt(g^2)
@@ -122,7 +120,7 @@ def scale_by_sm3(
         ScaleBySM3State,
         _sm3_leaf,
         hyper={"b1": b1, "b2": b2, "eps": eps},
-        slots={"accumulators": _cover_init, "momentum": 0.0},
+        slots={"mu": _cover_init, "nu": 0.0},
         prepare=_new_weight,
         kind=_protocol.LeafWise,  # one accumulator per index of each axis
         real_only="its cover accumulators take maxima of real squares",
@@ -130,7 +128,6 @@ def scale_by_sm3(
 
 
 @_registry.optimizer("SM3")
-@_factory.api
 def sm3(
     learning_rate: _protocol.ScalarOrSchedule,
     momentum: _protocol.ScalarOrSchedule = 0.9,

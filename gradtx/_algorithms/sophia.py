@@ -46,7 +46,6 @@ _REAL = "its Hessian-diagonal estimate and clipping are of real numbers"
 
 
 @_registry.transform()
-@_factory.api
 def hutchinson_estimator_diag_hessian(
     random_seed: jax.Array | None = None,
 ) -> _protocol.GradientTransformation:
@@ -120,7 +119,6 @@ def hutchinson_estimator_diag_hessian(
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_sophia(
     b1: _protocol.ScalarOrSchedule = 0.965,
     b2: _protocol.ScalarOrSchedule = 0.99,
@@ -252,7 +250,6 @@ def scale_by_sophia(
 
 
 @_registry.optimizer("Sophia")
-@_factory.api
 def sophia(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.965,

@@ -9,7 +9,6 @@ import jax.numpy as jnp
 from gradtx._algorithms.adam import corrected_step
 from gradtx._algorithms.radam import _check_betas_and_eps
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -23,8 +22,8 @@ class ScaleByYogiState(NamedTuple):
     """State of `scale_by_yogi`."""
 
     count: _protocol.Count  # int32: completed updates
-    m: _protocol.Updates  # first moment (starts at initial_accumulator_value)
-    v: _protocol.Updates  # second moment, moved additively (starts at initial_accumulator_value)
+    mu: _protocol.Updates  # first moment (starts at initial_accumulator_value)
+    nu: _protocol.Updates  # second moment, moved additively (starts at initial_accumulator_value)
 
 
 def _yogi_leaf(g, m, v, h):
@@ -35,7 +34,6 @@ def _yogi_leaf(g, m, v, h):
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_yogi(
     b1: _protocol.ScalarOrSchedule = 0.9,
     b2: _protocol.ScalarOrSchedule = 0.999,
@@ -50,7 +48,7 @@ def scale_by_yogi(
         v_t = v_{t-1} - (1-\beta_2)\,\operatorname{sign}(v_{t-1} - g_t^2)\, g_t^2, \\
         u_t = \frac{m_t / (1-\beta_1^t)}{\sqrt{v_t / (1-\beta_2^t) + \epsilon_{root}} + \epsilon}
 
-    Adam's :math:`v` forgets a large past gradient multiplicatively; Yogi's shrinks it by
+    Adam's :math:`nu` forgets a large past gradient multiplicatively; Yogi's shrinks it by
     an amount set by the current gradient, so the effective rate grows slowly after a burst
     of large gradients. Both moments start at `initial_accumulator_value`. These are the
     numbers and defaults of `optax.scale_by_yogi` (the paper's Algorithm 2 has no bias
@@ -64,7 +62,7 @@ def scale_by_yogi(
       initial_accumulator_value: the initial value of both moments, >= 0 (a number: it is used once).
 
     Returns:
-      An `ElementWise` transform with state `ScaleByYogiState(count, m, v)`.
+      An `ElementWise` transform with state `ScaleByYogiState(count, mu, nu)`.
 
     Raises:
       ValueError: if a beta is outside [0, 1), or `eps`, `eps_root` or `initial_accumulator_value`
@@ -91,13 +89,12 @@ def scale_by_yogi(
         ScaleByYogiState,
         _yogi_leaf,
         hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root},
-        slots={"m": initial_accumulator_value, "v": initial_accumulator_value},
+        slots={"mu": initial_accumulator_value, "nu": initial_accumulator_value},
         prepare=corrections,
     )
 
 
 @_registry.optimizer("Yogi")
-@_factory.api
 def yogi(
     learning_rate: _protocol.ScalarOrSchedule,
     b1: _protocol.ScalarOrSchedule = 0.9,

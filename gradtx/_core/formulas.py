@@ -117,3 +117,13 @@ def corrections(
     if nesterov and b1 is not None:
         out["bc1_next"] = correction(getattr(h, b1), _hyper.increment(h.t))
     return out
+
+
+def total_sum(xs: list[Any]) -> jax.Array:
+    """`sum(xs)` of per-leaf partial sums, as the sum over every element (exact on ZeRO's slices too)."""
+    return _sliced.total(sum(xs[1:], xs[0]))
+
+
+def sq_norm(xs: list[Any]) -> jax.Array:
+    """The squared L2 norm of all the arrays `xs` together (`optax.tree.norm(x, squared=True)`)."""
+    return total_sum([jnp.sum(abs_sq(x)) for x in xs])

@@ -1,7 +1,8 @@
 """The registry's entries: name -> factory, aliases and kind, filled by the modules that define the factories.
 
 Each algorithm's module registers its factories beside their definitions (`@optimizer("Adam")`
-above `def adam`), so the registry is complete once `gradtx` is imported. `gradtx.registry`
+above `def adam`, which also makes it a public factory, `factory.api`), so the registry is complete
+once `gradtx` is imported. `gradtx.registry`
 builds on it: `get`, `from_config`, TF's argument names.
 """
 
@@ -12,6 +13,7 @@ import difflib
 from typing import Any, Callable
 
 from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 
 KINDS = ("optimizer", "transform", "wrapper")
@@ -94,24 +96,28 @@ def register(entry: Entry, *, override: bool = False) -> Entry:
 
 def _registering(kind: str, aliases: tuple[str, ...]) -> Callable[[Any], Any]:
     def decorate(factory: Any) -> Any:
-        register(Entry(factory.__name__, factory, kind, aliases))
-        return factory
+        public = _factory.api(factory)
+        register(Entry(public.__name__, public, kind, aliases))
+        return public
 
     return decorate
 
 
 def optimizer(*aliases: str) -> Callable[[Any], Any]:
-    """Register the decorated factory as an optimizer, under its name and `aliases` (TF's class names)."""
+    """Make the decorated factory a public one (`factory.api`) and register it as an optimizer, under its name
+    and `aliases` (TF's class names)."""
     return _registering("optimizer", aliases)
 
 
 def transform(*aliases: str) -> Callable[[Any], Any]:
-    """Register the decorated factory as a transform (a building block or combinator from plain arguments)."""
+    """Make the decorated factory a public one (`factory.api`) and register it as a transform (a building
+    block or combinator from plain arguments)."""
     return _registering("transform", aliases)
 
 
 def wrapper(*aliases: str) -> Callable[[Any], Any]:
-    """Register the decorated factory as a wrapper (a transform of a transform)."""
+    """Make the decorated factory a public one (`factory.api`) and register it as a wrapper (a transform of a
+    transform)."""
     return _registering("wrapper", aliases)
 
 

@@ -42,6 +42,18 @@ class Slot(NamedTuple):
 
 _NO_STATE = _protocol.EmptyState()
 
+TREE_SCALARS: Mapping[str, Any] = types.MappingProxyType(
+    {
+        "over": "tree",
+        "reads_params": True,
+        "compute_dtype": _scalars.at_least_float32,
+        "real_only": "its global scalars are of real vectors",
+    }
+)
+"""The declaration of a rule whose scalars follow sums over the whole tree (Prodigy, D-Adaptation, DoG):
+over all leaves together, reading the params, its scalars in float32 at least (float64 for float64
+params), real numbers only."""
+
 
 def update_rule(
     name: str,
@@ -106,9 +118,10 @@ def update_rule(
       back to its dtype (a bf16 slot updated with an f32 gradient stays bf16); a slot shaped
       like its parameter is checked against the gradient's shape at trace time.
     - **scalars**: `scalars` maps each non-slot field of `state` (TF's `beta1_power`) to a
-      function of the hyperparameters at count 0 giving its initial value (in the scalar
-      dtype of the params); `prepare(h, state, extra_args)` returns the new values under the
-      same names (and anything else the formula needs), once per step.
+      function of the hyperparameters at count 0 (`h.params`: the list of parameter leaves)
+      giving its initial value (in the scalar dtype of the params; a bool stays a bool flag);
+      the formula sees the current values in `h`, and `prepare(h, state, extra_args)` returns
+      the new values under the same names (and anything else the formula needs), once per step.
     - **the kind**: `kind` is `ElementWise` (the formula treats elements alike; runs on
       packed parameters as they are) or `LeafWise` (it needs whole leaves: a norm, a shape;
       on packed parameters it runs on per-leaf views, `gradtx.packing.leaf_wise`).
@@ -116,11 +129,13 @@ def update_rule(
       schedule among the hyperparameters, `EmptyState()` (a rule without slots);
       `count="never"` keeps no count (optax's `ScaleByRmsState(nu)`; no schedules then).
 
-    `over="tree"` is for rules that combine all leaves (GGT's Gram matrix): the formula then
-    takes lists, `leaf(gs, *slot_lists, [ws], h) -> (updates, *new_slot_lists)`, of the
-    leaves that have a gradient. `paths=True` gives the formula the leaf's key path (`path=`,
-    a `jax.tree_util` key path); `real_only` (a reason) refuses complex gradients and
-    parameters at trace time. `extra` names the extra arguments of `update` that the formula
+    `over="tree"` is for rules that combine all leaves (GGT's Gram matrix; the learning-rate-free rules,
+    whose scalars follow sums over every element): the formula then takes lists, `leaf(gs, *slot_lists,
+    [ws], h) -> (updates, *new_slot_lists[, {scalar: new value}])`, of the leaves that have a gradient
+    (row-sparse ones densified); such a formula passes every sum over elements through
+    `gradtx._core.formulas.total_sum`, which stays exact on ZeRO's slices. `paths=True` gives the formula
+    the leaf's key path (`path=`, a `jax.tree_util` key path); `real_only` (a reason) refuses complex
+    gradients and parameters at trace time. `extra` names the extra arguments of `update` that the formula
     reads, with defaults.
 
     Args:
@@ -310,11 +325,12 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
         values: dict[str, Any] = {"count": zero} if has_count else {}
         param_leaves, treedef = jax.tree.flatten(params, is_leaf=_leaves.is_none)
         if scalar_inits:
-            h0 = types.SimpleNamespace(**resolve(zero, _scalars.variables_dtype(jax.tree.leaves(params))))
+            dtype = _scalars.variables_dtype(jax.tree.leaves(params))
+            present = [p for p in param_leaves if p is not None]
+            h0 = types.SimpleNamespace(**resolve(zero, dtype), params=present)
             for f in scalar_names:
-                values[f] = jnp.asarray(
-                    scalar_inits[f](h0), _scalars.variables_dtype(jax.tree.leaves(params))
-                )
+                value = jnp.asarray(scalar_inits[f](h0))
+                values[f] = value if value.dtype == jnp.bool_ else value.astype(dtype)  # a flag stays a bool
         for f in slot_names:
             spec = slot_specs[f]
             if spec is None:
@@ -331,12 +347,15 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
     def step_scalars(state_, leaves, flat_params, extra_args):
         """The step's scalars: hyperparameters at `count`, `count`, `t`, extra arguments, `prepare`'s."""
         count_ = getattr(state_, count_field) if has_count else None
-        if scalar_names:
-            dtype = getattr(state_, field(scalar_names[0])).dtype
-        else:
-            dtype = _scalars.variables_dtype(leaves if flat_params is None else flat_params)
+        olds = {f: getattr(state_, field(f)) for f in scalar_names}
+        dtype = next(
+            (x.dtype for x in olds.values() if x.dtype != jnp.bool_),
+            _scalars.variables_dtype(leaves if flat_params is None else flat_params),
+        )
         h = resolve(count_, dtype)
         h["count"], h["t"] = count_, (_hyper.increment(count_) if has_count else None)
+        for f, value in olds.items():  # the scalars' current values, where no hyperparameter has the name
+            h.setdefault(f, value)  # (`prepare`, or a formula over the tree, gives the new ones)
         for k, default in extra.items():
             h[k] = extra_args.get(k, default)
         if prepare is not None:
@@ -376,7 +395,9 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
         scalars_for = _leaves.per_dtype(step_scalars(state, leaves, flat_params, extra_args), compute_dtype)
         outs, new_slots = list(leaves), [list(s) for s in flat_slots]
         if over == "tree":
-            _leaves.over_tree(leaf, leaves, flat_slots, flat_params, scalars_for, outs, new_slots)
+            scalars_for.h.update(
+                _leaves.over_tree(leaf, leaves, flat_slots, flat_params, scalars_for, outs, new_slots)
+            )
         else:
             path_list = _leaves.key_paths(updates) if paths else None
             derived_shapes: dict[Any, Any] = {}

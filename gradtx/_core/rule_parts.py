@@ -42,11 +42,12 @@ def per_dtype(h: dict[str, Any], compute_dtype: Callable[[Any], Any] | None) -> 
     return scalars_for
 
 
-def over_tree(leaf, leaves, flat_slots, flat_params, scalars_for, outs, new_slots) -> None:
-    """A rule over all leaves (`over="tree"`): the formula gets lists of the leaves that have a gradient."""
+def over_tree(leaf, leaves, flat_slots, flat_params, scalars_for, outs, new_slots) -> dict[str, Any]:
+    """A rule over all leaves (`over="tree"`): the formula gets lists of the leaves that have a gradient, and
+    may return, after the new slot lists, a dict of the state's new scalars (returned here)."""
     idx = [i for i, g in enumerate(leaves) if g is not None]
     if not idx:
-        return
+        return {}
     gs = [dense(leaves[i]) for i in idx]
     args = [[s[i] for i in idx] for s in flat_slots]
     if flat_params is not None:
@@ -56,6 +57,7 @@ def over_tree(leaf, leaves, flat_slots, flat_params, scalars_for, outs, new_slot
         outs[i] = as_update(res[0][j], gs[j])
         for k in range(len(flat_slots)):
             new_slots[k][i] = keep(res[k + 1][j], flat_slots[k][i])
+    return res[len(flat_slots) + 1] if len(res) > len(flat_slots) + 1 else {}
 
 
 def flatten_up_to(fn: str, treedef: Any, updates: Any, tree: Any, field: str | None) -> list[Any]:

@@ -139,7 +139,6 @@ def _every_k_at(every_k: Any, count: jax.Array) -> Any:
 
 
 @_registry.wrapper()
-@_factory.api
 def accumulate_gradients(
     tx: Any,
     every_k: int | Callable[[jax.Array], Any],
@@ -303,7 +302,6 @@ def step_is_finite(updates: Any, out: Any, inner_state: Any) -> jax.Array:
 
 
 @_registry.wrapper()
-@_factory.api
 def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientTransformation:
     """Skip steps with a non-finite gradient: zero updates and the inner state kept, with a count.
 

@@ -6,7 +6,6 @@ import functools
 from typing import NamedTuple
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.rule import update_rule
@@ -27,7 +26,6 @@ def _apply_every_leaf(g, grad_acc, h, *, k):
 
 
 @_registry.transform()
-@_factory.api
 def apply_every(k: int = 1) -> _protocol.GradientTransformation:
     r"""Sum the updates of `k` consecutive steps and emit the sum at every `k`-th step, zeros at the others.
 

@@ -10,7 +10,6 @@ import jax
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -24,7 +23,6 @@ def _param_norm_leaf(u: jax.Array, w: jax.Array, h) -> tuple[jax.Array]:
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_param_block_norm(
     min_scale: _protocol.ScalarOrSchedule = 1e-3,
 ) -> _protocol.GradientTransformation:
@@ -96,7 +94,6 @@ def _param_scale_leaf(u, w, h):
 
 
 @_registry.transform()
-@_factory.api
 def clip_by_block_rms(threshold: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Scale each leaf of the updates down so that its root mean square is at most `threshold`.
 
@@ -141,7 +138,6 @@ def clip_by_block_rms(threshold: _protocol.ScalarOrSchedule) -> _protocol.Gradie
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_param_block_rms(
     min_scale: _protocol.ScalarOrSchedule = 1e-3,
 ) -> _protocol.GradientTransformation:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import jax
 
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.rule import update_rule
@@ -19,7 +18,6 @@ def _centralize_leaf(g: jax.Array, h) -> tuple[jax.Array]:
 
 
 @_registry.transform()
-@_factory.api
 def centralize() -> _protocol.GradientTransformation:
     r"""Subtract from each slice of the updates along the leading axis its mean: gradient centralization.
 

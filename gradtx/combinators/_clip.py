@@ -41,7 +41,6 @@ def _stateless(fn: str, bound: Any, apply) -> _protocol.GradientTransformation:
 
 
 @_registry.transform()
-@_factory.api
 @_factory.real_only("complex numbers are not ordered (clip |u| with clip_by_norm)")
 def clip(max_delta: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Clip every element of the updates to `[-max_delta, max_delta]` (`tf.clip_by_value`).
@@ -80,7 +79,6 @@ def clip(max_delta: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformat
 
 
 @_registry.transform()
-@_factory.api
 def clip_by_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Rescale each tensor whose L2 norm exceeds `max_norm` to norm `max_norm` (`tf.clip_by_norm`).
 
@@ -127,7 +125,6 @@ class ClipByGlobalNormState(NamedTuple):
 
 
 @_registry.transform()
-@_factory.api
 def clip_by_global_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Scale all updates together so their global L2 norm is at most `max_norm`: `tf.clip_by_global_norm`.
 

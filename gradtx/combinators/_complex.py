@@ -46,7 +46,6 @@ def _is_pair(x: Any) -> bool:
 
 
 @_registry.wrapper()
-@_factory.api
 def split_real_and_imaginary(inner: Any) -> _protocol.GradientTransformation:
     r"""Run `inner` on the real and imaginary parts of complex parameters as two real parameters.
 

@@ -119,7 +119,6 @@ def _conditional(
 
 
 @_registry.wrapper()
-@_factory.api
 def conditionally_transform(
     inner: Any, should_transform_fn: ConditionFn, *, forward_extra_args: bool = False
 ) -> _protocol.GradientTransformation:
@@ -166,7 +165,6 @@ def conditionally_transform(
 
 
 @_registry.wrapper()
-@_factory.api
 def conditionally_mask(
     inner: Any, should_transform_fn: ConditionFn, *, forward_extra_args: bool = False
 ) -> _protocol.GradientTransformation:

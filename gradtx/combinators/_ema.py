@@ -6,7 +6,6 @@ import functools
 from typing import Any, NamedTuple
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -27,7 +26,6 @@ def _ema_leaf(u, m, h, *, debias: bool):
 
 
 @_registry.transform()
-@_factory.api
 def ema(
     decay: _protocol.ScalarOrSchedule, *, debias: bool = False, mu_dtype: Any = None
 ) -> _protocol.GradientTransformation:

@@ -20,7 +20,6 @@ from gradtx._core import walk as _walk
 
 
 @_registry.transform()
-@_factory.api
 def transform_gradients(
     fn: Callable[[_protocol.Updates, _protocol.Params | None], _protocol.Updates],
 ) -> _protocol.GradientTransformation:
@@ -67,7 +66,6 @@ class AddNoiseState(NamedTuple):
 
 
 @_registry.transform()
-@_factory.api
 @_factory.real_only("it draws real Gaussian noise")
 def add_noise(
     scale: _protocol.ScalarOrSchedule, seed: int = 0, *, truncated: bool = True
@@ -144,7 +142,6 @@ def add_noise(
 
 
 @_registry.transform()
-@_factory.api
 def scale_gradients(
     multipliers: Mapping[str, _protocol.ScalarOrSchedule],
 ) -> _protocol.GradientTransformation:

@@ -38,7 +38,6 @@ class LookaheadState(NamedTuple):
 
 
 @_registry.wrapper()
-@_factory.api
 def lookahead(
     tx: Any, sync_period: int, slow_step_size: _protocol.ScalarOrSchedule, *, reset_state: bool = False
 ) -> _protocol.GradientTransformation:

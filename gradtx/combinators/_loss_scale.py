@@ -58,7 +58,6 @@ def _unscaled(fn: str, updates: Any, scale: jax.Array) -> Any:
 
 
 @_registry.wrapper("MixedPrecisionLossScaleOptimizer")
-@_factory.api
 def loss_scaled(
     tx: Any,
     loss_scale: str | float = "dynamic",

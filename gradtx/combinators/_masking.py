@@ -38,7 +38,6 @@ class MaskedState(NamedTuple):
 
 
 @_registry.wrapper()
-@_factory.api
 def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
     """Apply `inner` to the selected parameters only; the other updates pass through unchanged.
 
@@ -89,7 +88,6 @@ def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
 
 
 @_registry.transform()
-@_factory.api
 def freeze(mask: Mask) -> _protocol.GradientTransformation:
     """Zero the updates of the selected parameters, so they stay as they are.
 
@@ -134,7 +132,6 @@ def freeze(mask: Mask) -> _protocol.GradientTransformation:
 
 
 @_registry.wrapper()
-@_factory.api
 def partition(
     transforms: Mapping[Hashable, Any], param_labels: Any | Callable[[Any], Any]
 ) -> _protocol.GradientTransformation:

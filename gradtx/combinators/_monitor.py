@@ -52,7 +52,6 @@ def _check_name(fn: str, name: Any) -> None:
 
 
 @_registry.transform()
-@_factory.api
 def snapshot(measure_name: str, measure: Callable[[Any], Any]) -> _protocol.GradientTransformation:
     r"""Keep a measurement of the updates in the state (`measure(updates)`); pass the updates on unchanged.
 
@@ -100,7 +99,6 @@ def _as_transform(measure: Any) -> _protocol.GradientTransformation:
 
 
 @_registry.transform()
-@_factory.api
 def monitor(measures: Mapping[str, Any]) -> _protocol.GradientTransformation:
     r"""Keep named measurements of the updates in the state, some of them stateful; pass the updates on.
 

@@ -25,7 +25,6 @@ class MovingAverageState(NamedTuple):
 
 
 @_registry.wrapper()
-@_factory.api
 def moving_average(
     tx: Any, average_decay: _protocol.ScalarOrSchedule = 0.9999, *, num_updates: bool = False
 ) -> _protocol.GradientTransformation:

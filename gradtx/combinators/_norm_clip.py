@@ -9,7 +9,6 @@ import jax.numpy as jnp
 
 from gradtx import sparse
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
@@ -43,7 +42,6 @@ def global_norm(tree: Any) -> jax.Array:
 
 
 @_registry.transform()
-@_factory.api
 def adaptive_grad_clip(
     clipping: _protocol.ScalarOrSchedule,
     eps: _protocol.ScalarOrSchedule = 1e-3,

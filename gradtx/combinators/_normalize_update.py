@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -25,7 +24,6 @@ def _normalize_tree(gs, h):
 
 
 @_registry.transform()
-@_factory.api
 def normalize_by_update_norm(
     scale_factor: _protocol.ScalarOrSchedule = 1.0, eps: _protocol.ScalarOrSchedule = 1e-6
 ) -> _protocol.GradientTransformation:

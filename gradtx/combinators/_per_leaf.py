@@ -8,7 +8,6 @@ from typing import Callable, NamedTuple
 import jax
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
@@ -36,7 +35,6 @@ def _per_leaf_leaf(g, slots, w, h, *, apply, names):
 
 
 @_registry.transform()
-@_factory.api
 def per_leaf(
     init_slots: Callable[[jax.Array], dict[str, jax.Array]],
     apply: Callable[..., tuple[jax.Array, dict[str, jax.Array]]],

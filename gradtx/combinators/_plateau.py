@@ -9,7 +9,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -132,7 +131,6 @@ def plateau_rule(
 
 
 @_registry.transform()
-@_factory.api
 def reduce_on_plateau(
     factor: float = 0.1,
     patience: int = 10,

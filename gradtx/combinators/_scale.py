@@ -7,7 +7,6 @@ import functools
 from typing import Any, NamedTuple
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.rule import update_rule
@@ -42,7 +41,6 @@ def _scaled(fn: str, factor: Any, sign: float) -> _protocol.GradientTransformati
 
 
 @_registry.transform()
-@_factory.api
 def scale(step_size: _protocol.ScalarOrSchedule) -> _protocol.GradientTransformation:
     r"""Multiply every update by `step_size`.
 
@@ -69,7 +67,6 @@ def scale(step_size: _protocol.ScalarOrSchedule) -> _protocol.GradientTransforma
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_schedule(step_size_fn: _protocol.Schedule) -> _protocol.GradientTransformation:
     r"""Multiply every update by `step_size_fn(count)`, where `count` is the number of completed steps.
 
@@ -98,7 +95,6 @@ def scale_by_schedule(step_size_fn: _protocol.Schedule) -> _protocol.GradientTra
 
 
 @_registry.transform()
-@_factory.api
 def scale_by_learning_rate(
     learning_rate: _protocol.ScalarOrSchedule, *, flip_sign: bool = True
 ) -> _protocol.GradientTransformation:

@@ -11,7 +11,6 @@ from gradtx._core import registry as _registry
 
 
 @_registry.transform()
-@_factory.api
 def identity() -> _protocol.GradientTransformation:
     """Leave the updates unchanged (the neutral element of `chain`).
 

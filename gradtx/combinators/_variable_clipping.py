@@ -7,7 +7,6 @@ from typing import Any, Mapping, NamedTuple, Sequence
 import jax
 
 from gradtx._core import checks as _checks
-from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import hyper as _hyper
 from gradtx._core import masks as _masks
@@ -23,7 +22,6 @@ class ClipVariablesState(NamedTuple):
 
 
 @_registry.transform()
-@_factory.api
 def clip_variables(
     max_norm: _protocol.ScalarOrSchedule, dims: Mapping[str, Sequence[int]]
 ) -> _protocol.GradientTransformation:

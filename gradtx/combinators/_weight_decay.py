@@ -21,7 +21,6 @@ class AddDecayedWeightsState(NamedTuple):
 
 
 @_registry.transform()
-@_factory.api
 def add_decayed_weights(
     weight_decay: _protocol.ScalarOrSchedule, *, mask: Mask | None = None
 ) -> _protocol.GradientTransformation:
@@ -106,7 +105,6 @@ def _add_rows(u: Any, rows: Any, like: Any) -> Any:
 
 
 @_registry.wrapper()
-@_factory.api
 def decoupled_weight_decay(
     tx: Any,
     weight_decay: _protocol.ScalarOrSchedule,

@@ -21,7 +21,6 @@ def _zeros(g: Any) -> Any:
 
 
 @_registry.transform()
-@_factory.api
 def set_to_zero() -> _protocol.GradientTransformation:
     """Replace every update by zeros, so the parameters stay as they are (`optax.set_to_zero`).
 
@@ -59,7 +58,6 @@ class ZeroNansState(NamedTuple):
 
 
 @_registry.transform()
-@_factory.api
 def zero_nans() -> _protocol.GradientTransformation:
     r"""Replace NaN entries of the updates by 0, and record where NaNs were found (`optax.zero_nans`).
 
@@ -103,7 +101,6 @@ def zero_nans() -> _protocol.GradientTransformation:
 
 
 @_registry.transform()
-@_factory.api
 @_factory.real_only("complex numbers are not ordered")
 def keep_params_nonnegative() -> _protocol.GradientTransformation:
     r"""Change the updates so that no parameter becomes negative (`optax.keep_params_nonnegative`).

@@ -1,104 +1,43 @@
 """`optax.contrib` under `gradtx.optax_compat`: optax's contributed optimizers with optax's numbers.
 
-Every name is a gradtx rule (or a chain, a wrapper) under optax's signature and state class,
-defined in one of optax_compat's alias modules (`_MODULES`) and tested beside optax there;
-this module gives them optax's address, so `optax.contrib.prodigy(...)` keeps working after
+Every name is a gradtx rule (or a chain, a wrapper) under optax's signature and state class, from the
+mirror's table (`_table_contrib.py`), or gradtx's own object where it is optax's as it is; this module
+gives them optax's address, so `optax.contrib.prodigy(...)` keeps working after
 `import gradtx.optax_compat as optax`. A name optax has here and optax_compat lacks raises
 AttributeError saying so.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-_OPTAX_NAMES = (
-    "COCOBState",
-    "DAdaptAdamWState",
-    "DifferentiallyPrivateAggregateState",
-    "DoGState",
-    "DoWGState",
-    "GaLoreDimensionNumbers",
-    "GaLoreState",
-    "HutchinsonState",
-    "MadgradState",
-    "MechanicState",
-    "MomoAdamState",
-    "MomoState",
-    "MuonDimensionNumbers",
-    "MuonState",
-    "NormalizeState",
-    "ProdigyState",
-    "ReduceLROnPlateauState",
-    "SAMState",
-    "ScaleByAdemamixState",
-    "ScaleBySimplifiedAdEMAMixState",
-    "ScheduleFreeState",
-    "SophiaState",
-    "SplitRealAndImaginaryState",
-    "acprop",
-    "ademamix",
-    "adopt",
-    "cocob",
-    "dadapt_adamw",
-    "differentially_private_aggregate",
-    "dog",
-    "dowg",
-    "dpsgd",
-    "galore",
-    "hutchinson_estimator_diag_hessian",
-    "madgrad",
-    "mechanize",
-    "momo",
-    "momo_adam",
-    "muon",
-    "normalize",
-    "prodigy",
-    "reduce_on_plateau",
-    "sam",
-    "scale_by_acprop",
-    "scale_by_ademamix",
-    "scale_by_adopt",
-    "scale_by_cocob",
-    "scale_by_galore",
-    "scale_by_madgrad",
-    "scale_by_muon",
-    "scale_by_simplified_ademamix",
-    "schedule_free",
-    "schedule_free_adamw",
-    "schedule_free_eval_params",
-    "schedule_free_sgd",
-    "simplified_ademamix",
-    "sophia",
-    "split_real_and_imaginary",
-)
-"""`optax.contrib`'s public names (optax 0.2.8)."""
+import gradtx
+from gradtx.optax_compat import _table, _table_contrib
+from gradtx.optax_compat._mirror import MODULE
 
-_MODULES = (
-    "gradtx.optax_compat._aliases_contrib",
-    "gradtx.optax_compat._aliases_muon",
-    "gradtx.optax_compat._aliases_modern",
-    "gradtx.optax_compat._contrib_more",
-    "gradtx.optax_compat._lr_free",
-    "gradtx.optax_compat._lr_free_distance",
-    "gradtx.optax_compat._stateful",
-)
-"""optax_compat's modules that define `optax.contrib` names, searched in this order."""
+_GRADTX = (
+    "DifferentiallyPrivateAggregateState GaLoreDimensionNumbers GaLoreState HutchinsonState MomoAdamState "
+    "MomoState MuonDimensionNumbers SAMState SophiaState SplitRealAndImaginaryState normalize "
+    "split_real_and_imaginary"
+).split()
+"""optax.contrib's names that are gradtx's objects as they are."""
 
+_NAMES = {
+    **{name: getattr(gradtx, name) for name in _GRADTX},
+    **{
+        name: value
+        for name, value in vars(_table_contrib).items()
+        if not name.startswith("_")
+        and getattr(value, "__module__", None) in (MODULE, _table_contrib.__name__)
+        and value is not getattr(_table, name, None)  # a top-level name the table uses
+    },
+    "NormalizeState": _table_contrib.NormalizeState,
+}
+for _name in ("scale_by_dog", "scale_by_dowg"):
+    _NAMES.pop(_name, None)  # optax.contrib._dog's, not optax.contrib's
+globals().update(_NAMES)
 
-def _find() -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for module in map(importlib.import_module, _MODULES):
-        for name in _OPTAX_NAMES:
-            if name not in found and hasattr(module, name):
-                found[name] = getattr(module, name)
-    return found
-
-
-_FOUND = _find()
-globals().update(_FOUND)
-
-__all__ = sorted(_FOUND, key=str.lower)
+__all__ = sorted(_NAMES, key=str.lower)
 
 
 def __getattr__(name: str) -> Any:

@@ -83,7 +83,6 @@ class AGNState(NamedTuple):
 
 
 @_registry.wrapper("AGNOptimizer")
-@_factory.api
 def agn(
     tx: Any, axis_name: _axes.AxisName, communication_period: int = 10
 ) -> _protocol.GradientTransformation:

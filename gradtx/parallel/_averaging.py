@@ -63,7 +63,6 @@ class ModelAverageState(NamedTuple):
 
 
 @_registry.wrapper("ModelAverageOptimizer")
-@_factory.api
 def model_average(
     tx: Any, axis_name: _axes.AxisName, interval_steps: int = 100
 ) -> _protocol.GradientTransformation:
@@ -166,7 +165,6 @@ def _check_rate(fn: str, name: str, value: Any) -> None:
 
 
 @_registry.wrapper("ElasticAverageOptimizer")
-@_factory.api
 def elastic_average(
     tx: Any,
     axis_name: _axes.AxisName,

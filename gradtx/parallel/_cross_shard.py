@@ -49,7 +49,6 @@ def _reducing(
 
 
 @_registry.wrapper("CrossShardOptimizer")
-@_factory.api
 def cross_shard(
     tx: Any,
     axis_name: _axes.AxisName,
@@ -133,7 +132,6 @@ def cross_shard(
 
 
 @_registry.wrapper("TowerOptimizer")
-@_factory.api
 def tower_reduce(
     tx: Any,
     axis_name: _axes.AxisName,

@@ -54,7 +54,6 @@ def _row(x: Any, axes: tuple) -> jax.Array:
 
 
 @_registry.wrapper("ZeRO1")
-@_factory.api
 def sharded_state(
     tx: Any,
     axis_name: _axes.AxisName,

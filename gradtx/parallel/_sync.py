@@ -34,7 +34,6 @@ class SyncReplicasState(NamedTuple):
 
 
 @_registry.wrapper("SyncReplicasOptimizer", "SyncReplicas")
-@_factory.api
 def sync_replicas(
     tx: Any,
     axis_name: _axes.AxisName,
@@ -217,7 +216,6 @@ class DropStaleGradientsState(NamedTuple):
 
 
 @_registry.wrapper("DropStaleGradientOptimizer", "DropStaleGradient")
-@_factory.api
 def drop_stale_gradients(tx: Any, staleness: int) -> _protocol.GradientTransformation:
     r"""Apply `tx` only to gradients at most `staleness` steps old (DropStaleGradientOptimizer).
 

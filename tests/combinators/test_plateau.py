@@ -19,7 +19,7 @@ from optax import contrib
 
 import gradtx
 from gradtx import optax_compat as compat
-from gradtx.optax_compat import _stateful
+from gradtx.optax_compat import contrib as _stateful
 from gradtx.optax_compat import schedules as compat_schedules
 
 TOL = {"rtol": 1e-6, "atol": 1e-6}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gradtx.optax_compat as compat
-from gradtx.optax_compat import _scalings
+from gradtx.optax_compat import _table as _scalings
 
 optax = pytest.importorskip("optax")
 

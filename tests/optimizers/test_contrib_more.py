@@ -16,8 +16,7 @@ import pytest
 
 import gradtx
 from gradtx import optax_compat as ox
-from gradtx.optax_compat import _aliases_contrib
-from gradtx.optax_compat import _contrib_more as contrib
+from gradtx.optax_compat import contrib
 from tests import helpers
 
 REAL = {"w": (4, 3), "b": (5,)}
@@ -111,7 +110,7 @@ CASES = {
     ),
     "normalize-compat-complex": (
         _complex_problem,
-        lambda: ox.chain(_aliases_contrib.normalize(), ox.sgd(0.1)),
+        lambda: ox.chain(contrib.normalize(), ox.sgd(0.1)),
         lambda: optax.chain(optax.contrib.normalize(), optax.sgd(0.1)),
     ),
     "differentially_private_aggregate": (
@@ -293,7 +292,7 @@ def test_compat_states_are_optax_layouts():
     assert type(state).__name__ == "SplitRealAndImaginaryState" and state.inner_state[0].mu[
         "c"
     ].real.shape == (3, 2)
-    assert contrib.NormalizeState() == ox.EmptyState() == _aliases_contrib.normalize().init(params)
+    assert contrib.NormalizeState() == ox.EmptyState() == contrib.normalize().init(params)
     dp = contrib.differentially_private_aggregate(1.0, 0.5, key=jax.random.key(0)).init(params)
     assert isinstance(dp, contrib.DifferentiallyPrivateAggregateState) and dp._fields == ("rng_key",)
     assert jax.random.key_data(dp.rng_key).tolist() == jax.random.key_data(jax.random.key(0)).tolist()

@@ -19,7 +19,7 @@ import pytest
 import scipy.optimize
 
 import gradtx
-from gradtx.optax_compat import _lbfgs as compat
+from gradtx import optax_compat as compat
 
 STEPS = 20
 TOL = {"rtol": 1e-6, "atol": 1e-6}

@@ -19,8 +19,9 @@ import optax
 import pytest
 
 import gradtx
-from gradtx.optax_compat import _lr_free as ox
-from gradtx.optax_compat import _lr_free_distance as oxd
+from gradtx import optax_compat
+from gradtx.optax_compat import _table_contrib as ox
+from gradtx.optax_compat import _table_contrib as oxd
 from tests import helpers
 
 SHAPES = {"w": (6, 4), "b": (5,), "s": ()}
@@ -97,12 +98,14 @@ CASES = {
     ),
     "ldog": (
         lambda: gradtx.chain(gradtx.scale_by_distance_over_gradients(), gradtx.scale_by_learning_rate(1.0)),
-        lambda: gradtx.chain(oxd.scale_by_distance_over_gradients(), gradtx.scale_by_learning_rate(1.0)),
+        lambda: gradtx.chain(
+            optax_compat.scale_by_distance_over_gradients(), gradtx.scale_by_learning_rate(1.0)
+        ),
         lambda: optax.chain(optax.scale_by_distance_over_gradients(), optax.scale_by_learning_rate(1.0)),
     ),
     "ldog-descent-args": (
         lambda: gradtx.scale_by_distance_over_gradients(1e-3, 1e-6, -0.5, param_dtype=None),
-        lambda: oxd.scale_by_distance_over_gradients(1e-3, 1e-6, None, -0.5),
+        lambda: optax_compat.scale_by_distance_over_gradients(1e-3, 1e-6, None, -0.5),
         lambda: optax.scale_by_distance_over_gradients(1e-3, 1e-6, None, -0.5),
     ),
     "polyak_sgd": (gradtx.polyak_sgd, gradtx.optax_compat.polyak_sgd, optax.polyak_sgd),
@@ -273,7 +276,7 @@ def test_zero_sharded_state_gives_the_unsharded_numbers():
     tx = gradtx.prodigy(weight_decay=0.01)
 
     def observe(state):
-        return state.d, state.r
+        return state.estim_lr, state.numerator_weighted
 
     ref_params, ref_obs = zero._unsharded(tx, params, grads, observe)
     got_params, got_obs = zero._sharded(

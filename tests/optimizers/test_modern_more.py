@@ -20,7 +20,7 @@ import pytest
 
 import gradtx
 import gradtx.optax_compat as optax_compat
-from gradtx.optax_compat import _aliases_modern as compat
+from gradtx.optax_compat import contrib as compat
 from tests import helpers
 
 SHAPES = {"w": (6, 4), "b": (5,), "s": ()}

@@ -14,7 +14,7 @@ import optax
 import pytest
 
 import gradtx
-from gradtx.optax_compat import _aliases_contrib as contrib
+from gradtx.optax_compat import contrib
 from tests import helpers
 
 SHAPES = {"w": (4, 3), "b": (3,), "s": ()}

@@ -89,7 +89,7 @@ def test_per_axis_statistics_are_placed_like_their_axes_of_a_sharded_param():
     assert placed(adafactor.v_row["w"], "model") and placed(adafactor.v_col["w"], "data")  # 6 and 8 entries
     assert placed(adafactor.v["w"])  # the scalar placeholder lives on the param's devices
     sm3 = gradtx.scale_by_sm3().init({"w": w})
-    assert placed(sm3.accumulators["w"][0], "data") and placed(sm3.accumulators["w"][1], "model")
-    assert placed(sm3.momentum["w"], "data", "model")
+    assert placed(sm3.mu["w"][0], "data") and placed(sm3.mu["w"][1], "model")
+    assert placed(sm3.nu["w"], "data", "model")
     novograd = gradtx.scale_by_novograd().init({"w": w})
-    assert placed(novograd.v["w"]) and placed(novograd.m["w"], "data", "model")
+    assert placed(novograd.nu["w"]) and placed(novograd.mu["w"], "data", "model")

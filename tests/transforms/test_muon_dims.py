@@ -15,7 +15,7 @@ import optax
 import pytest
 
 import gradtx
-from gradtx.optax_compat import _aliases_muon as contrib
+from gradtx.optax_compat import contrib
 from tests import helpers
 
 SHAPES = {"conv": (3, 3, 4, 6), "stack": (3, 5, 4), "w": (6, 4), "b": (4,)}

@@ -28,13 +28,13 @@ def schedule_free_ref(lr, b1=0.9, weight_lr_power=2.0, warmup=0, *, b2=None, eps
 
     def init(var):
         zeros = np.zeros_like(var)
-        return {"z": var.copy(), "x": var.copy(), "v": zeros, "weight_sum": 0.0, "lr_max": 0.0}
+        return {"z": var.copy(), "x": var.copy(), "nu": zeros, "weight_sum": 0.0, "lr_max": 0.0}
 
     def step(y, g, s, t):
         k = t - 1  # gradtx's count: a schedule sees the completed steps
         gamma = _rate(lr, k) * (min(1.0, t / warmup) if warmup else 1.0)
         beta = _rate(b1, k)
-        v = s["v"]
+        v = s["nu"]
         if b2 is None:
             d = g + weight_decay * y
         else:
@@ -47,7 +47,7 @@ def schedule_free_ref(lr, b1=0.9, weight_lr_power=2.0, warmup=0, *, b2=None, eps
         z = s["z"] - gamma * d
         x = (1 - c) * s["x"] + c * z
         y = (1 - beta) * z + beta * x
-        return y, {"z": z, "x": x, "v": v, "weight_sum": weight_sum, "lr_max": lr_max}
+        return y, {"z": z, "x": x, "nu": v, "weight_sum": weight_sum, "lr_max": lr_max}
 
     return reference.Reference(init, step)
 
@@ -69,7 +69,7 @@ CASES = {
         lambda: schedule_free_ref(
             lambda k: 0.05 / (1.0 + 0.1 * k), 0.8, 1.0, 4, b2=0.99, eps=1e-3, weight_decay=0.01
         ),
-        ["z", "v"],
+        ["z", "nu"],
     ),
     "sgd-b1-schedule": (
         lambda: gradtx.schedule_free_sgd(0.1, b1=_decaying_b1),
