@@ -73,11 +73,12 @@ def optax_object(path: str) -> object:
 
 
 def mirrored() -> set[str]:
-    """The optax paths the table builds: the first argument of each `block(...)`, `@recipe(...)`,
-    `_schedule(...)` in the table modules (read as text: a stale signature file does not stop it)."""
+    """The optax paths the table builds: the first argument of each `name = block(...)`, `@recipe(...)`,
+    `@schedule(...)` in optax_compat's modules (read as text: a stale signature file does not stop it)."""
     found: set[str] = set()
-    for table in sorted((ROOT / "gradtx" / "optax_compat").glob("_table*.py")):
-        found.update(re.findall(r"(?:block|recipe|_schedule)\(\s*\"([\w.]+)\"", table.read_text()))
+    pattern = r"(?m)^(?:@|\w+ = )(?:block|recipe|schedule)\(\s*\"([\w.]+)\""
+    for table in sorted((ROOT / "gradtx" / "optax_compat").glob("*.py")):
+        found.update(re.findall(pattern, table.read_text()))
     return found
 
 

@@ -158,27 +158,150 @@ def _as_count_schedule(factory: str, name: str, value: Any) -> Any:
     )
 
 
-def _static_names(static_args: Any) -> frozenset[str]:
+def _static_names(static_args: Any) -> frozenset[Any]:
     names = (static_args,) if isinstance(static_args, str) else static_args
     try:
-        names = tuple(names)
+        return frozenset(names)
     except TypeError:
-        names = None
-    if names is None or not all(isinstance(n, str) for n in names):
         raise TypeError(
             f"`inject_hyperparams`: `static_args` must be an argument name or an iterable of names, "
             f"got {static_args!r}."
-        )
-    return frozenset(names)
+        ) from None
 
 
-def _check_static_names(factory: str, statics: frozenset[str], known: Any) -> None:
-    unknown = sorted(statics - set(known))
+def _check_static_names(factory: str, statics: frozenset[Any], known: Any) -> None:
+    unknown = statics - set(known)
     if unknown:
         raise ValueError(
-            f"`inject_hyperparams`: `static_args` names {unknown}, which {factory} does not take; "
-            f"its arguments are {sorted(known)}."
+            f"`inject_hyperparams`: `static_args` names [{', '.join(sorted(map(repr, unknown)))}], which "
+            f"{factory} does not take; its arguments are {sorted(known)}."
         )
+
+
+class Injection:
+    """How `inject_hyperparams` sorts the arguments and keeps their values: gradtx's policy.
+
+    A float or a schedule where the factory takes one (`ScalarOrSchedule`) is injected, cast to
+    `dtype`; a schedule is evaluated at `count`; the state is `InjectHyperparamsState`.
+    `gradtx.optax_compat`'s `inject_hyperparams` is this engine with optax's policy (a subclass).
+    """
+
+    label = "inject_hyperparams"  # the transform's name: `<label>(<factory>)`
+
+    def __init__(self, factory: str, hyperparam_dtype: Any) -> None:
+        self.factory = factory
+        self.dtype = hyperparam_dtype or jax.dtypes.canonicalize_dtype(jnp.float64)
+
+    def sort(self, name: str, value: Any, mark: Any) -> tuple[bool, Any]:
+        """Whether the argument `name` is injected, and its value as kept."""
+        value = _as_count_schedule(self.factory, name, value)
+        return _is_injectable(value, mark), value
+
+    def first(self, injected: dict[str, Any]) -> dict[str, Any]:
+        """The values the factory is built from once, at construction (its checks, its kind)."""
+        return self.start(injected, None)[0]
+
+    def start(self, injected: dict[str, Any], params: Any) -> tuple[dict[str, Any], Any]:
+        """The values at `init`, and the schedules' states (none here: the count is theirs)."""
+        count = _hyper.zero_count()
+        return Hyperparams(
+            {k: jnp.asarray(_hyper.resolve(v, count), self.dtype) for k, v in injected.items()}
+        ), None
+
+    def step(self, injected: dict[str, Any], state: Any, params: Any, extra_args: dict) -> tuple[dict, Any]:
+        """The values of a step (the state's, schedules evaluated at `count`), and the schedules' states."""
+        # cast: a plain dict put in the state (`_replace`, `optax.tree.set`) may hold Python floats
+        values = {k: jnp.asarray(v, self.dtype) for k, v in state.hyperparams.items()}
+        scheduled = {k: v for k, v in injected.items() if _checks.is_schedule(v)}
+        values.update({k: jnp.asarray(v(state.count), self.dtype) for k, v in scheduled.items()})
+        return values, None
+
+    def cast_note(self, params: Any) -> str:
+        """What to say after the factory's ValueError at `init` about the cast of its values."""
+        return ""
+
+    def state(self, count: Any, values: dict[str, Any], schedule_states: Any, inner: Any) -> Any:
+        del schedule_states
+        return InjectHyperparamsState(count, Hyperparams(values), inner)
+
+    def outermost(
+        self, label: str, raw: _protocol.GradientTransformation
+    ) -> _protocol.GradientTransformation:
+        """`raw` as an outermost factory returns it (`_factory.wrapped_once`)."""
+        return _factory.wrapped_once(label, raw)
+
+
+def inject(
+    policy: type[Injection],
+    factory: Callable[..., Any],
+    static_args: Any,
+    hyperparam_dtype: Any,
+) -> Callable[..., _protocol.GradientTransformation]:
+    """`inject_hyperparams(factory)` under `policy` (gradtx's `Injection`, or optax_compat's): each step
+    builds the factory from that step's values, its checks deferred on traced ones (NaN updates)."""
+    _checks.check_callable("inject_hyperparams", "factory", factory)
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"`inject_hyperparams`: cannot read the signature of {factory!r}: {err}.") from None
+    name = getattr(factory, "__name__", repr(factory))
+    statics = _static_names(static_args)
+    params = signature.parameters
+    var_kw = next((p.name for p in params.values() if p.kind is inspect.Parameter.VAR_KEYWORD), None)
+    var_pos = next((p.name for p in params.values() if p.kind is inspect.Parameter.VAR_POSITIONAL), None)
+    if var_kw is None:
+        _check_static_names(name, statics, params)
+    tx_name = f"{policy.label}({_naming.factory_name(factory)})"  # what a checkpoint records
+
+    def wrapped(*args: Any, **kwargs: Any) -> _protocol.GradientTransformation:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as err:
+            raise TypeError(f"`inject_hyperparams({name})`: {err}.") from None
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        keywords = dict(arguments.pop(var_kw, {})) if var_kw else {}  # e.g. per_leaf's **hyperparams
+        var_args = tuple(arguments.pop(var_pos, ())) if var_pos else ()
+        arguments.update(keywords)
+        if var_kw is not None:
+            _check_static_names(name, statics, arguments)
+        how = policy(name, hyperparam_dtype)
+        injected: dict[str, Any] = {}
+        static: dict[str, Any] = {}
+        for key, value in arguments.items():
+            mark = _protocol.mark_of(factory, key if key in params else var_kw or "")
+            inject_it, value = (False, value) if key in statics else how.sort(key, value, mark)
+            (injected if inject_it else static)[key] = value
+
+        def build(values: dict) -> _protocol.GradientTransformation:
+            call = {**static, **values}
+            positional = [
+                call.pop(p.name) for p in params.values() if p.kind is inspect.Parameter.POSITIONAL_ONLY
+            ]
+            return _factory.member(factory(*positional, *var_args, **call))
+
+        def init_fn(params):
+            values, schedule_states = how.start(injected, params)
+            try:
+                inner = build(values)
+            except ValueError as err:
+                raise ValueError(f"{err}{how.cast_note(params)}") from None
+            return how.state(_hyper.zero_count(), values, schedule_states, inner.init(params))
+
+        def update_fn(updates, state, params=None, **extra_args):
+            values, schedule_states = how.step(injected, state, params, extra_args)
+            with _checks.deferred() as conditions:  # the factory's checks on traced values: NaN if one fails
+                inner_tx = build(values)
+            new_updates, inner = inner_tx.update(updates, state.inner_state, params, **extra_args)
+            new_state = how.state(_hyper.increment(state.count), values, schedule_states, inner)
+            return _checks.nan_unless(conditions, new_updates), new_state
+
+        raw = _factory.composite(init_fn, update_fn, build(how.first(injected)))  # checked now; its kind
+        if _checks._API_NAME.get() is not None:  # inside another factory: it wraps once
+            return _naming.named(raw, tx_name)
+        return _naming.named(how.outermost(f"inject_hyperparams({name})", raw), tx_name)
+
+    return wrapped
 
 
 @_factory.api
@@ -257,74 +380,4 @@ def inject_hyperparams(
         >>> sorted(tx.init(jnp.zeros(2)).hyperparams)
         ['b2', 'eps', 'learning_rate']
     """
-    _checks.check_callable("inject_hyperparams", "factory", factory)
-    try:
-        signature = inspect.signature(factory)
-    except (TypeError, ValueError) as err:
-        raise TypeError(f"`inject_hyperparams`: cannot read the signature of {factory!r}: {err}.") from None
-    name = getattr(factory, "__name__", repr(factory))
-    statics = _static_names(static_args)
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
-    if not takes_any:
-        _check_static_names(name, statics, signature.parameters)
-
-    def wrapped(*args: Any, **kwargs: Any) -> _protocol.GradientTransformation:
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as err:
-            raise TypeError(f"`inject_hyperparams({name})`: {err}.") from None
-        bound.apply_defaults()
-        arguments = dict(bound.arguments)
-        params = signature.parameters
-        var_kw = next((p.name for p in params.values() if p.kind is inspect.Parameter.VAR_KEYWORD), None)
-        var_pos = next((p.name for p in params.values() if p.kind is inspect.Parameter.VAR_POSITIONAL), None)
-        keywords = dict(arguments.pop(var_kw, {})) if var_kw else {}  # e.g. per_leaf's **hyperparams
-        var_args = tuple(arguments.pop(var_pos, ())) if var_pos else ()
-
-        def injectable(name, value):
-            mark = _protocol.mark_of(factory, name if name in params else var_kw or "")
-            return name not in statics and _is_injectable(value, mark)
-
-        candidates = {k: _as_count_schedule(name, k, v) for k, v in {**arguments, **keywords}.items()}
-        if takes_any:
-            _check_static_names(name, statics, candidates)
-        numeric = {k: v for k, v in candidates.items() if injectable(k, v)}
-        static = {k: v for k, v in candidates.items() if k not in numeric}
-        dtype = hyperparam_dtype or jax.dtypes.canonicalize_dtype(jnp.float64)
-
-        def build(values: dict) -> _protocol.GradientTransformation:
-            call = {**static, **values}
-            positional = [
-                call.pop(p.name) for p in params.values() if p.kind is inspect.Parameter.POSITIONAL_ONLY
-            ]
-            return _factory.member(factory(*positional, *var_args, **call))
-
-        def values_at(count):
-            return Hyperparams({k: jnp.asarray(_hyper.resolve(v, count), dtype) for k, v in numeric.items()})
-
-        def init_fn(params):
-            count = _hyper.zero_count()
-            values = values_at(count)
-            return InjectHyperparamsState(count, values, build(values).init(params))
-
-        def update_fn(updates, state, params=None, **extra_args):
-            # cast: a plain dict put in the state (`_replace`, `optax.tree.set`) may hold Python floats
-            values = {k: jnp.asarray(v, dtype) for k, v in state.hyperparams.items()}
-            values.update(
-                {k: jnp.asarray(v(state.count), dtype) for k, v in numeric.items() if _checks.is_schedule(v)}
-            )
-            with _checks.deferred() as conditions:  # the factory's checks on traced values: NaN if one fails
-                inner_tx = build(values)
-            new_updates, inner = inner_tx.update(updates, state.inner_state, params, **extra_args)
-            return _checks.nan_unless(conditions, new_updates), InjectHyperparamsState(
-                _hyper.increment(state.count), Hyperparams(values), inner
-            )
-
-        kind_of = build(values_at(_hyper.zero_count()))  # the inner one's kind
-        tx_name = f"inject_hyperparams({_naming.factory_name(factory)})"  # what a checkpoint records
-        if _checks._API_NAME.get() is not None:  # inside another factory: it wraps once
-            return _naming.named(_factory.composite(init_fn, update_fn, kind_of), tx_name)
-        raw = _factory.composite(init_fn, update_fn, kind_of)
-        return _naming.named(_factory.wrapped_once(f"inject_hyperparams({name})", raw), tx_name)
-
-    return wrapped
+    return inject(Injection, factory, static_args, hyperparam_dtype)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Hashable, Mapping, NamedTuple
 
 import jax
@@ -68,21 +69,43 @@ def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
     """
     _checks.check_transform("masked", "inner", inner)
     _check_mask("masked", mask)
+    return route(
+        inner,
+        lambda updates, params: _masks.resolve_mask("masked", mask, updates if params is None else params),
+        functools.partial(_masks.select, "masked"),
+        functools.partial(_masks.merge, "masked"),
+    )
+
+
+def route(
+    inner: Any,
+    layout: Callable[[Any, Any], Any],
+    hide: Callable[[Any, Any], Any],
+    merge: Callable[[Any, Any, Any], Any],
+    *,
+    mask_extra_args: bool = False,
+) -> _protocol.GradientTransformation:
+    """`masked`'s transform: `layout(updates, params)` resolves the mask, `hide(m, tree)` is what `inner`
+    sees of a tree (gradtx: `None` for a masked-out leaf; optax_compat's: optax's `MaskedNode()`),
+    `merge(m, new, updates)` the updates out; with `mask_extra_args`, an extra argument shaped like the
+    updates is hidden as they are."""
     inner = _factory.member(inner)
 
     def init_fn(params):
         if _masks.is_placeholder(params):  # `optax.tree.map_params` finds the slots: they stay whole
             return MaskedState(inner.init(params))
-        m = _masks.resolve_mask("masked", mask, params)
-        return MaskedState(inner.init(_masks.select("masked", m, params)))
+        return MaskedState(inner.init(hide(layout(params, params), params)))
 
     def update_fn(updates, state, params=None, **extra_args):
-        m = _masks.resolve_mask("masked", mask, params if params is not None else updates)
-        sub_params = None if params is None else _masks.select("masked", m, params)
-        inner_updates, inner_state = inner.update(
-            _masks.select("masked", m, updates), state.inner_state, sub_params, **extra_args
-        )
-        return _masks.merge("masked", m, inner_updates, updates), MaskedState(inner_state)
+        m = layout(updates, params)
+        if mask_extra_args:
+            shape = jax.tree.structure(updates)
+            extra_args = {
+                k: hide(m, v) if jax.tree.structure(v) == shape else v for k, v in extra_args.items()
+            }
+        sub_params = None if params is None else hide(m, params)
+        new, inner_state = inner.update(hide(m, updates), state.inner_state, sub_params, **extra_args)
+        return merge(m, new, updates), MaskedState(inner_state)
 
     return _protocol.GradientTransformation(init_fn, update_fn)
 
@@ -131,6 +154,21 @@ def freeze(mask: Mask) -> _protocol.GradientTransformation:
     return _protocol.GradientTransformation(init_fn, update_fn)
 
 
+def check_partition(transforms: Any, param_labels: Any) -> None:
+    """`partition`'s arguments (gradtx's and optax_compat's): a non-empty dict of transforms, labels."""
+    if not isinstance(transforms, Mapping) or not transforms:
+        raise TypeError(
+            f"`partition`: `transforms` must be a non-empty dict label -> transform, got {transforms!r}."
+        )
+    for label, tx in transforms.items():
+        _checks.check_transform("partition", f"transforms[{label!r}]", tx)
+    if param_labels is None:  # no labels at all: every update would be None and nothing would train
+        raise TypeError(
+            "`partition`: `param_labels` must be a tree of labels (shaped like the params or a prefix of "
+            "them) or a function `params -> labels`, got None."
+        )
+
+
 @_registry.wrapper()
 def partition(
     transforms: Mapping[Hashable, Any], param_labels: Any | Callable[[Any], Any]
@@ -162,17 +200,7 @@ def partition(
         >>> out["w"], out["b"]
         (Array([-1.], dtype=float32), Array([-0.1], dtype=float32))
     """
-    if not isinstance(transforms, Mapping) or not transforms:
-        raise TypeError(
-            f"`partition`: `transforms` must be a non-empty dict label -> transform, got {transforms!r}."
-        )
-    for label, tx in transforms.items():
-        _checks.check_transform("partition", f"transforms[{label!r}]", tx)
-    if param_labels is None:  # no labels at all: every update would be None and nothing would train
-        raise TypeError(
-            "`partition`: `param_labels` must be a tree of labels (shaped like the params or a prefix of "
-            "them) or a function `params -> labels`, got None."
-        )
+    check_partition(transforms, param_labels)
     txs = {k: _factory.member(v) for k, v in transforms.items()}
 
     def labels_of(params):

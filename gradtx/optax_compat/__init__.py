@@ -9,10 +9,12 @@ The module is a generated mirror: `_table.py` (and `_table_contrib.py` for `opta
 say which gradtx factory, or which chain of them, each optax name is; `_mirror.py` gives it
 optax's signature (generated from optax by tools/optax_signatures.py), optax's state classes
 (the gradtx rule's state renamed, at no cost per step) and a docstring written from gradtx's.
-Hand-written code remains where optax's behaviour differs: `inject_hyperparams`'s dtype rule,
-`masked`'s `MaskedNode`, the routing states, `MultiSteps`, optax's schedules. Names that are
-gradtx's own (`chain`, `scale`, `clip`, ...) are the same objects. The tests compare every name
-with optax itself. A name optax has and this module lacks raises AttributeError saying so.
+`_table_schedules.py` holds optax's schedules and `_table_wrappers.py` its wrappers and routing, in
+optax's layouts. Hand-written code remains where optax's behaviour differs: `inject_hyperparams`'s
+policy (its dtype rule and stateful schedules), `masked`'s `MaskedNode`, `MultiSteps`, `lookahead`'s
+params, optax's schedule rounding. Names that are gradtx's own (`chain`, `scale`, `clip`, ...) are the
+same objects. The tests compare every name with optax itself. A name optax has and this module lacks
+raises AttributeError saying so.
 """
 
 from __future__ import annotations
@@ -26,17 +28,16 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import updates as _updates
 from gradtx.optax_compat import (
     _inject,
-    _masked,
+    _mirror,
     _multi_steps,
-    _routing,
     _table,
-    _transforms_more,
-    _utilities,
+    _table_schedules,
+    _table_wrappers,
     projections,
     schedules,
     second_order,
 )
-from gradtx.optax_compat._mirror import MODULE
+from gradtx.optax_compat._mirror import public
 
 _SAME = (
     "ApplyIfFiniteState EmaState EmptyState GradientTransformation MaskedState MonitorState OptState Params "
@@ -52,87 +53,52 @@ _SAME = (
 """gradtx's names that are optax's as they are: the same signature, state and numbers."""
 
 
+_EMPTY = (
+    "AdaptiveGradClipState AddDecayedWeightsState ClipByGlobalNormState ClipState NonNegativeParamsState "
+    "ScaleState ScaleByTrustRatioState"
+).split()
+"""optax's names of stateless transforms' states: `EmptyState`."""
+
+
 def _gradtx_names() -> dict[str, Any]:
     import gradtx
 
-    same = {name: getattr(gradtx, name) for name in _SAME}
-    same.update(
-        {  # optax's other names of gradtx's objects
-            "AdaptiveGradClipState": _protocol.EmptyState,
-            "AddDecayedWeightsState": _protocol.EmptyState,
-            "ClipByGlobalNormState": _protocol.EmptyState,
-            "ClipState": _protocol.EmptyState,
-            "NonNegativeParamsState": _protocol.EmptyState,
-            "ScaleState": _protocol.EmptyState,
-            "ScaleByTrustRatioState": _protocol.EmptyState,
-            "GradientTransformationExtraArgs": _protocol.GradientTransformation,
-            "TransformInitFn": _protocol.TransformInitFn,
-            "TransformUpdateFn": _protocol.TransformUpdateFn,
-            "TransformUpdateExtraArgsFn": _protocol.TransformUpdateFn,
-            "apply_updates": _updates.apply_updates,
-            "incremental_update": _updates.incremental_update,
-            "periodic_update": _updates.periodic_update,
-            "tree": tree,
-            "bias_correction": tree.bias_correction,
-            "update_moment": tree.update_moment,
-            "update_infinity_moment": tree.update_infinity_moment,
-            "update_moment_per_elem_norm": tree.update_moment_per_elem_norm,
-            "tree_map_params": tree.map_params,
-            **{
-                n: getattr(_numerics, n)
-                for n in ("multi_normal", "safe_increment", "safe_norm", "scale_gradient")
-            },
-            "safe_int32_increment": _numerics.safe_increment,
-            "safe_root_mean_squares": _numerics.safe_root_mean_squares,
-            **{n: getattr(gradtx.linalg, n) for n in ("nnls", "power_iteration")},
-        }
-    )
-    return same
-
-
-def _public(module: Any) -> dict[str, Any]:
-    """The names a mirror or hand-written module defines for optax (made here, not imported there)."""
-    return {
-        name: value
-        for name, value in vars(module).items()
-        if not name.startswith("_") and getattr(value, "__module__", None) in (MODULE, module.__name__)
+    modules = {
+        _updates: "apply_updates incremental_update periodic_update",
+        tree: "bias_correction update_moment update_infinity_moment update_moment_per_elem_norm",
+        _numerics: "multi_normal safe_increment safe_norm safe_root_mean_squares scale_gradient",
+        gradtx.linalg: "nnls power_iteration",
+        gradtx: " ".join(_SAME),
+    }
+    return {  # and optax's other names of gradtx's objects:
+        **{name: getattr(module, name) for module, names in modules.items() for name in names.split()},
+        **dict.fromkeys(_EMPTY, _protocol.EmptyState),
+        "GradientTransformationExtraArgs": _protocol.GradientTransformation,
+        "TransformInitFn": _protocol.TransformInitFn,
+        "TransformUpdateFn": _protocol.TransformUpdateFn,
+        "TransformUpdateExtraArgsFn": _protocol.TransformUpdateFn,
+        "tree": tree,
+        "tree_map_params": tree.map_params,
+        "safe_int32_increment": _numerics.safe_increment,
     }
 
 
-_HAND_WRITTEN = {
-    _inject: "InjectHyperparamsState InjectStatefulHyperparamsState WrappedSchedule inject_hyperparams "
-    "inject_stateful_hyperparams",
-    _masked: "MaskedNode masked",
-    _multi_steps: "MultiSteps MultiStepsState",
-    _routing: "ConditionallyMaskState ConditionallyTransformState MultiTransformState PartitionState "
-    "conditionally_mask conditionally_transform flatten freeze init_empty_state multi_transform partition "
-    "selective_transform stateless_with_tree_map",
-    _transforms_more: "MonitorState measure_with_ema monitor",
-    _utilities: "ApplyEvery LookaheadParams LookaheadState apply_every lookahead matrix_inverse_pth_root",
-    schedules: "constant_schedule cosine_decay_schedule cosine_onecycle_schedule exponential_decay "
-    "join_schedules "
-    "linear_onecycle_schedule linear_schedule piecewise_constant_schedule piecewise_interpolate_schedule "
-    "polynomial_schedule sgdr_schedule warmup_constant_schedule warmup_cosine_decay_schedule "
-    "warmup_exponential_decay_schedule",
-}
-"""Where optax's behaviour differs from gradtx's (or optax has no gradtx counterpart): the names each module
-writes by hand."""
-
 _NAMES = {
     **_gradtx_names(),
-    **_public(_table),
-    **{n: getattr(m, n) for m, names in _HAND_WRITTEN.items() for n in names.split()},
+    **public(_table),
+    **public(_table_schedules),
+    **public(_table_wrappers),
+    **public(_inject),
+    **public(_multi_steps),
     "projections": projections,
     "schedules": schedules,
     "second_order": second_order,
 }
 for _name in (
-    "OptimisticState",
-    "WeightDecaySchedule",
-    "ScaleByRmsWithCountState",
-    "ScaleByRStdDevWithCountState",
-):
-    _NAMES.pop(_name, None)  # states only of a chain member, or optax's unexported names
+    "OptimisticState WeightDecaySchedule ScaleByRmsWithCountState ScaleByRStdDevWithCountState "
+    "StatefulSchedule WrappedScheduleState"
+).split():
+    _NAMES.pop(_name, None)  # states only of a chain member, or names optax has in a submodule only
 globals().update(_NAMES)
 
 MaskOrFn = Any | Callable[[Any], Any]
@@ -163,7 +129,4 @@ def __getattr__(name: str) -> Any:
             f"`gradtx.optax_compat` has no `{name}`: optax's losses are not optimizers and gradtx has none; "
             f"take them from optax itself (`import optax` beside this module: `{where}`)."
         )
-    raise AttributeError(
-        f"`gradtx.optax_compat` has no `{name}`: it is not an optax name, or gradtx does not give "
-        "optax's numbers under it yet (the names it has: `gradtx.optax_compat.__all__`)."
-    )
+    raise _mirror.missing("gradtx.optax_compat", name)

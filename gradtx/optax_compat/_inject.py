@@ -1,31 +1,32 @@
-"""optax's `inject_hyperparams`: its classification of arguments, dtype policy and state layout.
+"""optax's `inject_hyperparams`: optax's policy (`_OptaxInjection`) on gradtx's engine.
 
-`gradtx.inject_hyperparams` injects float arguments and the schedules a factory marks as
-hyperparameters; optax 0.2.8's injects every number (ints too) and treats every callable not
-named in `static_args` as a schedule, casts float values to the params' widest dtype, and keeps
-`InjectStatefulHyperparamsState(count, hyperparams, hyperparams_states, inner_state)`, where a
-schedule's state lives beside its value (`WrappedSchedule` makes a `count -> value` schedule
-one, a `StatefulSchedule` brings its own). This module is that combinator, with no math: each
-step builds the inner transform from the values of that step, as optax does, and runs it.
+optax 0.2.8 injects every number (ints too), treats every callable not in `static_args` as a
+schedule, casts floats to the params' widest dtype and keeps a schedule's state beside its value
+(`WrappedSchedule` makes a `count -> value` schedule one, a `StatefulSchedule` brings its own).
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import warnings
-from typing import Any, Callable, Iterable, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx._core import checks as _checks
+import gradtx
 from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
-from gradtx._core import naming as _naming
 from gradtx._core import protocol as _protocol
 from gradtx._core import shapes as _shapes
+from gradtx.combinators._inject import Injection, inject
+from gradtx.optax_compat._mirror import recipe
+
+SCHEDULES_NAMES = (
+    "InjectHyperparamsState InjectStatefulHyperparamsState StatefulSchedule WrappedSchedule "
+    "inject_hyperparams inject_stateful_hyperparams"
+).split()
+"""This module's names in `optax.schedules` (all but `StatefulSchedule` at optax's top level too)."""
 
 
 class InjectHyperparamsState(NamedTuple):
@@ -112,228 +113,116 @@ def _convert_floats(x: Any, dtype: Any) -> Any:
     return x
 
 
-def _widest_dtype(params: Any) -> Any:
-    """`optax.tree.dtype(params, "highest")`: the dtype every other leaf's promotes to (the default float
-    dtype for no leaves); `ShapeDtypeStruct` leaves count by their dtype."""
-    dtypes = [
-        jnp.dtype(x.dtype) if hasattr(x, "dtype") else jnp.asarray(x).dtype for x in jax.tree.leaves(params)
-    ]
-    if not dtypes:
-        return jnp.asarray([]).dtype
+class _OptaxInjection(Injection):
+    """optax 0.2.8's policy: every number and callable is injected; floats take the params' widest dtype."""
 
-    def higher(a, b):
-        wide = jnp.promote_types(a, b)
-        if wide not in (a, b):
-            raise ValueError(
-                f"`inject_hyperparams`: the params mix {a} and {b}, neither of which promotes to the other, "
-                "so no hyperparameter dtype follows from them; pass `hyperparam_dtype`."
-            )
-        return wide
+    label = "optax_compat.inject_hyperparams"
 
-    return functools.reduce(higher, dtypes)
-
-
-def _static_names(static_args: Any) -> set[Any]:
-    if isinstance(static_args, str):
-        return {static_args}
-    try:
-        return set(static_args)
-    except TypeError:
-        raise TypeError(
-            f"`inject_hyperparams`: `static_args` must be an argument name or an iterable of names, "
-            f"got {static_args!r}."
-        ) from None
-
-
-def _check_static_names(name: str, statics: set[Any], known: Iterable[str]) -> None:
-    unknown = statics - set(known)
-    if unknown:
-        raise ValueError(
-            f"`inject_hyperparams`: `static_args` names {', '.join(sorted(map(repr, unknown)))}, which "
-            f"{name} does not take; its arguments are {sorted(known)}."
+    def cast_note(self, params: Any) -> str:
+        return (
+            f" `inject_hyperparams` cast the values to {jnp.dtype(self._dtype(params))} (`hyperparam_dtype`, "
+            "else the params' widest dtype), which moved this one out of range (optax runs with it, and may "
+            "give NaN): pass a wider `hyperparam_dtype`, such as `jnp.float32`."
         )
 
+    def sort(self, name: str, value: Any, mark: Any) -> tuple[bool, Any]:
+        if isinstance(value, bool):
+            return False, value
+        if callable(value) and not isinstance(value, StatefulSchedule):
+            return True, WrappedSchedule(value)
+        return isinstance(value, (int, float, jax.Array, np.ndarray, StatefulSchedule)), value
 
-def _outermost(label: str, raw: _protocol.GradientTransformation) -> _protocol.GradientTransformation:
-    """`raw` as an outermost factory returns it (`_factory.wrapped_once`), except that a step keeps the dtypes
-    of the inner state only: the values and the schedules' states take the dtypes optax's steps give them
-    (a stateful schedule's state may start as int32 and become float32)."""
-    checked = _factory.wrapped_once(label, raw)
+    def _dtype(self, params: Any) -> Any:
+        return self.dtype if self.given else gradtx.tree.dtype(params, "highest")  # optax's
 
-    def update_fn(updates, state, params=None, **extra_args):
-        _shapes.check_shapes(label, updates, params, state)
-        new_updates, new_state = raw.update(updates, state, params, **extra_args)
-        inner = _factory._keep_dtypes(new_state.inner_state, state.inner_state)
-        return new_updates, new_state._replace(inner_state=inner)
+    def __init__(self, factory: str, hyperparam_dtype: Any) -> None:
+        super().__init__(factory, hyperparam_dtype)
+        self.given = hyperparam_dtype is not None
 
-    update_fn._gradtx_raw = raw  # type: ignore[attr-defined]
-    return type(checked)(checked.init, update_fn)
+    def first(self, injected: dict[str, Any]) -> dict[str, Any]:
+        return {k: v(v.init()) if isinstance(v, StatefulSchedule) else v for k, v in injected.items()}
 
+    def start(self, injected: dict[str, Any], params: Any) -> tuple[dict[str, Any], Any]:
+        dtype = self._dtype(params)
+        scheduled = {k: v for k, v in injected.items() if isinstance(v, StatefulSchedule)}
+        with jax.ensure_compile_time_eval():  # concrete under jit too, so the factory checks them
+            values = {
+                k: jnp.asarray(_convert_floats(v, dtype)) for k, v in injected.items() if k not in scheduled
+            }
+        states = {k: f.init() for k, f in scheduled.items()}
+        values.update({k: _convert_floats(f(states[k]), dtype) for k, f in scheduled.items()})
+        return values, states
 
-def inject_hyperparams(
-    inner_factory: Callable[..., Any], static_args: str | Iterable[str] = (), hyperparam_dtype: Any = None
-) -> Callable[..., _protocol.GradientTransformation]:
-    """optax's `inject_hyperparams`: the factory's numeric arguments and schedules become state.
+    def step(self, injected: dict[str, Any], state: Any, params: Any, extra_args: dict) -> tuple[dict, Any]:
+        dtype = self._dtype(params)
+        scheduled = {k: v for k, v in injected.items() if isinstance(v, StatefulSchedule)}
+        values = {k: _convert_floats(v, dtype) for k, v in state.hyperparams.items()}
+        old = state.hyperparams_states
+        values.update({k: _convert_floats(f(old[k], **extra_args), dtype) for k, f in scheduled.items()})
+        return values, {k: f.update(old[k], **extra_args) for k, f in scheduled.items()}
 
-    As optax 0.2.8 sorts the arguments: a name in `static_args` or a bool stays static; a
-    `StatefulSchedule` is evaluated at its state before each step (with the step's extra
-    arguments) and its state updated after; any other callable is a schedule of the count
-    (`WrappedSchedule`); an int, float, jax or NumPy array is injected as it is (ints too);
-    anything else stays static. A callable that is not a schedule (a mask function, a dtype
-    such as `jnp.bfloat16`) must be named in `static_args`. Float values are cast to
-    `hyperparam_dtype`, or else to the params' widest dtype (bf16 params: bf16 values); a
-    strong-typed jax array keeps its dtype. Each step builds `inner_factory` from the values of
-    that step and runs it; the state is
-    `InjectStatefulHyperparamsState(count, hyperparams, hyperparams_states, inner_state)`, whose
-    `hyperparams` dict can be edited between steps (`state.hyperparams["learning_rate"] = 0.01`,
-    `optax.tree.set(state, learning_rate=0.01)`) for the values not scheduled.
+    def state(self, count: Any, values: dict[str, Any], schedule_states: Any, inner: Any) -> Any:
+        return InjectStatefulHyperparamsState(count, values, schedule_states, inner)
 
-    Unlike optax's, each step's values pass the factory's checks, as `gradtx.inject_hyperparams`'
-    do: an eager step raises the factory's `ValueError` for a value it refuses (a negative rate,
-    a beta outside `[0, 1)`, NaN); a jitted step, whose values are traced, gives NaN for every
-    float update instead (one select fused into the update; the state's layout is optax's).
-    Injected ints meet checks that want a Python int (`min_dim_size_to_factor`): name them in
-    `static_args`.
-
-    Args:
-      inner_factory: a factory of transforms (`optax_compat.adam`, ...).
-      static_args: the names of arguments that stay static (one name, or an iterable of names).
-      hyperparam_dtype: the dtype of float values (default: the params' widest dtype).
-
-    Returns:
-      A factory with `inner_factory`'s arguments whose numeric ones and schedules live in the state.
-
-    Raises:
-      TypeError: for a factory without a signature, a `static_args` that is not a name or an
-        iterable, or arguments that do not fit the factory's signature.
-      ValueError: for a name in `static_args` that the factory does not take; the factory's own
-        error for a value it refuses, at construction and in an eager step (jitted: NaN updates).
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from gradtx import optax_compat as optax
-        >>> schedule = optax.linear_schedule(0.1, 0.0, transition_steps=10)
-        >>> tx = optax.inject_hyperparams(optax.sgd)(learning_rate=schedule, momentum=0.9)
-        >>> state = tx.init(jnp.zeros(1, jnp.bfloat16))
-        >>> state.hyperparams["momentum"].dtype, int(state.hyperparams_states["learning_rate"].count)
-        (dtype(bfloat16), 0)
-    """
-    statics = _static_names(static_args)
-    signature = inspect.signature(inner_factory)
-    parameters = signature.parameters
-    name = getattr(inner_factory, "__name__", repr(inner_factory))
-    var_kw = next((p.name for p in parameters.values() if p.kind is inspect.Parameter.VAR_KEYWORD), None)
-    var_pos = next((p.name for p in parameters.values() if p.kind is inspect.Parameter.VAR_POSITIONAL), None)
-    if var_kw is None:
-        _check_static_names(name, statics, parameters)
-
-    @functools.wraps(inner_factory)
-    def wrapped_transform(*args: Any, **kwargs: Any) -> _protocol.GradientTransformation:
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as err:
-            raise TypeError(f"`inject_hyperparams({name})`: {err}.") from None
-        bound.apply_defaults()
-        arguments = dict(bound.arguments)
-        keywords = dict(arguments.pop(var_kw, {})) if var_kw else {}
-        var_args = tuple(arguments.pop(var_pos, ())) if var_pos else ()
-        arguments.update(keywords)
-        if var_kw is not None:
-            _check_static_names(name, statics, arguments)
-
-        scheduled, numeric, static = {}, {}, {}
-        for key, value in arguments.items():
-            if key in statics or isinstance(value, bool):
-                static[key] = value
-            elif isinstance(value, StatefulSchedule):
-                scheduled[key] = value
-            elif callable(value):
-                scheduled[key] = WrappedSchedule(value)
-            elif isinstance(value, (int, float, jax.Array, np.ndarray)):
-                numeric[key] = value
-            else:
-                static[key] = value
-
-        def build(values: dict) -> _protocol.GradientTransformation:
-            call = {**static, **values}
-            positional = [
-                call.pop(p.name) for p in parameters.values() if p.kind is inspect.Parameter.POSITIONAL_ONLY
-            ]
-            return _factory.member(inner_factory(*positional, *var_args, **call))
-
-        def dtype_of(params: Any) -> Any:
-            return hyperparam_dtype if hyperparam_dtype is not None else _widest_dtype(params)
-
-        def init_fn(params):
-            dtype = dtype_of(params)
-            with jax.ensure_compile_time_eval():  # concrete under jit too, so the factory checks them
-                values = {k: jnp.asarray(_convert_floats(v, dtype)) for k, v in numeric.items()}
-            states = {k: f.init() for k, f in scheduled.items()}
-            values.update({k: _convert_floats(f(states[k]), dtype) for k, f in scheduled.items()})
-            try:
-                inner = build(values)
-            except ValueError as err:
-                raise ValueError(
-                    f"{err} `inject_hyperparams` cast the values to {jnp.dtype(dtype)} (`hyperparam_dtype`, "
-                    "else the params' widest dtype), which moved this one out of range (optax runs with it, "
-                    "and may give NaN): pass a wider `hyperparam_dtype`, such as `jnp.float32`."
-                ) from None
-            return InjectStatefulHyperparamsState(_hyper.zero_count(), values, states, inner.init(params))
+    def outermost(
+        self, label: str, raw: _protocol.GradientTransformation
+    ) -> _protocol.GradientTransformation:
+        """As gradtx's, except that a step keeps the dtypes of the inner state only: the values and the
+        schedules' states take the dtypes optax's steps give them (a stateful schedule's state may start
+        as int32 and become float32)."""
+        checked = _factory.wrapped_once(label, raw)
 
         def update_fn(updates, state, params=None, **extra_args):
-            dtype = dtype_of(params)
-            values = {k: _convert_floats(v, dtype) for k, v in state.hyperparams.items()}
-            values.update(
-                {
-                    k: _convert_floats(f(state.hyperparams_states[k], **extra_args), dtype)
-                    for k, f in scheduled.items()
-                }
-            )
-            states = {k: f.update(state.hyperparams_states[k], **extra_args) for k, f in scheduled.items()}
-            with _checks.deferred() as conditions:  # the factory's checks on traced values: NaN if one fails
-                inner_tx = build(values)
-            new_updates, inner = inner_tx.update(updates, state.inner_state, params, **extra_args)
-            return _checks.nan_unless(conditions, new_updates), InjectStatefulHyperparamsState(
-                _hyper.increment(state.count), values, states, inner
-            )
+            _shapes.check_shapes(label, updates, params, state)
+            new_updates, new_state = raw.update(updates, state, params, **extra_args)
+            inner = _factory._keep_dtypes(new_state.inner_state, state.inner_state)
+            return new_updates, new_state._replace(inner_state=inner)
 
-        # built once here from the values as given: the factory checks them now, and its kind is ours
-        probe = build({**numeric, **{k: f(f.init()) for k, f in scheduled.items()}})
-        raw = _factory.composite(init_fn, update_fn, probe)
-        tx_name = f"optax_compat.inject_hyperparams({_naming.factory_name(inner_factory)})"
-        if _checks._API_NAME.get() is not None:  # inside another factory: it wraps once
-            return _naming.named(raw, tx_name)
-        return _naming.named(_outermost(f"inject_hyperparams({name})", raw), tx_name)
-
-    return wrapped_transform
+        update_fn._gradtx_raw = raw  # type: ignore[attr-defined]
+        return type(checked)(checked.init, update_fn)
 
 
-def inject_stateful_hyperparams(
-    inner_factory: Callable[..., Any], static_args: str | Iterable[str] = (), hyperparam_dtype: Any = None
-) -> Callable[..., _protocol.GradientTransformation]:
-    """optax's deprecated `inject_stateful_hyperparams`: warns, then is `inject_hyperparams`.
+@recipe(
+    "inject_hyperparams",
+    gradtx.inject_hyperparams,
+    kind="function",
+    returns="A factory with `inner_factory`'s arguments whose numeric ones and schedules live in the state.",
+    example="inject_hyperparams(optax.sgd)(learning_rate=0.1)",
+    api=False,
+)
+def inject_hyperparams(a):
+    """the factory's numeric arguments and schedules become state, sorted as optax 0.2.8 sorts them: a
+    name in `static_args` or a bool stays static; a `StatefulSchedule` is evaluated at its state before
+    each step (with the step's extra arguments) and its state updated after; any other callable is a
+    schedule of the count (`WrappedSchedule`); an int, float, jax or NumPy array is injected (ints too);
+    anything else stays static (a callable that is no schedule, such as a mask function or a dtype, must
+    be named in `static_args`). Float values are cast to `hyperparam_dtype`, else to the params' widest
+    dtype; a strong-typed jax array keeps its dtype. The state is `InjectStatefulHyperparamsState(count,
+    hyperparams, hyperparams_states, inner_state)`, its `hyperparams` editable between steps. Unlike
+    optax's, each step's values pass the factory's checks, as `gradtx.inject_hyperparams`' do: an eager
+    step raises the factory's `ValueError`, a jitted one gives NaN updates; injected ints meet checks that
+    want a Python int (`min_dim_size_to_factor`): name them in `static_args`.
 
     Args:
       inner_factory: a factory of transforms (`optax_compat.adam`, ...).
-      static_args: the names of arguments that stay static (one name, or an iterable of names).
       hyperparam_dtype: the dtype of float values (default: the params' widest dtype).
-
-    Returns:
-      `inject_hyperparams(inner_factory, static_args, hyperparam_dtype)`, after a
-      `DeprecationWarning` (optax's).
-
-    Example:
-        >>> import warnings
-        >>> from gradtx import optax_compat as optax
-        >>> with warnings.catch_warnings(record=True) as caught:
-        ...     warnings.simplefilter("always")
-        ...     factory = optax.inject_stateful_hyperparams(optax.sgd)
-        >>> caught[0].category.__name__
-        'DeprecationWarning'
     """
+    return inject(_OptaxInjection, a.inner_factory, a.static_args, a.hyperparam_dtype)
+
+
+@recipe(
+    "inject_stateful_hyperparams",
+    inject_hyperparams,
+    kind="deprecated",
+    returns="`inject_hyperparams(inner_factory, static_args, hyperparam_dtype)`, after a warning.",
+    example="inject_stateful_hyperparams(optax.sgd)(learning_rate=0.1)",
+    api=False,
+)
+def inject_stateful_hyperparams(a):
+    """optax's deprecated name: a `DeprecationWarning` (optax's), then `inject_hyperparams`."""
     warnings.warn(
         "inject_stateful_hyperparams is deprecated, use inject_hyperparams instead",
         DeprecationWarning,
-        stacklevel=2,
+        stacklevel=3,
     )
-    return inject_hyperparams(inner_factory, static_args, hyperparam_dtype)
+    return inject_hyperparams(a.inner_factory, a.static_args, a.hyperparam_dtype)

@@ -1,12 +1,10 @@
 """How the mirror is built: a function with optax's signature, name and state classes around a gradtx factory.
 
-`_table.py` says, for each optax name, which gradtx factory (or recipe of them) gives optax's
-numbers; this module makes the function: its signature is optax's, read from the generated
-`_signatures.py`; it binds the call's arguments by optax's names and hands them to the recipe; the
-recipe's rules are given optax's state classes (`restated`: the same formula and slots, no cost per
-step); its docstring is written from the recipe and from the Args of the gradtx factories it calls,
-so no signature or argument description is retyped. `relaid` converts a state at the boundary where
-optax's layout holds something gradtx keeps otherwise.
+The tables (`_table*.py`) say which gradtx factory, or recipe of them, gives each optax name's numbers;
+this module makes the function: optax's signature (from the generated `_signatures.py`), the call's
+arguments bound by optax's names and handed to the recipe, the rules' states in optax's classes
+(`restated`: no cost per step, or `relaid` at the boundary where optax's layout differs), and a
+docstring written from the recipe's and the gradtx factories' Args, so that nothing is retyped.
 """
 
 from __future__ import annotations
@@ -55,6 +53,30 @@ def signature(path: str) -> inspect.Signature:
     if args.kwarg is not None:
         params.append(inspect.Parameter(args.kwarg.arg, inspect.Parameter.VAR_KEYWORD))
     return inspect.Signature(params)
+
+
+def forward(fn: Callable[..., Any], a: types.SimpleNamespace, **overrides: Any) -> Any:
+    """`fn` called with the arguments of the namespace `a` that it takes (by name), `overrides` added:
+    a recipe passing its optax arguments on to the block of the same names."""
+    names = inspect.signature(fn).parameters
+    return fn(**{**{k: v for k, v in vars(a).items() if k in names}, **overrides})
+
+
+def missing(module: str, name: str) -> AttributeError:
+    """The error for a name that the mirror's `module` lacks."""
+    return AttributeError(
+        f"`{module}` has no `{name}`: it is not optax's name there, or gradtx does not give optax's numbers "
+        f"under it yet (the names it has: `{module}.__all__`)."
+    )
+
+
+def public(module: Any) -> dict[str, Any]:
+    """The names a table or hand-written module defines for optax (made there, not imported there)."""
+    return {
+        name: value
+        for name, value in vars(module).items()
+        if not name.startswith("_") and getattr(value, "__module__", None) in (MODULE, module.__name__)
+    }
 
 
 # --------------------------------------------------------------------------- state classes
@@ -150,17 +172,64 @@ def param_docs() -> dict[str, str]:
     return _PARAM_DOCS
 
 
+OPTAX_ARGS = {
+    "weight_decay_mask": "True where the weights decay: a tree of bools (or a prefix), a function of the "
+    "params, or None for all.",
+    "trust_ratio_mask": "True where the trust ratio scales the updates (a mask, as `weight_decay_mask`).",
+    "betas": "`(b1, b2)`: the decays of the first and second moments.",
+    "beta3": "the decay of the estimate's running sums; None: `sqrt(b2)`.",
+    "dtype_momentum": "the dtype of the momentum's average.",
+    "weight_decay_rate": "the weight decay, or None for none.",
+    "epsilon": "added to the factored second moment (gradtx's `eps`).",
+    "optimism": "the optimism, `beta` of the optimistic gradient; None: `learning_rate`.",
+    "preconditioning": "optax's preconditioning: 'frobenius' (its default) only.",
+    "muon_weight_dimension_numbers": "the leaves Muon orthogonalises (a `MuonDimensionNumbers` each, None "
+    "for Adam's), or None for the 2-D leaves.",
+    "optimizer": "the optimizer of the descent step, at the perturbed params.",
+    "adv_optimizer": "the optimizer of the adversarial (ascent) step.",
+    "batch_axis_name": "in opaque mode, the axis `grad_fn`'s gradients are averaged over, or None.",
+    "value": "the value to hold.",
+}
+"""How the mirror describes optax's arguments that no gradtx function takes."""
+
+RETURNS = {
+    "transform": "A `GradientTransformation` with optax's numbers, its state in optax's classes.",
+    "schedule": "A schedule `count -> float32 scalar`.",
+    "deprecated": "What the name optax deprecated it for returns, after a `DeprecationWarning`.",
+}
+USE = {
+    "transform": [">>> tx = {call}", '>>> state = tx.init({{"w": jnp.zeros(3)}})'],
+    "schedule": [">>> lr = {call}", ">>> value = lr(10)"],
+    "function": [">>> out = {call}"],
+    "deprecated": [
+        ">>> import warnings",
+        ">>> with warnings.catch_warnings():",
+        '...     warnings.simplefilter("ignore")',
+        "...     out = {call}",
+    ],
+}
+"""What a mirrored function returns, and how its example uses it, by kind."""
+
+
 def docstring(
-    path: str, sig: inspect.Signature, summary: str, sources: tuple[Any, ...], example: str, schedule: bool
+    path: str,
+    sig: inspect.Signature,
+    summary: str,
+    sources: tuple[Any, ...],
+    example: str,
+    kind: str,
+    returns: str,
 ) -> str:
     """optax's name, what the mirror builds, each argument described as gradtx describes it, an example."""
     described: dict[str, str] = {}
     for source in sources:
-        for arg, text in _args_section(getattr(source, "__doc__", "") or "").items():
-            described.setdefault(arg, text)
+        for arg, said in _args_section(getattr(source, "__doc__", "") or "").items():
+            described.setdefault(arg, said)
     args = []
     for p in sig.parameters.values():
-        text = described.get(p.name) or param_docs().get(p.name) or f"as optax's `{p.name}`."
+        text = described.get(p.name) or param_docs().get(p.name) or OPTAX_ARGS.get(p.name)
+        if text is None:
+            raise TypeError(f"optax's `{path}`: describe `{p.name}` (the recipe's Args, or OPTAX_ARGS)")
         args.append(f"      {'*' if p.kind is p.VAR_POSITIONAL else ''}{p.name}: {text}")
     namespace, _, _ = path.rpartition(".")
     imports = (
@@ -169,22 +238,19 @@ def docstring(
         else "from gradtx import optax_compat as optax"
     )
     call = f"{namespace or 'optax'}.{example}"
-    returns = (
-        "A schedule `count -> float32 scalar`."
-        if schedule
-        else "A `GradientTransformation` with optax's numbers, its state in optax's classes."
-    )
-    use = (
-        [f"        >>> lr = {call}", "        >>> value = lr(10)"]
-        if schedule
-        else [
-            f"        >>> tx = {call}",
-            '        >>> state = tx.init({"w": jnp.zeros(3)})',
-        ]
-    )
-    head = f"Equals `optax.{path}`" if schedule else f"optax's `{path}`"
-    lines = [f"{head}: {summary}", "", "    Args:", *args, "", "    Returns:", f"      {returns}", ""]
-    lines += ["    Example:", "        >>> import jax.numpy as jnp", f"        >>> {imports}", *use, ""]
+    use = [f"        {line.format(call=call)}" for line in USE[kind]]
+    head = f"Equals `optax.{path}`" if kind == "schedule" else f"optax's `{path}`"
+    summary = summary.replace("\n", "\n    ")  # the paragraph indented as the sections below it
+    lines = [
+        f"{head}: {summary}",
+        "",
+        "    Args:",
+        *args,
+        "",
+        "    Returns:",
+        f"      {returns or RETURNS[kind]}",
+    ]
+    lines += ["", "    Example:", "        >>> import jax.numpy as jnp", f"        >>> {imports}", *use, ""]
     return "\n".join(lines)
 
 
@@ -198,11 +264,14 @@ def function(
     *,
     sources: tuple[Any, ...] = (),
     example: str | None = None,
-    schedule: bool = False,
+    kind: str = "transform",
+    returns: str = "",
+    api: bool = True,
 ) -> Callable[..., Any]:
     """optax's function `optax.<path>`: its signature, its arguments bound by optax's names and passed to
     `recipe` (as attributes of one namespace), the result checked and named as every gradtx factory's (a
-    `schedule` returns a schedule, not a transform)."""
+    `kind` of transform, schedule or other function, which `returns` says; without `api`, the recipe's
+    result as it is)."""
     sig = signature(path)
     name = path.rsplit(".", 1)[-1]
 
@@ -221,10 +290,10 @@ def function(
     mirrored.__name__ = mirrored.__qualname__ = name
     mirrored.__module__ = MODULE
     mirrored.__signature__ = sig  # type: ignore[attr-defined]
-    mirrored.__doc__ = docstring(path, sig, summary, sources, example, schedule)
+    mirrored.__doc__ = docstring(path, sig, summary, sources, example, kind, returns)
     if _factory.takes_per_example_grads(recipe):  # its updates are per-example gradients
         _factory.per_example_grads(mirrored)
-    return _factory.api(mirrored)
+    return _factory.api(mirrored) if api else mirrored
 
 
 def block(
@@ -236,9 +305,8 @@ def block(
     args: Mapping[str, str] | None = None,
     note: str = "",
     example: str | None = None,
-    schedule: bool = False,
 ) -> Callable[..., Any]:
-    """optax's building block (or `schedule`) `path`: the gradtx rule `factory` (optax's argument `k`
+    """optax's building block `path`: the gradtx rule `factory` (optax's argument `k`
     passed as `args[k]`, by keyword), its state in optax's class `state` (made by `state_class`, or a
     function of the arguments giving one) with gradtx's fields renamed by `rename` (`restated`: no cost
     per step)."""
@@ -257,14 +325,16 @@ def block(
     )
     summary = f"`gradtx.{_naming.factory_name(factory)}`" + (f" in {shown}" if state else "")
     summary += f"; {note}." if note else "."
-    return function(path, build, summary, sources=(factory,), example=example, schedule=schedule)
+    return function(path, build, summary, sources=(factory,), example=example)
 
 
-def recipe(path: str, *sources: Any, example: str | None = None) -> Callable[[Any], Any]:
+def recipe(path: str, *sources: Any, **options: Any) -> Callable[[Any], Any]:
     """Decorator: optax's function `path` from the decorated recipe, whose docstring is the summary (the
-    chain optax builds), its arguments described from the docstrings of `sources`."""
+    chain optax builds), its arguments described by its own `Args:` (for those no gradtx function has),
+    else from the docstrings of `sources`; `options` as `function`'s."""
 
     def decorate(fn: Callable[[types.SimpleNamespace], Any]) -> Callable[..., Any]:
-        return function(path, fn, inspect.cleandoc(fn.__doc__ or ""), sources=sources, example=example)
+        summary = inspect.cleandoc(fn.__doc__ or "").split("\nArgs:")[0].strip()
+        return function(path, fn, summary, sources=(fn, *sources), **options)
 
     return decorate

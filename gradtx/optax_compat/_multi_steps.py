@@ -24,10 +24,9 @@ class MultiStepsState(NamedTuple):
 class MultiSteps:
     """optax's `MultiSteps`: apply `opt` to the mean of every `every_k_schedule` gradients, zeros between.
 
-    `gradtx.accumulate_gradients` with optax's signature, defaults (`accumulator_dtype`
-    float32) and state layout (`MultiStepsState`); `gradient_transformation()` gives it as a
-    transform for `chain`. Its `acc_grads` is the running mean of the gradients since the last
-    update, as optax's (gradtx keeps their sum and divides once, at the update).
+    `gradtx.accumulate_gradients` with optax's signature, defaults (`accumulator_dtype` float32)
+    and state layout (`MultiStepsState`, whose `acc_grads` is the running mean of the gradients
+    since the last update: gradtx keeps their sum); `gradient_transformation()` gives a transform.
 
     Args:
       opt: the inner optimizer.
@@ -45,10 +44,8 @@ class MultiSteps:
         >>> from gradtx import optax_compat as optax
         >>> tx = optax.MultiSteps(optax.sgd(1.0), every_k_schedule=2)
         >>> state = tx.init(jnp.zeros(1))
-        >>> u, state = tx.update(jnp.ones(1), state)
-        >>> bool(tx.has_updated(state)), u
-        (False, Array([0.], dtype=float32))
-        >>> u, state = tx.update(jnp.ones(1) * 3, state)
+        >>> for g in (1.0, 3.0):
+        ...     u, state = tx.update(jnp.full(1, g), state)
         >>> bool(tx.has_updated(state)), u  # the mean of 1 and 3, times -1
         (True, Array([-2.], dtype=float32))
     """
@@ -83,12 +80,9 @@ class MultiSteps:
         return MultiStepsState(state.mini_step, state.count, state.inner_state, acc, state.skip_state)
 
     def _to_gradtx(self, state: MultiStepsState) -> Any:
+        acc = self._scale(state, state.acc_grads, to_mean=False)
         return gradtx.AccumulateGradientsState(
-            count=state.gradient_step,
-            mini_step=state.mini_step,
-            accumulator=self._scale(state, state.acc_grads, to_mean=False),
-            inner_state=state.inner_opt_state,
-            skip_state=state.skip_state,
+            state.gradient_step, state.mini_step, acc, state.inner_opt_state, state.skip_state
         )
 
     @property

@@ -18,8 +18,8 @@ from gradtx._core import checks as _checks
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
 from gradtx.combinators._clip import clip_to_global_norm
-from gradtx.optax_compat._masked import masked
-from gradtx.optax_compat._mirror import MARKERS, MODULE, block, recipe, relaid, state_class
+from gradtx.optax_compat._mirror import MARKERS, block, forward, recipe, relaid, state_class
+from gradtx.optax_compat._table_wrappers import masked
 
 # --------------------------------------------------------------------------- optax's state classes
 ScaleByAdamState = state_class("ScaleByAdamState", gradtx.ScaleByBiasCorrectedAdamState)
@@ -123,25 +123,16 @@ def apply_if_finite(a):
     return gradtx.apply_if_finite(a.inner, a.max_consecutive_errors)
 
 
-def global_norm(updates: Any) -> Any:
-    """optax's `global_norm`: the L2 norm of all the arrays of `updates` together (`gradtx.global_norm`).
+@recipe(
+    "global_norm", kind="function", returns="A scalar array.", example="global_norm(jnp.ones(4))", api=False
+)
+def global_norm(a):
+    """the L2 norm of all the arrays of `updates` together (`gradtx.global_norm`).
 
     Args:
       updates: a tree of arrays.
-
-    Returns:
-      A scalar array.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from gradtx import optax_compat as optax
-        >>> float(optax.global_norm({"a": jnp.array([3.0]), "b": jnp.array([4.0])}))
-        5.0
     """
-    return gradtx.global_norm(updates)
-
-
-global_norm.__module__ = MODULE
+    return gradtx.global_norm(a.updates)
 
 
 def _lr(learning_rate: Any) -> Any:
@@ -152,116 +143,91 @@ def _lr(learning_rate: Any) -> Any:
 @recipe("adam", scale_by_adam)
 def adam(a):
     """`chain(scale_by_adam(b1, b2, eps, eps_root, mu_dtype, nesterov=nesterov), scale_by_learning_rate)`."""
-    return gradtx.chain(
-        scale_by_adam(a.b1, a.b2, a.eps, a.eps_root, a.mu_dtype, nesterov=a.nesterov), _lr(a.learning_rate)
-    )
+    return gradtx.chain(forward(scale_by_adam, a), _lr(a.learning_rate))
 
 
 @recipe("nadam", scale_by_adam)
 def nadam(a):
     """`adam` with `nesterov=True`."""
-    return adam(a.learning_rate, a.b1, a.b2, a.eps, a.eps_root, a.mu_dtype, nesterov=a.nesterov)
+    return forward(adam, a)
 
 
 @recipe("adamw", scale_by_adam, add_decayed_weights)
 def adamw(a):
     """`chain(scale_by_adam(...), add_decayed_weights(weight_decay, mask), scale_by_learning_rate)`."""
-    b = scale_by_adam(a.b1, a.b2, a.eps, a.eps_root, a.mu_dtype, nesterov=a.nesterov)
-    return gradtx.chain(b, add_decayed_weights(a.weight_decay, a.mask), _lr(a.learning_rate))
+    return gradtx.chain(forward(scale_by_adam, a), forward(add_decayed_weights, a), _lr(a.learning_rate))
 
 
 @recipe("nadamw", scale_by_adam, add_decayed_weights)
 def nadamw(a):
     """`adamw` with `nesterov=True`."""
-    return adamw(
-        a.learning_rate,
-        a.b1,
-        a.b2,
-        a.eps,
-        a.eps_root,
-        a.mu_dtype,
-        a.weight_decay,
-        a.mask,
-        nesterov=a.nesterov,
-    )
+    return forward(adamw, a)
 
 
 @recipe("radam", scale_by_radam)
 def radam(a):
     """`chain(scale_by_radam(b1, b2, eps, eps_root, threshold, nesterov=nesterov),
     scale_by_learning_rate)`."""
-    b = scale_by_radam(a.b1, a.b2, a.eps, a.eps_root, a.threshold, nesterov=a.nesterov)
-    return gradtx.chain(b, _lr(a.learning_rate))
+    return gradtx.chain(forward(scale_by_radam, a), _lr(a.learning_rate))
 
 
 @recipe("adabelief", scale_by_belief)
 def adabelief(a):
     """`chain(scale_by_belief(b1, b2, eps, eps_root, nesterov=nesterov), scale_by_learning_rate)`."""
-    return gradtx.chain(
-        scale_by_belief(a.b1, a.b2, a.eps, a.eps_root, nesterov=a.nesterov), _lr(a.learning_rate)
-    )
+    return gradtx.chain(forward(scale_by_belief, a), _lr(a.learning_rate))
 
 
 @recipe("yogi", scale_by_yogi)
 def yogi(a):
     """`chain(scale_by_yogi(b1, b2, eps), scale_by_learning_rate(learning_rate))`."""
-    return gradtx.chain(scale_by_yogi(a.b1, a.b2, a.eps), _lr(a.learning_rate))
+    return gradtx.chain(forward(scale_by_yogi, a), _lr(a.learning_rate))
 
 
 @recipe("lamb", scale_by_adam, add_decayed_weights, gradtx.scale_by_trust_ratio)
 def lamb(a):
     """`chain(scale_by_adam(...), add_decayed_weights(...), scale_by_trust_ratio(),
     scale_by_learning_rate)`."""
-    b = scale_by_adam(a.b1, a.b2, a.eps, a.eps_root)
-    decay = add_decayed_weights(a.weight_decay, a.mask)
-    return gradtx.chain(b, decay, gradtx.scale_by_trust_ratio(), _lr(a.learning_rate))
+    decay = forward(add_decayed_weights, a)
+    return gradtx.chain(forward(scale_by_adam, a), decay, gradtx.scale_by_trust_ratio(), _lr(a.learning_rate))
 
 
 @recipe("adan", scale_by_adan, add_decayed_weights)
 def adan(a):
     """`chain(scale_by_adan(...), add_decayed_weights(weight_decay, mask), scale_by_learning_rate)`."""
-    b = scale_by_adan(b1=a.b1, b2=a.b2, b3=a.b3, eps=a.eps, eps_root=a.eps_root)
-    return gradtx.chain(b, add_decayed_weights(a.weight_decay, a.mask), _lr(a.learning_rate))
+    return gradtx.chain(forward(scale_by_adan, a), forward(add_decayed_weights, a), _lr(a.learning_rate))
 
 
 @recipe("amsgrad", scale_by_amsgrad)
 def amsgrad(a):
     """`chain(scale_by_amsgrad(...), scale_by_learning_rate(learning_rate))`."""
-    b = scale_by_amsgrad(
-        a.b1, a.b2, a.eps, a.eps_root, a.mu_dtype, a.bias_correction_mu, a.bias_correction_nu
-    )
-    return gradtx.chain(b, _lr(a.learning_rate))
+    return gradtx.chain(forward(scale_by_amsgrad, a), _lr(a.learning_rate))
 
 
 @recipe("adamax", scale_by_adamax)
 def adamax(a):
     """`chain(scale_by_adamax(b1, b2, eps), scale_by_learning_rate(learning_rate))`."""
-    return gradtx.chain(scale_by_adamax(a.b1, a.b2, a.eps), _lr(a.learning_rate))
+    return gradtx.chain(forward(scale_by_adamax, a), _lr(a.learning_rate))
 
 
 @recipe("adamaxw", scale_by_adamax, add_decayed_weights)
 def adamaxw(a):
     """`chain(scale_by_adamax(b1, b2, eps), add_decayed_weights(weight_decay, mask),
     scale_by_learning_rate)`."""
-    b = scale_by_adamax(a.b1, a.b2, a.eps)
-    return gradtx.chain(b, add_decayed_weights(a.weight_decay, a.mask), _lr(a.learning_rate))
+    return gradtx.chain(forward(scale_by_adamax, a), forward(add_decayed_weights, a), _lr(a.learning_rate))
 
 
 @recipe("lion", scale_by_lion, add_decayed_weights)
 def lion(a):
     """`chain(scale_by_lion(b1, b2, mu_dtype), add_decayed_weights(weight_decay, mask),
     scale_by_learning_rate)`."""
-    b = scale_by_lion(a.b1, a.b2, a.mu_dtype)
-    return gradtx.chain(b, add_decayed_weights(a.weight_decay, a.mask), _lr(a.learning_rate))
+    return gradtx.chain(forward(scale_by_lion, a), forward(add_decayed_weights, a), _lr(a.learning_rate))
 
 
 @recipe("novograd", scale_by_novograd)
 def novograd(a):
     """`chain(scale_by_novograd(b1, b2, eps, eps_root, weight_decay),
     scale_by_learning_rate(learning_rate))`."""
-    return gradtx.chain(
-        scale_by_novograd(a.b1, a.b2, a.eps, a.eps_root, a.weight_decay), _lr(a.learning_rate)
-    )
+    return gradtx.chain(forward(scale_by_novograd, a), _lr(a.learning_rate))
 
 
 @recipe("sgd", trace)
@@ -293,15 +259,14 @@ def signum(a):
 @recipe("adagrad", scale_by_rss)
 def adagrad(a):
     """`chain(scale_by_rss(initial_accumulator_value, eps), scale_by_learning_rate(learning_rate))`."""
-    return gradtx.chain(scale_by_rss(a.initial_accumulator_value, a.eps), _lr(a.learning_rate))
+    return gradtx.chain(forward(scale_by_rss, a), _lr(a.learning_rate))
 
 
 @recipe("rprop", scale_by_rprop)
 def rprop(a):
     """`chain(scale_by_rprop(learning_rate, eta_minus, eta_plus, min_step_size, max_step_size),
     scale(-1))`."""
-    b = scale_by_rprop(a.learning_rate, a.eta_minus, a.eta_plus, a.min_step_size, a.max_step_size)
-    return gradtx.chain(b, gradtx.scale(-1.0))
+    return gradtx.chain(forward(scale_by_rprop, a), gradtx.scale(-1.0))
 
 
 @recipe("adadelta", add_decayed_weights, scale_by_adadelta)
@@ -315,9 +280,7 @@ def adadelta(a):
 def rmsprop(a):
     """`chain(scale_by_rms(...) or scale_by_stddev(...) if centered, scale_by_learning_rate, trace(momentum,
     nesterov) or identity())`."""
-    scaling = (scale_by_stddev if a.centered else scale_by_rms)(
-        a.decay, a.eps, a.initial_scale, a.eps_in_sqrt, a.bias_correction
-    )
+    scaling = forward(scale_by_stddev if a.centered else scale_by_rms, a)
     momentum = gradtx.identity() if a.momentum is None else trace(a.momentum, a.nesterov)
     return gradtx.chain(scaling, _lr(a.learning_rate), momentum)
 
@@ -443,15 +406,15 @@ def scale_by_optimistic_gradient(a):
 @recipe("optimistic_gradient_descent", scale_by_optimistic_gradient)
 def optimistic_gradient_descent(a):
     """`chain(scale_by_optimistic_gradient(alpha, beta), scale_by_learning_rate(learning_rate))`."""
-    return gradtx.chain(scale_by_optimistic_gradient(a.alpha, a.beta), _lr(a.learning_rate))
+    return gradtx.chain(forward(scale_by_optimistic_gradient, a), _lr(a.learning_rate))
 
 
 @recipe("optimistic_adam_v2", scale_by_adam, scale_by_optimistic_gradient)
 def optimistic_adam_v2(a):
     """`chain(scale_by_adam(b1, b2, eps, eps_root, mu_dtype, nesterov=nesterov), scale_by_optimistic_gradient(
     alpha, beta), scale_by_learning_rate(learning_rate))`."""
-    b = scale_by_adam(a.b1, a.b2, a.eps, a.eps_root, a.mu_dtype, nesterov=a.nesterov)
-    return gradtx.chain(b, scale_by_optimistic_gradient(a.alpha, a.beta), _lr(a.learning_rate))
+    optimism = forward(scale_by_optimistic_gradient, a)
+    return gradtx.chain(forward(scale_by_adam, a), optimism, _lr(a.learning_rate))
 
 
 @recipe("optimistic_adam", scale_by_adam)
@@ -465,8 +428,9 @@ def optimistic_adam(a):
             "but `optimistic_adam_v2` does."
         )
     optimism = a.learning_rate if a.optimism is None else a.optimism
-    b = scale_by_adam(a.b1, a.b2, a.eps, a.eps_root, a.mu_dtype, nesterov=a.nesterov)
-    return gradtx.chain(b, scale_by_optimistic_gradient(a.learning_rate, optimism), _lr(1.0))
+    return gradtx.chain(
+        forward(scale_by_adam, a), scale_by_optimistic_gradient(a.learning_rate, optimism), _lr(1.0)
+    )
 
 
 # --------------------------------------------------------------------------- learning-rate free, L-BFGS

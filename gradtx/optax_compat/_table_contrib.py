@@ -23,9 +23,8 @@ from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core.rule import restated
 from gradtx.combinators._plateau import plateau_rule
-from gradtx.optax_compat import _routing
-from gradtx.optax_compat._mirror import MARKERS, block, recipe, relaid, state_class
-from gradtx.optax_compat._schedules_composite import warmup_constant_schedule
+from gradtx.optax_compat import _table_wrappers
+from gradtx.optax_compat._mirror import MARKERS, block, forward, recipe, relaid, state_class
 from gradtx.optax_compat._table import (
     ScaleByAdamState,
     ScaleByBeliefState,
@@ -37,6 +36,7 @@ from gradtx.optax_compat._table import (
     sgd,
     trace,
 )
+from gradtx.optax_compat._table_schedules import warmup_constant_schedule
 
 # --------------------------------------------------------------------------- optax's state classes
 ScaleBySimplifiedAdEMAMixState = state_class(
@@ -124,10 +124,8 @@ def scale_by_ademamix(a):
 def ademamix(a):
     """`chain(scale_by_ademamix(b1, b2, b3, alpha, eps, eps_root, mu_dtype), add_decayed_weights(weight_decay,
     mask), scale_by_learning_rate(learning_rate))`."""
-    b = scale_by_ademamix(a.b1, a.b2, a.b3, a.alpha, a.eps, a.eps_root, a.mu_dtype)
-    return gradtx.chain(
-        b, add_decayed_weights(a.weight_decay, a.mask), scale_by_learning_rate(a.learning_rate)
-    )
+    decay = forward(add_decayed_weights, a)
+    return gradtx.chain(forward(scale_by_ademamix, a), decay, scale_by_learning_rate(a.learning_rate))
 
 
 scale_by_simplified_ademamix = block(
@@ -140,10 +138,8 @@ scale_by_simplified_ademamix = block(
 def simplified_ademamix(a):
     """`chain(scale_by_simplified_ademamix(b1, b2, alpha, eps, eps_root), add_decayed_weights(weight_decay,
     mask), scale_by_learning_rate(learning_rate))`."""
-    b = scale_by_simplified_ademamix(a.b1, a.b2, a.alpha, a.eps, a.eps_root)
-    return gradtx.chain(
-        b, add_decayed_weights(a.weight_decay, a.mask), scale_by_learning_rate(a.learning_rate)
-    )
+    b, decay = forward(scale_by_simplified_ademamix, a), forward(add_decayed_weights, a)
+    return gradtx.chain(b, decay, scale_by_learning_rate(a.learning_rate))
 
 
 MARKERS["<clip_value_fn>"] = adopt_clip_value
@@ -154,9 +150,7 @@ scale_by_adopt = block("contrib.scale_by_adopt", gradtx.scale_by_adopt, ScaleByA
 def adopt(a):
     """`chain(scale_by_adopt(b1, b2, eps, mu_dtype, nesterov=..., use_clipping=..., clip_value_fn=...),
     scale_by_learning_rate(learning_rate))`."""
-    clip = {"use_clipping": a.use_clipping, "clip_value_fn": a.clip_value_fn}
-    b = scale_by_adopt(a.b1, a.b2, a.eps, a.mu_dtype, nesterov=a.nesterov, **clip)
-    return gradtx.chain(b, scale_by_learning_rate(a.learning_rate))
+    return gradtx.chain(forward(scale_by_adopt, a), scale_by_learning_rate(a.learning_rate))
 
 
 scale_by_acprop = block("contrib.scale_by_acprop", gradtx.scale_by_acprop, ScaleByBeliefState)
@@ -166,10 +160,8 @@ scale_by_acprop = block("contrib.scale_by_acprop", gradtx.scale_by_acprop, Scale
 def acprop(a):
     """`chain(scale_by_acprop(b1, b2, eps, eps_root), add_decayed_weights(weight_decay, mask),
     scale_by_learning_rate(learning_rate))`."""
-    b = scale_by_acprop(a.b1, a.b2, a.eps, a.eps_root)
-    return gradtx.chain(
-        b, add_decayed_weights(a.weight_decay, a.mask), scale_by_learning_rate(a.learning_rate)
-    )
+    decay = forward(add_decayed_weights, a)
+    return gradtx.chain(forward(scale_by_acprop, a), decay, scale_by_learning_rate(a.learning_rate))
 
 
 scale_by_madgrad = block("contrib.scale_by_madgrad", gradtx.scale_by_madgrad, MadgradState)
@@ -178,9 +170,7 @@ scale_by_madgrad = block("contrib.scale_by_madgrad", gradtx.scale_by_madgrad, Ma
 @recipe("contrib.madgrad", scale_by_madgrad, add_decayed_weights)
 def madgrad(a):
     """`chain(add_decayed_weights(weight_decay), scale_by_madgrad(learning_rate, momentum, eps))`."""
-    return gradtx.chain(
-        add_decayed_weights(a.weight_decay), scale_by_madgrad(a.learning_rate, a.momentum, a.eps)
-    )
+    return gradtx.chain(add_decayed_weights(a.weight_decay), forward(scale_by_madgrad, a))
 
 
 # --------------------------------------------------------------------------- learning-rate free
@@ -340,7 +330,7 @@ def muon(a):
         add_decayed_weights(a.weight_decay, a.weight_decay_mask),
         scale_by_learning_rate(a.learning_rate),
     )
-    return _routing.partition({"muon": chain, "adam": adam}, labels)
+    return _table_wrappers.partition({"muon": chain, "adam": adam}, labels)
 
 
 # --------------------------------------------------------------------------- SAM, Sophia, MoMo
@@ -441,9 +431,8 @@ def scale_by_galore(a):
 @recipe("contrib.galore", scale_by_galore, add_decayed_weights)
 def galore(a):
     """`chain(scale_by_galore(...), add_decayed_weights(weight_decay, mask), scale_by_learning_rate)`."""
-    args = (a.rank, a.update_proj_gap, a.scale, a.base_optimizer, a.weight_dimension_numbers)
-    decay = add_decayed_weights(a.weight_decay, a.mask)
-    return gradtx.chain(scale_by_galore(*args), decay, scale_by_learning_rate(a.learning_rate))
+    decay = forward(add_decayed_weights, a)
+    return gradtx.chain(forward(scale_by_galore, a), decay, scale_by_learning_rate(a.learning_rate))
 
 
 # --------------------------------------------------------------------------- schedule-free
@@ -469,25 +458,19 @@ def schedule_free(a):
     return relaid(tx, _to_optax, _from_optax)
 
 
-def schedule_free_eval_params(state: Any, params: Any) -> Any:
-    """optax.contrib's `schedule_free_eval_params`: `gradtx.schedule_free_eval_params` of its state.
-
-    Args:
-      state: a `schedule_free` state (optax's `ScheduleFreeState`, or gradtx's).
-      params: the params `y` the optimizer steps.
-
-    Returns:
-      The params to evaluate at, `x = (y - (1 - b1) z) / b1`.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from gradtx.optax_compat import contrib
-        >>> tx = contrib.schedule_free_sgd(1.0)
-        >>> contrib.schedule_free_eval_params(tx.init(jnp.ones(1)), jnp.ones(1))
-        Array([1.], dtype=float32)
-    """
-    sf = _from_optax(state) if isinstance(state, ScheduleFreeState) else state
-    return gradtx.schedule_free_eval_params(sf, params)
+@recipe(
+    "contrib.schedule_free_eval_params",
+    gradtx.schedule_free_eval_params,
+    kind="function",
+    returns="The params to evaluate at, `x = (y - (1 - b1) z) / b1`.",
+    example="schedule_free_eval_params(contrib.schedule_free_sgd(1.0).init(jnp.ones(1)), jnp.ones(1))",
+    api=False,
+)
+def schedule_free_eval_params(a):
+    """`gradtx.schedule_free_eval_params` of a `schedule_free` state (optax's `ScheduleFreeState`, or
+    gradtx's)."""
+    sf = _from_optax(a.state) if isinstance(a.state, ScheduleFreeState) else a.state
+    return gradtx.schedule_free_eval_params(sf, a.params)
 
 
 def _warmed_up(learning_rate: Any, warmup_steps: int | None) -> Any:

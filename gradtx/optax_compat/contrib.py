@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import gradtx
-from gradtx.optax_compat import _table, _table_contrib
-from gradtx.optax_compat._mirror import MODULE
+from gradtx.optax_compat import _mirror, _table, _table_contrib
+from gradtx.optax_compat._mirror import public
 
 _GRADTX = (
     "DifferentiallyPrivateAggregateState GaLoreDimensionNumbers GaLoreState HutchinsonState MomoAdamState "
@@ -26,10 +26,8 @@ _NAMES = {
     **{name: getattr(gradtx, name) for name in _GRADTX},
     **{
         name: value
-        for name, value in vars(_table_contrib).items()
-        if not name.startswith("_")
-        and getattr(value, "__module__", None) in (MODULE, _table_contrib.__name__)
-        and value is not getattr(_table, name, None)  # a top-level name the table uses
+        for name, value in public(_table_contrib).items()
+        if value is not getattr(_table, name, None)  # a top-level name the table uses
     },
     "NormalizeState": _table_contrib.NormalizeState,
 }
@@ -41,7 +39,4 @@ __all__ = sorted(_NAMES, key=str.lower)
 
 
 def __getattr__(name: str) -> Any:
-    raise AttributeError(
-        f"`gradtx.optax_compat.contrib` has no `{name}`: it is not a name of `optax.contrib`, or gradtx "
-        "does not give optax's numbers under it yet (the names it has: its `__all__`)."
-    )
+    raise _mirror.missing("gradtx.optax_compat.contrib", name)

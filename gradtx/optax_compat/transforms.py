@@ -11,79 +11,33 @@ from __future__ import annotations
 from typing import Any
 
 import gradtx.optax_compat as _compat
+from gradtx import combinators
 from gradtx.combinators import _conditional
-from gradtx.optax_compat import _transforms_more
+from gradtx.optax_compat import _mirror
 
 _OPTAX_NAMES = (
-    "AddNoiseState",
-    "ApplyIfFiniteState",
-    "ConditionFn",
-    "ConditionallyMaskState",
-    "ConditionallyTransformState",
-    "EmaState",
-    "MaskedNode",
-    "MaskedState",
-    "MonitorState",
-    "MultiSteps",
-    "MultiStepsState",
-    "NonNegativeParamsState",
-    "PartitionState",
-    "ShouldSkipUpdateFunction",
-    "SnapshotState",
-    "TraceState",
-    "ZeroNansState",
-    "adaptive_grad_clip",
-    "add_decayed_weights",
-    "add_noise",
-    "apply_if_finite",
-    "chain",
-    "clip",
-    "clip_by_block_rms",
-    "clip_by_global_norm",
-    "conditionally_mask",
-    "conditionally_transform",
-    "ema",
-    "flatten",
-    "freeze",
-    "keep_params_nonnegative",
-    "masked",
-    "measure_with_ema",
-    "monitor",
-    "named_chain",
-    "partition",
-    "per_example_global_norm_clip",
-    "per_example_layer_norm_clip",
-    "selective_transform",
-    "skip_large_updates",
-    "skip_not_finite",
-    "snapshot",
-    "trace",
-    "unitwise_clip",
-    "unitwise_norm",
-    "zero_nans",
-)
+    "AddNoiseState ApplyIfFiniteState ConditionFn ConditionallyMaskState ConditionallyTransformState "
+    "EmaState MaskedNode MaskedState MonitorState MultiSteps MultiStepsState NonNegativeParamsState "
+    "PartitionState ShouldSkipUpdateFunction SnapshotState TraceState ZeroNansState "
+    "adaptive_grad_clip add_decayed_weights add_noise apply_if_finite chain clip clip_by_block_rms "
+    "clip_by_global_norm conditionally_mask conditionally_transform ema flatten freeze "
+    "keep_params_nonnegative masked measure_with_ema monitor named_chain partition "
+    "per_example_global_norm_clip per_example_layer_norm_clip selective_transform skip_large_updates "
+    "skip_not_finite snapshot trace unitwise_clip unitwise_norm zero_nans "
+).split()
 """`optax.transforms`' public names (optax 0.2.8)."""
 
-ConditionFn = _conditional.ConditionFn
-"""optax's type of `conditionally_*`'s `should_transform_fn(step, **extra_args) -> bool` (here only)."""
-
-_HERE_ONLY = {
-    "ConditionFn": ConditionFn,
-    "unitwise_clip": _transforms_more.unitwise_clip,
-    "unitwise_norm": _transforms_more.unitwise_norm,
+_HERE_ONLY = {  # optax.transforms' names that optax has not at its top level
+    "ConditionFn": _conditional.ConditionFn,  # `should_transform_fn(step, **extra_args) -> bool`
+    "unitwise_clip": combinators.unitwise_clip,
+    "unitwise_norm": combinators.unitwise_norm,
 }
-"""optax.transforms' names that optax has not at its top level."""
-
-_PUBLIC = [name for name in _OPTAX_NAMES if name in _compat.__all__ or name in _HERE_ONLY]
-__all__ = list(_PUBLIC)
+__all__ = [name for name in _OPTAX_NAMES if name in _compat.__all__ or name in _HERE_ONLY]
 
 
 def __getattr__(name: str) -> Any:
     if name in _HERE_ONLY:
         return _HERE_ONLY[name]
-    if name in _PUBLIC:
+    if name in __all__:
         return getattr(_compat, name)
-    raise AttributeError(
-        f"`gradtx.optax_compat.transforms` has no `{name}`: it is not a name of `optax.transforms`, or "
-        "gradtx does not give optax's numbers under it yet (the names it has: its `__all__`)."
-    )
+    raise _mirror.missing("gradtx.optax_compat.transforms", name)

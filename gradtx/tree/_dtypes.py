@@ -79,7 +79,7 @@ def dtype(tree: Any, mixed_dtype_handler: str | None = None) -> Any:
     to / from (dtypes ordered by promotion; some pairs, like int32 and uint32, are not).
 
     Args:
-      tree: a pytree of arrays (or numbers).
+      tree: a pytree of arrays (or numbers, or `jax.ShapeDtypeStruct`s).
       mixed_dtype_handler: None, ``"promote"``, ``"highest"`` or ``"lowest"``.
 
     Returns:
@@ -100,7 +100,7 @@ def dtype(tree: Any, mixed_dtype_handler: str | None = None) -> Any:
     leaves = jax.tree.leaves(tree)
     if not leaves:
         return jnp.asarray([]).dtype
-    dtypes = [jnp.asarray(x).dtype for x in leaves]
+    dtypes = [jnp.dtype(x.dtype) if hasattr(x, "dtype") else jnp.asarray(x).dtype for x in leaves]
     if mixed_dtype_handler == "promote":
         return functools.reduce(jnp.promote_types, dtypes)
     if mixed_dtype_handler == "highest":

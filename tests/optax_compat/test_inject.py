@@ -280,7 +280,7 @@ def test_state_classes_have_optax_s_fields():
 @pytest.mark.parametrize("static_args", ["step_sz", ["step_sz"], [1]])
 @pytest.mark.parametrize("lib", [compat, optax], ids=["gradtx", "optax"])
 def test_static_args_not_an_argument(lib, static_args):
-    shown = "1" if static_args == [1] else "'step_sz'"
+    shown = r"\[1\]" if static_args == [1] else r"\['step_sz'\]"
     match = (
         rf"`inject_hyperparams`: `static_args` names {shown}, which scale does not take"
         if lib is compat

@@ -1,5 +1,5 @@
-"""gradtx/optax_compat/_schedules.py: optax's schedules, value for value against optax (eager and jitted),
-with optax's signatures, and refusing arguments exactly where optax does."""
+"""gradtx/optax_compat/_table_schedules.py: optax's schedules, value for value against optax (eager and
+jitted), with optax's signatures, and refusing arguments exactly where optax does."""
 
 from __future__ import annotations
 

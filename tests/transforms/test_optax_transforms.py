@@ -16,7 +16,7 @@ import pytest
 
 import gradtx
 import gradtx.optax_compat as compat
-from gradtx.optax_compat import _transforms_more
+from gradtx import combinators as _transforms_more
 from tests import helpers
 
 SHAPES = {"w": (6, 4), "c": (3, 2, 2, 4), "b": (5,), "s": ()}
