@@ -13,6 +13,7 @@ from jax import lax
 
 from gradtx import sparse
 from gradtx._core import checks as _checks
+from gradtx._core import docs as _docs
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -123,16 +124,8 @@ _MU_DTYPE = """mu_dtype: dtype of the first moment `m` (default: each param's dt
       nu_dtype: dtype of the second moment `v` (default: each param's dtype)."""
 
 
-def _doc(fn):
-    """Fill in the Adam family's shared docstring parts: {ARGS}, {RAISES}, {ADAM_ARGS}, {MU_DTYPE}."""
-    for key, text in (
-        ("{ARGS}", _ARGS),
-        ("{RAISES}", _RAISES),
-        ("{ADAM_ARGS}", _ADAM_ARGS),
-        ("{MU_DTYPE}", _MU_DTYPE),
-    ):
-        fn.__doc__ = fn.__doc__.replace(key, text)
-    return fn
+_doc = _docs.sections(ARGS=_ARGS, RAISES=_RAISES, ADAM_ARGS=_ADAM_ARGS, MU_DTYPE=_MU_DTYPE)
+"""The Adam family's shared docstring parts: {ARGS}, {RAISES}, {ADAM_ARGS}, {MU_DTYPE}."""
 
 
 @_registry.transform()

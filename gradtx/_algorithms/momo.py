@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from gradtx import sparse
 from gradtx._core import checks as _checks
+from gradtx._core import docs as _docs
 from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import placement as _placement
@@ -273,7 +274,7 @@ for _f, _betas in (
         "of Adam's second moment, in [0, 1).\n      eps: :math:`\\epsilon`, added to its root, >= 0.",
     ),
 ):
-    _f.__doc__ = (_f.__doc__ or "").replace("{ARGS}", _ARGS.format(betas=_betas))
+    _docs.sections(ARGS=_ARGS.format(betas=_betas))(_f)
 
 
 __all__ = ["MomoAdamState", "MomoState", "momo", "momo_adam"]

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import ast
 import inspect
-import re
 import types
 from typing import Any, Callable, Mapping, NamedTuple
 
 import gradtx
 from gradtx._core import factory as _factory
 from gradtx._core import naming as _naming
+from gradtx._core.docs import args_section
 from gradtx._core.rule import restated
 from gradtx.optax_compat._signatures import SIGNATURES
 
@@ -138,27 +138,6 @@ def relaid(tx: Any, to_optax: Callable[[Any], Any], from_optax: Callable[[Any], 
 # --------------------------------------------------------------------------- docstrings
 
 
-def _args_section(doc: str) -> dict[str, str]:
-    """`{name: description}` of a Google-style docstring's `Args:` (continuation lines joined)."""
-    out: dict[str, str] = {}
-    lines = inspect.cleandoc(doc or "").splitlines()
-    if "Args:" not in lines:
-        return out
-    current = None
-    for line in lines[lines.index("Args:") + 1 :]:
-        if not line.strip():
-            continue
-        if not line.startswith("  "):
-            break
-        m = re.match(r"^  (\*{0,2}\w+): (.*)$", line)
-        if m and not line.startswith("    "):
-            current = m.group(1)
-            out[current] = m.group(2)
-        elif current is not None:
-            out[current] += " " + line.strip()
-    return out
-
-
 _PARAM_DOCS: dict[str, str] = {}
 
 
@@ -167,7 +146,7 @@ def param_docs() -> dict[str, str]:
     if not _PARAM_DOCS:
         for module in (gradtx.transforms, gradtx.optimizers, gradtx.combinators, gradtx.schedules):
             for name in module.__all__:
-                for arg, text in _args_section(getattr(getattr(module, name), "__doc__", "") or "").items():
+                for arg, text in args_section(getattr(getattr(module, name), "__doc__", "") or "").items():
                     _PARAM_DOCS.setdefault(arg, text)
     return _PARAM_DOCS
 
@@ -223,7 +202,7 @@ def docstring(
     """optax's name, what the mirror builds, each argument described as gradtx describes it, an example."""
     described: dict[str, str] = {}
     for source in sources:
-        for arg, said in _args_section(getattr(source, "__doc__", "") or "").items():
+        for arg, said in args_section(getattr(source, "__doc__", "") or "").items():
             described.setdefault(arg, said)
     args = []
     for p in sig.parameters.values():

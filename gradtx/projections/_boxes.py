@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
+from gradtx.projections._norm_balls import radius
 
 
 def _bound_for(bound: Any, tree: Any) -> Any:
@@ -103,6 +104,7 @@ def projection_hypercube(tree: Any, scale: Any = 1) -> Any:
     return projection_box(tree, lower=0, upper=scale)
 
 
+@radius
 def projection_linf_ball(tree: Any, scale: Any = 1) -> Any:
     r"""Projection onto the l-infinity ball of radius `scale`: every element clipped to `[-scale, scale]`.
 
@@ -111,15 +113,7 @@ def projection_linf_ball(tree: Any, scale: Any = 1) -> Any:
 
     (`optax.projections.projection_linf_ball`).
 
-    Args:
-      tree: the tree :math:`x` to project.
-      scale: the radius, >= 0.
-
-    Returns:
-      The projected tree, with the structure of `tree`.
-
-    Raises:
-      ValueError: for a negative `scale`.
+    {RADIUS_NONNEGATIVE}
 
     Example:
         >>> import jax.numpy as jnp

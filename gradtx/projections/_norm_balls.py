@@ -10,6 +10,22 @@ from jax import flatten_util
 
 from gradtx import tree as tree_math
 from gradtx._core import checks as _checks
+from gradtx._core import docs as _docs
+
+_RADIUS = """Args:
+  tree: the tree :math:`x` to project.
+  scale: the radius, {rel}.
+
+Returns:
+  The projected tree, with the structure of `tree`.
+
+Raises:
+  ValueError: for {error}."""
+radius = _docs.sections(
+    RADIUS=_RADIUS.format(rel="> 0", error="a `scale` that is not positive"),
+    RADIUS_NONNEGATIVE=_RADIUS.format(rel=">= 0", error="a negative `scale`"),
+)
+"""The norm balls' shared Args, Returns and Raises: `{RADIUS}` (> 0), `{RADIUS_NONNEGATIVE}` (>= 0)."""
 
 
 @jax.custom_jvp
@@ -67,6 +83,7 @@ def projection_simplex(tree: Any, scale: Any = 1) -> Any:
     return unravel(scale * _unit_simplex(values / scale))
 
 
+@radius
 def projection_l1_sphere(tree: Any, scale: Any = 1) -> Any:
     r"""Projection onto the l1 sphere of radius `scale`.
 
@@ -76,15 +93,7 @@ def projection_l1_sphere(tree: Any, scale: Any = 1) -> Any:
     the signs of :math:`x` times the projection of :math:`|x|` onto the simplex
     (`optax.projections.projection_l1_sphere`).
 
-    Args:
-      tree: the tree :math:`x` to project.
-      scale: the radius, > 0.
-
-    Returns:
-      The projected tree, with the structure of `tree`.
-
-    Raises:
-      ValueError: for a `scale` that is not positive.
+    {RADIUS}
 
     Example:
         >>> import jax.numpy as jnp
@@ -96,6 +105,7 @@ def projection_l1_sphere(tree: Any, scale: Any = 1) -> Any:
     return tree_math.mul(jax.tree.map(jnp.sign, tree), projection_simplex(jax.tree.map(jnp.abs, tree), scale))
 
 
+@radius
 def projection_l1_ball(tree: Any, scale: Any = 1) -> Any:
     r"""Projection onto the l1 ball of radius `scale`: a point inside stays, one outside goes to the sphere.
 
@@ -104,15 +114,7 @@ def projection_l1_ball(tree: Any, scale: Any = 1) -> Any:
 
     (`optax.projections.projection_l1_ball`).
 
-    Args:
-      tree: the tree :math:`x` to project.
-      scale: the radius, > 0.
-
-    Returns:
-      The projected tree, with the structure of `tree`.
-
-    Raises:
-      ValueError: for a `scale` that is not positive.
+    {RADIUS}
 
     Example:
         >>> import jax.numpy as jnp
@@ -125,6 +127,7 @@ def projection_l1_ball(tree: Any, scale: Any = 1) -> Any:
     return jax.lax.cond(inside, lambda t: t, lambda t: projection_l1_sphere(t, scale), tree)
 
 
+@radius
 def projection_l2_sphere(tree: Any, scale: Any = 1) -> Any:
     r"""Projection onto the l2 sphere of radius `scale`: the tree rescaled to norm `scale`.
 
@@ -134,15 +137,7 @@ def projection_l2_sphere(tree: Any, scale: Any = 1) -> Any:
     the norm of all elements together (`optax.projections.projection_l2_sphere`; the zero
     tree has no projection: NaN).
 
-    Args:
-      tree: the tree :math:`x` to project.
-      scale: the radius, >= 0.
-
-    Returns:
-      The projected tree, with the structure of `tree`.
-
-    Raises:
-      ValueError: for a negative `scale`.
+    {RADIUS_NONNEGATIVE}
 
     Example:
         >>> import jax.numpy as jnp
@@ -154,6 +149,7 @@ def projection_l2_sphere(tree: Any, scale: Any = 1) -> Any:
     return tree_math.scale(scale / tree_math.norm(tree), tree)
 
 
+@radius
 def projection_l2_ball(tree: Any, scale: Any = 1) -> Any:
     r"""Projection onto the l2 ball of radius `scale`: a point inside stays, one outside is rescaled.
 
@@ -163,15 +159,7 @@ def projection_l2_ball(tree: Any, scale: Any = 1) -> Any:
 
     (`optax.projections.projection_l2_ball`).
 
-    Args:
-      tree: the tree :math:`x` to project.
-      scale: the radius, > 0.
-
-    Returns:
-      The projected tree, with the structure of `tree`.
-
-    Raises:
-      ValueError: for a `scale` that is not positive.
+    {RADIUS}
 
     Example:
         >>> import jax.numpy as jnp

@@ -11,6 +11,7 @@ import numpy as np
 from jax import lax
 
 from gradtx._core import checks as _checks
+from gradtx._core import docs as _docs
 
 Scalar = Any
 """A Python number or a scalar jax/NumPy array."""
@@ -36,10 +37,8 @@ P_ARGS = (
 )
 
 
-def doc(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Fill the shared `{P_ARGS}` and `{RETURNS_RAISES}` sections of a docstring."""
-    fn.__doc__ = (fn.__doc__ or "").replace("{P_ARGS}", P_ARGS).replace("{RETURNS_RAISES}", RETURNS_RAISES)
-    return fn
+doc = _docs.sections(P_ARGS=P_ARGS, RETURNS_RAISES=RETURNS_RAISES)
+"""Fill the shared `{P_ARGS}` and `{RETURNS_RAISES}` sections of a docstring."""
 
 
 def f32(x: Any) -> jax.Array:

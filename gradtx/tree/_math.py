@@ -14,9 +14,18 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from gradtx._core import docs as _docs
 from gradtx._core import walk as _walk
 
 # --------------------------------------------------------------------------- leaf by leaf
+_two_trees = _docs.sections(
+    TWO_TREES="""Args:
+  tree_x: a pytree.
+  tree_y: a pytree with the structure of `tree_x`.
+
+Returns:
+  A tree with that structure."""
+)
 
 
 def add(tree_x: Any, tree_y: Any, *other_trees: Any) -> Any:
@@ -38,15 +47,11 @@ def add(tree_x: Any, tree_y: Any, *other_trees: Any) -> Any:
     return jax.tree.map(lambda *leaves: builtins.sum(leaves), tree_x, tree_y, *other_trees)
 
 
+@_two_trees
 def sub(tree_x: Any, tree_y: Any) -> Any:
     """The leaf-by-leaf difference `tree_x - tree_y`.
 
-    Args:
-      tree_x: a pytree.
-      tree_y: a pytree with the structure of `tree_x`.
-
-    Returns:
-      A tree with that structure.
+    {TWO_TREES}
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -56,15 +61,11 @@ def sub(tree_x: Any, tree_y: Any) -> Any:
     return jax.tree.map(operator.sub, tree_x, tree_y)
 
 
+@_two_trees
 def mul(tree_x: Any, tree_y: Any) -> Any:
     """The leaf-by-leaf product `tree_x * tree_y`.
 
-    Args:
-      tree_x: a pytree.
-      tree_y: a pytree with the structure of `tree_x`.
-
-    Returns:
-      A tree with that structure.
+    {TWO_TREES}
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -74,15 +75,11 @@ def mul(tree_x: Any, tree_y: Any) -> Any:
     return jax.tree.map(operator.mul, tree_x, tree_y)
 
 
+@_two_trees
 def div(tree_x: Any, tree_y: Any) -> Any:
     """The leaf-by-leaf quotient `tree_x / tree_y`.
 
-    Args:
-      tree_x: a pytree.
-      tree_y: a pytree with the structure of `tree_x`.
-
-    Returns:
-      A tree with that structure.
+    {TWO_TREES}
 
     Example:
         >>> import jax.numpy as jnp, gradtx
