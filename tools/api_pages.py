@@ -55,29 +55,10 @@ SUBPACKAGES = (
 )
 """Every public module whose names the reference covers (besides `gradtx` itself)."""
 
-OPTIMIZER_FAMILIES = {
-    "_tf_train": "TF1: `tf.compat.v1.train`",
-    "_tf_train_proximal": "TF1: `tf.compat.v1.train`",
-    "_contrib_adam": "TF1: `tf.contrib.opt`",
-    "_contrib": "TF1: `tf.contrib.opt`",
-    "_returnn": "RETURNN",
-    "_modern": "After TF1, in optax's form",
-    "_modern_adam": "After TF1, in optax's form",
-    "_modern_more": "After TF1, in optax's form",
-    "_modern_per_tensor": "After TF1, in optax's form",
-    "_modern_sign": "After TF1, in optax's form",
-    "_contrib_optax": "From `optax.contrib`",
-    "_galore": "From `optax.contrib`",
-    "_lbfgs": "Quasi-Newton",
-    "_lr_free": "Learning-rate-free",
-    "_schedule_free": "Schedule-free",
-}
-"""`gradtx.optimizers` defining module -> family heading (in this order on the page)."""
-
-
 SECTION_TITLES = {
     "gradtx": "Types and constants",
     "gradtx._core.updates": "Applying updates",
+    "gradtx._core.rule": "The rule constructor",
     "gradtx.slots": "Slots by name",
 }
 """Section headings where the defining module's docstring does not give a short one."""
@@ -89,8 +70,8 @@ class Page:
     title: str
     modules: tuple[str, ...]  # the modules whose names it holds, automodule'd in this order
     intro: str = ""
-    sections: str = "module"  # "module": a section per defining module; "families": OPTIMIZER_FAMILIES;
-    # "package": a section per entry of `modules`
+    sections: str = "module"  # "module": a section per defining module (an algorithm's, a
+    # combinator's); "package": a section per entry of `modules`
 
 
 PAGES = (
@@ -105,16 +86,15 @@ PAGES = (
         "transforms",
         "Building blocks",
         ("gradtx.transforms",),
-        "One family per module; each building block carries the math of its rule.",
+        "One section per algorithm's module; each building block carries the math of its rule.",
     ),
     Page(
         "optimizers",
-        "Optimizers, by family",
+        "Optimizers, by algorithm",
         ("gradtx.optimizers",),
-        "Each optimizer is a chain of building blocks; its docstring says which system it reproduces. "
-        "Whole optimizers built as combinators (SAM, MoMo, Mechanic) are in [Combinators](combinators.md); "
-        "the [registry tables](registry.md) list every optimizer with its aliases.",
-        sections="families",
+        "Each optimizer is a chain of building blocks, in its algorithm's module (a section here, and on "
+        "the [building blocks](transforms.md) page); its docstring says which system it reproduces. The "
+        "[registry tables](registry.md) list every optimizer with its aliases.",
     ),
     Page("combinators", "Combinators", ("gradtx.combinators",), "Routing, pre- and post-processing."),
     Page("schedules", "Schedules", ("gradtx.schedules",)),
@@ -208,9 +188,7 @@ def _section(page: Page, module: str, obj: Any) -> str:
     if page.sections == "package":
         return module
     home = _home_module(obj)
-    if page.sections == "families":
-        return OPTIMIZER_FAMILIES.get(home.rsplit(".", 1)[-1], "Other")
-    return home if home.startswith(module + ".") else module
+    return home if "._" in home else module  # a private module: its algorithm, combinator, core part
 
 
 def collect() -> list[Item]:
@@ -263,15 +241,15 @@ def _first_paragraph(module: str) -> str:
 
 
 def _section_title(section: str, page: Page) -> str:
-    if page.sections == "families":
-        return section
     if section in SECTION_TITLES:
         return SECTION_TITLES[section]
     if page.sections == "package" or "._" not in section:
         return f"`{section}`"
     first = _first_paragraph(section)
     head = first.split(":", 1)[0]
-    if ":" in first and len(head) <= 50 and "`" not in head:
+    if section.startswith("gradtx._algorithms."):  # the algorithm, as its module's docstring names it
+        return head if ":" in first else first.rstrip(".")
+    if ":" in first and len(head) <= 60:
         return head
     return section.rsplit("._", 1)[-1].replace("_", " ").capitalize()
 
@@ -377,12 +355,8 @@ def render_page(page: Page, items: list[Item]) -> str:
         out += [page.intro, ""]
     if page.sections != "package":
         out.append(_automodule(page.modules[0], items))
-    # sections in order of first appearance (families: the dict's order)
-    order: list[str] = []
-    if page.sections == "families":
-        order = list(dict.fromkeys(OPTIMIZER_FAMILIES.values()))
-    elif page.sections == "package":
-        order = list(page.modules)
+    # sections by module name (package: in the page's order)
+    order: list[str] = list(page.modules) if page.sections == "package" else []
     for i in sorted(mine, key=lambda i: i.section):
         if i.section not in order:
             order.append(i.section)

@@ -1,4 +1,4 @@
-"""AddSign (tf.contrib's `AddSignOptimizer`), with the sign-decayed moment AddSign and PowerSign share."""
+"""AddSign (tf.contrib's `AddSignOptimizer`): with the sign-decayed moment AddSign and PowerSign share."""
 
 from __future__ import annotations
 

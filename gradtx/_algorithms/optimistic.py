@@ -1,4 +1,4 @@
-"""Optimistic gradient descent and optimistic Adam (optax's numbers)."""
+"""Optimistic gradient descent and Adam (optax's numbers)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Proximal gradient descent and proximal Adagrad (FOBOS; TF's `ApplyProximal*` kernels)."""
+"""Proximal gradient descent and Adagrad (FOBOS): TF's `ApplyProximal*` kernels."""
 
 from __future__ import annotations
 

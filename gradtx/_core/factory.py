@@ -1,7 +1,8 @@
-"""Above the tree helpers: `api` (what every public factory's result goes through), interop, `apply_updates`.
+"""Factories: `api` (what every public factory's result goes through), members, composites, interop.
 
-The layers import downward only: `_protocol` (the types, errors and kinds) -> `_checks`
-(argument checks) -> `_tree` (shared math and tree walks) -> this module.
+Within the core, modules import downward only: `protocol` (the types, errors and kinds) ->
+`checks` (argument checks) -> `hyper`, `formulas`, `walk` (shared math and tree walks) -> this
+module -> `rule` (the rule constructor) and `chain`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Unit-wise norms and clipping (NFNets' units: a row, an output channel): `unitwise_norm`, `unitwise_clip`.
+"""Unit-wise norms and clipping: `unitwise_norm`, `unitwise_clip` (NFNets' units, a row or an output channel).
 
 The one home of the unit conventions: `gradtx.adaptive_grad_clip` clips with these.
 """

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import Any, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -131,6 +131,14 @@ def varying_axes(x: Any, axes: tuple[Hashable, ...], checked: bool) -> tuple[Has
     return tuple(a for a in axes if a in v)
 
 
+def _combined_leaves(tree: Any, axes: tuple[Hashable, ...]) -> Iterator[tuple[str, tuple[Hashable, ...]]]:
+    """The key path of each leaf of `tree` that does not vary over some of `axes`, and those axes."""
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree, is_leaf=_walk.is_row_sparse)[0]:
+        missing = () if leaf is None else tuple(a for a in axes if a not in varying_axes(leaf, axes, True))
+        if missing:
+            yield jax.tree_util.keystr(path) or "<root>", missing
+
+
 def require_per_replica(
     fn: str, tree: Any, axes: tuple[Hashable, ...], checked: bool, what: str = "gradient"
 ) -> None:
@@ -144,19 +152,15 @@ def require_per_replica(
     """
     if not checked:
         return
-    for path, leaf in jax.tree_util.tree_flatten_with_path(tree, is_leaf=_walk.is_row_sparse)[0]:
-        if leaf is None:
-            continue
-        missing = [a for a in axes if a not in varying_axes(leaf, axes, True)]
-        if missing:
-            raise ValueError(
-                f"`{fn}`: needs each replica's own {what}, but the {what} at "
-                f"{jax.tree_util.keystr(path) or '<root>'} does not vary over {_show(tuple(missing))}: under "
-                f"`jax.shard_map(..., check_vma=True)` the gradient of a replicated parameter comes out "
-                f"already summed over the axis. Differentiate with respect to per-replica parameters "
-                f"instead, e.g. `jax.grad(loss)(jax.lax.pcast(params, {_show(axes)}, to='varying'), batch)`, "
-                f"or use `check_vma=False`."
-            )
+    for where, missing in _combined_leaves(tree, axes):
+        raise ValueError(
+            f"`{fn}`: needs each replica's own {what}, but the {what} at "
+            f"{where} does not vary over {_show(missing)}: under "
+            f"`jax.shard_map(..., check_vma=True)` the gradient of a replicated parameter comes out "
+            f"already summed over the axis. Differentiate with respect to per-replica parameters "
+            f"instead, e.g. `jax.grad(loss)(jax.lax.pcast(params, {_show(axes)}, to='varying'), batch)`, "
+            f"or use `check_vma=False`."
+        )
 
 
 def check_replicated(
@@ -173,21 +177,17 @@ def check_replicated(
     """
     if not checked or replicated_grads is not None:
         return
-    for path, leaf in jax.tree_util.tree_flatten_with_path(tree, is_leaf=_walk.is_row_sparse)[0]:
-        if leaf is None:
-            continue
-        missing = [a for a in axes if a not in varying_axes(leaf, axes, True)]
-        if missing:
-            raise ValueError(
-                f"`{fn}`: the gradient at {jax.tree_util.keystr(path) or '<root>'} does not vary over "
-                f"{_show(tuple(missing))}: under `jax.shard_map(..., check_vma=True)` autodiff has already "
-                f"combined the replicas' gradients of this replicated parameter -- their sum if each "
-                f"replica differentiated its own loss, their mean if the loss was averaged over the "
-                f"replicas (`jax.lax.pmean`) first -- and the two look the same. Say which with "
-                f"`replicated_grads='sum'` or `replicated_grads='mean'`, or differentiate with respect to "
-                f"`gradtx.parallel.per_replica(params, {_show(axes)})`, which gives each replica its own "
-                f"gradient in every mode (and lets `sharded_state` reduce-scatter it)."
-            )
+    for where, missing in _combined_leaves(tree, axes):
+        raise ValueError(
+            f"`{fn}`: the gradient at {where} does not vary over "
+            f"{_show(missing)}: under `jax.shard_map(..., check_vma=True)` autodiff has already "
+            f"combined the replicas' gradients of this replicated parameter -- their sum if each "
+            f"replica differentiated its own loss, their mean if the loss was averaged over the "
+            f"replicas (`jax.lax.pmean`) first -- and the two look the same. Say which with "
+            f"`replicated_grads='sum'` or `replicated_grads='mean'`, or differentiate with respect to "
+            f"`gradtx.parallel.per_replica(params, {_show(axes)})`, which gives each replica its own "
+            f"gradient in every mode (and lets `sharded_state` reduce-scatter it)."
+        )
 
 
 def combined_factor(g: Any, axes: tuple[Hashable, ...], checked: bool, replicated_grads: str | None) -> int:

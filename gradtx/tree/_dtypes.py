@@ -79,7 +79,7 @@ def dtype(tree: Any, mixed_dtype_handler: str | None = None) -> Any:
     to / from (dtypes ordered by promotion; some pairs, like int32 and uint32, are not).
 
     Args:
-      tree: a pytree of arrays (or numbers, or `jax.ShapeDtypeStruct`s).
+      tree: a pytree of arrays (or numbers, or `jax.ShapeDtypeStruct` leaves).
       mixed_dtype_handler: None, ``"promote"``, ``"highest"`` or ``"lowest"``.
 
     Returns:
