@@ -74,7 +74,8 @@ from gradtx._algorithms.madgrad import ScaleByMadgradState, scale_by_madgrad
 from gradtx._algorithms.mechanic import MechanizeState
 from gradtx._algorithms.momentum import TraceState, trace
 from gradtx._algorithms.momo import MomoAdamState, MomoState
-from gradtx._algorithms.muon import MuonDimensionNumbers, ScaleByMuonState, scale_by_muon, scale_by_shape
+from gradtx._algorithms.muon import ScaleByMuonState, scale_by_muon, scale_by_shape
+from gradtx._algorithms.muon_dims import MuonDimensionNumbers
 from gradtx._algorithms.nadam import scale_by_nesterov_adam
 from gradtx._algorithms.neural_optimizer1 import ScaleByNeuralOptimizer1State, scale_by_neural_optimizer1
 from gradtx._algorithms.normalized_sgd import ScaleByL2NormalizationState, scale_by_l2_normalization

@@ -1,6 +1,7 @@
 """Test setup: 8 simulated CPU devices, before the first JAX operation."""
 
 import os
+import sys
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -48,3 +49,27 @@ def pytest_collection_modifyitems(items):
         return next((i for i, prefix in enumerate(LONGEST) if item.nodeid.startswith(prefix)), len(LONGEST))
 
     items.sort(key=rank)  # stable: the rest keep their order
+
+
+_RETURNN_PROXIES = {
+    ("returnn.__old_mod_loader__", "_LazyLoader"),  # `returnn.TFUtil` and the other old module names
+    ("returnn.config", "_GlobalConfigAsPyModuleProxy"),  # a `Config` made available as a module
+}
+_modules_seen = 0
+
+
+def pytest_runtest_setup(item):
+    """Drop RETURNN's proxy modules from `sys.modules` (once RETURNN is imported, whenever a module was added).
+
+    Code that walks `sys.modules` and reads an attribute of each (unittest's `assertWarns` resets every
+    module's `__warningregistry__`; optax's suite calls it) would make them load `returnn.tf` (the old names,
+    or the global config, which looks for TF's default graph), and that switches TensorFlow to graph mode
+    for the rest of the worker: the eager TF parity tests then fail.
+    """
+    global _modules_seen
+    if "returnn" not in sys.modules or len(sys.modules) == _modules_seen:
+        return
+    for name, module in list(sys.modules.items()):
+        if (type(module).__module__, type(module).__name__) in _RETURNN_PROXIES:
+            del sys.modules[name]
+    _modules_seen = len(sys.modules)

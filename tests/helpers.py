@@ -193,3 +193,91 @@ def compare_to_reference(
         assert_trees_close(
             gradtx.get_slot(state, slot), [s[slot] for s in ref_slots], msg=f"slot {slot}", **tol
         )
+
+
+# --------------------------------------------------------------------------- optax.contrib side by side
+# The harness of the optax.contrib comparisons (the tests of `split_real_and_imaginary`, `normalize`,
+# `differentially_private_aggregate` / `dpsgd`, `galore` and `schedule_free`): each test file holds a table
+# `{name: (problem, make gradtx's, make optax's)}` and runs it with `contrib_jitted_runs`.
+
+
+def real_view(tree):
+    """Each complex leaf as its `[real, imag]` stack (the comparison helpers compare real numbers)."""
+    return jax.tree.map(lambda x: np.stack([np.real(x), np.imag(x)]) if np.iscomplexobj(x) else x, tree)
+
+
+def call_optax(make):
+    """`make()`, an optax optimizer: optax's dpsgd passes the deprecated `seed` on itself."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return make()
+
+
+def contrib_trajectory(tx, params, grads):
+    """The params after each of the steps on `grads` (stacked on a leading axis) and the last state."""
+
+    def step(carry, g):
+        p, state = carry
+        u, state = tx.update(g, state, p)
+        p = gradtx.apply_updates(p, u)
+        return (p, state), p
+
+    (_, state), trajectory = jax.lax.scan(step, (params, tx.init(params)), grads)
+    return trajectory, state
+
+
+def contrib_jitted_runs(cases):
+    """Every case's 20 steps, gradtx's and optax's, in one compiled program (one compilation for all):
+    `{name: ((gradtx's trajectory, state), (optax's trajectory, state))}`."""
+    problems = {name: problem() for name, (problem, _, _) in cases.items()}
+    stacked = {
+        name: (p, jax.tree.map(lambda *g: jnp.stack(g), *grads)) for name, (p, grads) in problems.items()
+    }
+
+    @jax.jit
+    def run_all(stacked):
+        out = {}
+        for name, (_, ours, theirs) in cases.items():
+            params, grads = stacked[name]
+            out[name] = (
+                contrib_trajectory(ours(), params, grads),
+                contrib_trajectory(call_optax(theirs), params, grads),
+            )
+        return out
+
+    return run_all(stacked)
+
+
+def compare_contrib_run(name, actual, state, expected, expected_state):
+    """The params of each step, the schedule-free eval params, and the state as optax's (a case named
+    `galore` or `schedule_free` is gradtx's own name, which keeps gradtx's state classes)."""
+    import optax
+
+    from gradtx.optax_compat import contrib
+
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        assert_trees_close(real_view(a), real_view(e), rtol=1e-6, atol=1e-6, msg=f"{name}: step {t + 1}")
+    if name.startswith("schedule_free"):  # the params to evaluate at, from the last state
+        evaluate = contrib.schedule_free_eval_params if "compat" in name else gradtx.schedule_free_eval_params
+        assert_trees_close(
+            evaluate(state, actual[-1]),
+            optax.contrib.schedule_free_eval_params(expected_state, expected[-1]),
+            rtol=1e-6,
+            atol=1e-6,
+            msg=f"{name}: eval params",
+        )
+    if name in ("galore", "schedule_free"):
+        return  # gradtx's own names keep gradtx's state classes (same numbers)
+    # the state reads as optax's: same structure, same values (keys compared as their data)
+    unwrap = gradtx.tree.unwrap_random_key_data
+    assert str(jax.tree.structure(unwrap(state))) == str(jax.tree.structure(unwrap(expected_state))), name
+    assert_trees_close(
+        real_view(unwrap(state)), real_view(unwrap(expected_state)), rtol=1e-6, atol=1e-6, msg=name
+    )
+
+
+def unstack_steps(tree):
+    """A trajectory stacked on a leading axis as the list of its steps."""
+    return [jax.tree.map(lambda x, t=t: x[t], tree) for t in range(STEPS)]

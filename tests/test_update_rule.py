@@ -35,7 +35,10 @@ def _heavy_ball(g, velocity, h):
     return velocity, velocity
 
 
-MODULES = sorted(p for p in ALGORITHMS.glob("*.py") if p.name != "__init__.py")
+NO_RULES = {"muon_dims.py": "Muon's dimension numbers and the reshapes they describe: data, no update"}
+"""Modules under `_algorithms/` that hold no transform, with the reason."""
+
+MODULES = sorted(p for p in ALGORITHMS.glob("*.py") if p.name != "__init__.py" and p.name not in NO_RULES)
 
 OWN_SKELETON = {
     "galore.py": "it runs a base optimizer (a member transform) in each matrix's low-rank projection",

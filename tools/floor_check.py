@@ -29,7 +29,7 @@ VENV = ROOT / ".venv-floor"
 TEST_PACKAGES = ("pytest", "pytest-xdist", "hypothesis", "chex", "equinox", "optax", "flax")
 # jax's own requirements at its floor (jax 0.9.0: ml_dtypes>=0.5.0, scipy>=1.13): pinned there too.
 TRANSITIVE_FLOORS = {"ml_dtypes": "0.5.0", "scipy": "1.13.0"}
-CORE_SUITE = ("tests/test_contract.py", "tests/optimizers", "tests/transforms", "tests/combinators")
+CORE_SUITE = ("tests/test_contract.py", "tests/algorithms", "tests/combinators")
 
 
 def floor_pins() -> tuple[list[str], list[str]]:

@@ -1,5 +1,5 @@
-"""Muon: momentum orthogonalised by Newton-Schulz (`scale_by_muon`, `muon`), `scale_by_shape` and
-`MuonDimensionNumbers`."""
+"""Muon: momentum orthogonalised by Newton-Schulz (`scale_by_muon`, `muon`) and `scale_by_shape`; the
+matrices' axes come from `muon_dims.MuonDimensionNumbers`."""
 
 from __future__ import annotations
 
@@ -13,12 +13,19 @@ import jax.numpy as jnp
 
 from gradtx import packing
 from gradtx._algorithms.adam import first_moment_estimate, scale_by_bias_corrected_adam
+from gradtx._algorithms.muon_dims import (
+    MuonDimensionNumbers,
+    _as_matrices,
+    _axes,
+    _check_dims,
+    _check_dims_tree,
+    dims_by_leaf,
+)
 from gradtx._core import checks as _checks
 from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
-from gradtx._core import walk as _walk
 from gradtx._core.chain import chain
 from gradtx._core.formulas import corrections
 from gradtx._core.rule import Slot, update_rule
@@ -28,98 +35,6 @@ from gradtx.combinators._weight_decay import add_decayed_weights
 
 NS_COEFFS = (3.4445, -4.7750, 2.0315)
 """Keller Jordan's quintic Newton-Schulz coefficients `(a, b, c)`: fast, not exactly orthogonal."""
-
-
-class MuonDimensionNumbers(NamedTuple):
-    """Which axes of a weight are the rows (reduction) and columns (output) of its matrices.
-
-    For :math:`x W = y` the reduction axis is 0 and the output axis 1 (the default). Several
-    axes may be given for either (their sizes multiply: a conv kernel `(h, w, c_in, c_out)` is
-    `MuonDimensionNumbers((0, 1, 2), 3)`); every other axis is a batch axis, each of its
-    entries a matrix orthogonalised on its own (stacked layers `(n, d_in, d_out)`:
-    `MuonDimensionNumbers(1, 2)`). Negative axes count from the end. optax's
-    `optax.contrib.MuonDimensionNumbers`.
-
-    Attributes:
-      reduction_axis: an axis or a sequence of axes: the matrices' rows.
-      output_axis: an axis or a sequence of axes: the matrices' columns.
-    """
-
-    reduction_axis: int | Sequence[int] = 0
-    output_axis: int | Sequence[int] = 1
-
-
-def _axes(dims: MuonDimensionNumbers, ndim: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """`(reduction axes, output axes)` of `dims` for a leaf of rank `ndim`, as non-negative ints."""
-
-    def norm(axes):
-        return tuple(a % ndim for a in ((axes,) if isinstance(axes, int) else axes))
-
-    return norm(dims.reduction_axis), norm(dims.output_axis)
-
-
-def _check_dims(fn: str, dims: MuonDimensionNumbers, shape: tuple[int, ...], path: Any) -> None:
-    """Refuse (at trace time) dimension numbers that do not fit the leaf: its rank, disjoint axes."""
-    where = jax.tree_util.keystr(path) or "<root>"
-    if len(shape) < 2:
-        raise ValueError(
-            f"`{fn}`: the leaf at {where} has shape {shape}; Muon's matrices need rank >= 2 ({dims})."
-        )
-    flat = [
-        a
-        for axes in (dims.reduction_axis, dims.output_axis)
-        for a in ((axes,) if isinstance(axes, int) else axes)
-    ]
-    if any(not -len(shape) <= a < len(shape) for a in flat):
-        raise ValueError(f"`{fn}`: {dims} has an axis out of range for the leaf at {where} of shape {shape}.")
-    red, out = _axes(dims, len(shape))
-    if set(red) & set(out) or len(set(red)) != len(red) or len(set(out)) != len(out):
-        raise ValueError(
-            f"`{fn}`: {dims} must name distinct axes, rows apart from columns (leaf at {where}: {shape})."
-        )
-
-
-def _as_matrices(x: jax.Array, dims: MuonDimensionNumbers) -> tuple[jax.Array, Any]:
-    """`x` as a stack `(batch, rows, cols)` of matrices, and the function that gives `x`'s layout back."""
-    red, out = _axes(dims, x.ndim)
-    batch = tuple(a for a in range(x.ndim) if a not in red and a not in out)
-    order = batch + red + out
-    moved = x.transpose(order)
-    stacked = moved.reshape(
-        math.prod(x.shape[a] for a in batch),
-        math.prod(x.shape[a] for a in red),
-        math.prod(x.shape[a] for a in out),
-    )
-    inverse = tuple(sorted(range(x.ndim), key=lambda i: order[i]))
-    return stacked, lambda y: y.reshape(moved.shape).transpose(inverse)
-
-
-def _check_dims_tree(fn: str, dims: Any) -> None:
-    """`dims` is None, a callable, or a tree whose leaves are `MuonDimensionNumbers` or None."""
-    if dims is None or callable(dims) and not isinstance(dims, MuonDimensionNumbers):
-        return
-    for leaf in jax.tree.leaves(dims, is_leaf=lambda x: x is None or isinstance(x, MuonDimensionNumbers)):
-        if leaf is not None and not isinstance(leaf, MuonDimensionNumbers):
-            raise TypeError(
-                f"`{_checks.api_name(fn)}`: `weight_dimension_numbers` must be None, a function of the "
-                f"params or a tree of `MuonDimensionNumbers` (or None), got a leaf {leaf!r}."
-            )
-
-
-def dims_by_leaf(dims: Any, updates: Any) -> Any:
-    """`{key path: MuonDimensionNumbers or None}` of `updates`' leaves from `dims`: a tree (of the updates'
-    structure, or a prefix of it), a function of the updates giving one, or None (no leaf has any)."""
-    if callable(dims) and not isinstance(dims, MuonDimensionNumbers):
-        dims = dims(updates)
-    out: dict[Any, Any] = {}
-    if dims is None:
-        return out
-    given = jax.tree_util.tree_flatten_with_path(
-        dims, is_leaf=lambda x: x is None or isinstance(x, MuonDimensionNumbers)
-    )[0]
-    for path, _ in jax.tree_util.tree_flatten_with_path(updates, is_leaf=_walk.is_update_leaf)[0]:
-        out[path] = next((d for p, d in given if tuple(path[: len(p)]) == tuple(p)), None)
-    return out
 
 
 class ScaleByMuonState(NamedTuple):
@@ -513,4 +428,4 @@ def muon(
     return partition({"muon": matrices, "fallback": fallback}, labels)
 
 
-__all__ = ["MuonDimensionNumbers", "ScaleByMuonState", "muon", "scale_by_muon", "scale_by_shape"]
+__all__ = ["ScaleByMuonState", "muon", "scale_by_muon", "scale_by_shape"]

@@ -4,7 +4,7 @@ the optax function).
 Their extra arguments are the contract suite's: MoMo reads the loss `value` (a constant here, large enough
 that its Polyak step is capped at the learning rate), Sophia's Hutchinson estimator an objective `obj_fn` (a
 quadratic of any params tree). SAM's example is its transparent mode (the opaque one, which calls a
-`grad_fn`, is tested in tests/optimizers/test_sam_sophia_momo.py). Every one densifies a row-sparse
+`grad_fn`, is tested in tests/algorithms/test_sam.py). Every one densifies a row-sparse
 gradient: their steps and moments move every row.
 """
 

@@ -5,7 +5,7 @@ A line search evaluates the objective: the registry gives its `update` the extra
 computes `value` and `grad` from it. The registered `lbfgs` takes a fixed step (`linesearch=None`,
 `learning_rate=0.5`): with a line search it would minimise the registry's objective, not the
 one whose gradients the contract suite feeds it; its default chain with the zoom search is
-tested against optax in tests/optimizers/test_lbfgs.py. Row-sparse gradients are densified
+tested against optax in tests/algorithms/test_lbfgs.py. Row-sparse gradients are densified
 (the direction is over the whole tree).
 """
 

@@ -150,8 +150,8 @@ NOT_RUN = {
     "ClippingTest.test_clip_by_block_rms": "fails with optax 0.2.8 itself on this jax (RMS 0.9999999 "
     "against 1.0 to 7 places); gradtx's numbers are optax's bit for bit",
     "LBFGSTest": "about a minute; it passes against optax_compat (its tests of optax's private helpers "
-    "skip); L-BFGS and the line searches against optax are tests/optimizers/test_lbfgs.py's and "
-    "tests/transforms/test_linesearch.py's",
+    "skip); L-BFGS and the line searches against optax are tests/algorithms/test_lbfgs.py's and "
+    "tests/algorithms/test_linesearch.py's",
     "AliasTest.test_state_shape_dtype_shard_stability": "40 s; every registered optimizer's state "
     "placement and dtypes under jit are tests/test_placement.py's and tests/test_state_dtypes.py's",
     "AliasTest.test_gradient_accumulation": "12 s; MultiSteps over optax_compat's optimizers is "

@@ -7,8 +7,8 @@ tf.contrib is gone from TF 2, but its kernels are not: `ResourceApplyAddSign` an
 op-for-op TensorFlow transcription of contrib's `sign_decay.py` (so gradtx's decays are
 tested end to end, not fed in). The sparse path of contrib is Python (no kernel): it is
 checked here against a TensorFlow transcription of `_apply_sparse` (after the duplicate
-summing of `apply_gradients`), and in tests/transforms/test_sign.py against float64
-references.
+summing of `apply_gradients`), and in tests/algorithms/test_addsign.py and test_powersign.py against
+float64 references.
 """
 
 from __future__ import annotations

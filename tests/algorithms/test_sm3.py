@@ -1,0 +1,97 @@
+"""gradtx/_algorithms/sm3.py: SM3 against optax's, 20 steps on the same gradients, on scalars against a
+float64 reference, its config names and its errors (where its per-axis statistics are placed on a mesh:
+test_adafactor_blocks.py).
+
+Both are given the hyperparameters as users write them, Python floats: gradtx combines them in double
+precision as optax does (`gradtx.update_rule`'s dtype policy), so `1 - b2` is optax's number (b2 = 0.999:
+computed from float32(b2) it would be off by 1e-5 of the second moment), jitted and eagerly.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import gradtx
+from tests import catalog, helpers
+
+SHAPES = {"w": (6, 4), "b": (5,), "conv": (2, 3, 4), "head": (3, 7)}
+
+
+def _problem(shapes=SHAPES, seed=0, steps=helpers.STEPS):
+    rng = np.random.default_rng(seed)
+    params = {k: jnp.asarray(rng.standard_normal(s), jnp.float32) for k, s in shapes.items()}
+    grads = [
+        {k: jnp.asarray(rng.standard_normal(s), jnp.float32) for k, s in shapes.items()} for _ in range(steps)
+    ]
+    return params, grads
+
+
+CASES = {
+    "sm3": (lambda: gradtx.sm3(0.1), lambda: optax.sm3(0.1, momentum=0.9), SHAPES),
+}
+
+
+@pytest.mark.parametrize("jit", [True, False], ids=["jit", "eager"])
+@pytest.mark.parametrize("name", CASES)
+def test_twenty_steps_equal_optax(name, jit):
+    ours, theirs, shapes = CASES[name]
+    params, grads = _problem(shapes)
+    if not jit:  # eager: 5 steps (jit and eager agree for every optimizer: test_contract's own test)
+        grads = grads[:5]
+    actual, _ = helpers.run(ours(), params, grads, jit=jit)
+    expected, _ = helpers.run(theirs(), params, grads, jit=jit)
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        helpers.assert_trees_close(a, e, **helpers.tolerance(name), msg=f"{name}: step {t + 1}")
+
+
+def test_sm3_treats_scalars_as_vectors_with_a_float64_reference():
+    """optax's SM3 refuses scalar leaves; gradtx's gives them Adagrad with momentum (singleton covers)."""
+    params, grads = _problem({"s": (), "v": (4,)})
+    actual, _ = helpers.run(gradtx.sm3(0.1, momentum=0.5), params, grads)
+    p = {k: np.asarray(v, np.float64) for k, v in params.items()}
+    acc = {k: np.zeros_like(v) for k, v in p.items()}
+    mom = {k: np.zeros_like(v) for k, v in p.items()}
+    for t, g in enumerate(grads):
+        for k in p:
+            gk = np.asarray(g[k], np.float64)
+            acc[k] = acc[k] + gk**2
+            mom[k] = 0.5 * mom[k] + 0.5 * gk / np.sqrt(acc[k] + 1e-8)
+            p[k] = p[k] - 0.1 * mom[k]
+        helpers.assert_trees_close(actual[t], p, rtol=1e-5, atol=1e-6, msg=f"step {t + 1}")
+
+
+CONFIGS = [
+    ({"class": "SM3", "learning_rate": 0.1, "momentum": 0.5}, "sm3", {"momentum": 0.5}),
+]
+
+
+@pytest.mark.parametrize("config, name, kwargs", CONFIGS, ids=[c[0]["class"] for c in CONFIGS])
+def test_from_config_and_get_take_the_names_and_tf_arguments(config, name, kwargs):
+    """The class names and TF's argument names reach the factory (`get`'s numbers: tests/test_contract.py)."""
+    arguments = {k: v for k, v in config.items() if k != "class"}
+    assert catalog.entry(config["class"]).name == name
+    assert kwargs.items() <= gradtx.registry.translate_kwargs(config["class"], arguments).items()
+    params = {"w": jnp.zeros((3, 2)), "b": jnp.zeros(2)}
+    expected = getattr(gradtx, name)(**gradtx.registry.translate_kwargs(name, arguments)).init(params)
+    for built in (gradtx.from_config(config), gradtx.get(config["class"], **arguments)):
+        assert helpers.shape_dtypes(built.init(params)) == helpers.shape_dtypes(expected)
+
+
+@pytest.mark.parametrize(
+    "factory, kwargs, error, match",
+    [
+        (
+            gradtx.sm3,
+            {"learning_rate": 0.1, "momentum": 1.5},
+            ValueError,
+            r"`sm3`: `momentum` must be in \[0.0, 1.0\]",
+        ),
+        (gradtx.sm3, {"learning_rate": 0.1, "eps": -1e-8}, ValueError, r"`sm3`: `eps` must be >= 0"),
+    ],
+)
+def test_bad_hyperparameters_are_refused_at_construction(factory, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        factory(**kwargs)
