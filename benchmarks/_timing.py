@@ -43,8 +43,21 @@ class Contender:
 
 
 def nbytes(tree: Any) -> int:
-    """Bytes held by the arrays of `tree`."""
-    return int(sum(np.dtype(x.dtype).itemsize * math.prod(x.shape) for x in jax.tree.leaves(tree)))
+    """Bytes held by the arrays of `tree` (a typed PRNG key by its key data)."""
+    return int(sum(_itemsize(x.dtype) * math.prod(x.shape) for x in jax.tree.leaves(tree)))
+
+
+def _own_buffer(x: Any) -> Any:
+    """`x` copied into a buffer of its own (COCOB's state starts as the params: donated twice otherwise)."""
+    if isinstance(x, jax.Array) and not jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        return jnp.copy(x)
+    return x
+
+
+def _itemsize(dtype: Any) -> int:
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return int(jax.eval_shape(jax.random.key_data, jax.ShapeDtypeStruct((), dtype)).size) * 4  # uint32s
+    return np.dtype(dtype).itemsize
 
 
 class Runner:
@@ -54,7 +67,7 @@ class Runner:
         self.contender = contender
         self.grads = contender.grads if contender.grads is not None else grads
         self.params = jax.tree.map(jnp.copy, contender.params if contender.params is not None else params)
-        self.state = contender.init(self.params)
+        self.state = jax.tree.map(_own_buffer, contender.init(self.params))  # a state may hold the params
         jax.block_until_ready((self.params, self.state))
         self.live_bytes = nbytes(self.params) + nbytes(self.grads) + nbytes(self.state)
         start = time.perf_counter()

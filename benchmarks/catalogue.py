@@ -125,13 +125,15 @@ def measure(
     min_round_s: float,
     compiles: int,
     only: list[str] | None = None,
+    pairs: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] | None = None,
+    label: str = "catalogue",
 ) -> dict:
-    """Rows per pair (all, or the names in `only`): step min (ms), compile (s), kernels, and the gradtx /
-    optax ratios."""
+    """Rows per pair of `pairs` (default `PAIRS`; all, or the names in `only`): step min (ms), compile (s),
+    kernels, and the gradtx / optax ratios."""
     params = transformer_tree(d_model, layers, vocab)
     grads = random_like(params, 7, 1e-3)
     rows = {}
-    for name, (ours, theirs) in PAIRS.items():
+    for name, (ours, theirs) in (PAIRS if pairs is None else pairs).items():
         if only is not None and name not in only:
             continue
         pair = [gradtx_contender("gradtx", ours()), optax_contender("optax", theirs())]
@@ -157,7 +159,7 @@ def measure(
         }
         rows[name]["compile_ratio"] = rows[name]["gradtx_compile_s"] / rows[name]["optax_compile_s"]
         print(
-            f"  catalogue {name:45s} step {rows[name]['step_ratio']:.2f}x  "
+            f"  {label} {name:45s} step {rows[name]['step_ratio']:.2f}x  "
             f"compile {rows[name]['compile_ratio']:.2f}x",
             flush=True,
         )
@@ -180,7 +182,7 @@ def _why(name: str, r: dict) -> str:
     return ""
 
 
-def targets(result: dict) -> list[dict]:
+def targets(result: dict, label: str = "catalogue") -> list[dict]:
     """Two targets per pair (step and compile time, gradtx / optax <= GOAL)."""
     out = []
     for name, r in result["rows"].items():
@@ -196,11 +198,11 @@ def targets(result: dict) -> list[dict]:
             )
             out.append(
                 {
-                    "label": f"catalogue, {name}: {what}, gradtx / optax",
+                    "label": f"{label}, {name}: {what}, gradtx / optax",
                     "metric": f"{what}_ratio",
                     "op": "<=",
                     "goal": GOAL,
-                    "workload": "catalogue",
+                    "workload": label,
                     "value": value,
                     "met": bool(met),
                     "reason": None
@@ -215,10 +217,13 @@ def targets(result: dict) -> list[dict]:
     return out
 
 
-def table(result: dict) -> list[str]:
-    lines = [
+def table(result: dict, what: str | None = None) -> list[str]:
+    what = what or (
         f"Every optimizer optax also has, on {result['tree']}, with the same hyperparameters on both sides "
-        "(`benchmarks/catalogue.py`). Step: the fastest step of each and the median over rounds of the "
+        "(`benchmarks/catalogue.py`)."
+    )
+    lines = [
+        f"{what} Step: the fastest step of each and the median over rounds of the "
         "paired ratio; compile: the best of a few fresh compiles of each.",
         "",
         "| optimizer | gradtx step (ms) | optax step (ms) | step, gradtx / optax | gradtx compile (s) "

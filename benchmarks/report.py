@@ -13,7 +13,7 @@ import pathlib
 
 import numpy as np
 
-from benchmarks import catalogue, reasons, tracing
+from benchmarks import catalogue, compat, reasons, tracing
 
 HERE = pathlib.Path(__file__).parent
 ORDER = ["cpu", "gpu", "cuda", "rocm", "tpu"]
@@ -175,6 +175,14 @@ def platform_section(results: dict, chart: str | None) -> list[str]:
         lines += [f"### {w['name']}", "", *workload_table(w, bw["best"]), ""]
     if results.get("catalogue"):
         lines += ["### Every optimizer optax also has", "", *catalogue.table(results["catalogue"]), ""]
+    if results.get("compat"):
+        what = (
+            f"Every optax optimizer that builds from a learning rate alone, `gradtx.optax_compat`'s beside "
+            f"optax's, on {results['compat']['tree']} (`benchmarks/compat.py`)."
+        )
+        lines += ["### optax_compat beside optax", "", *catalogue.table(results["compat"], what), ""]
+    if results.get("programs"):
+        lines += ["### An optax program, import switched", "", *compat.program_table(results["programs"]), ""]
     if results.get("tracing"):
         lines += ["### Tracing and lowering", "", *tracing.table(results["tracing"]["rows"]), ""]
     if results.get("sharding"):

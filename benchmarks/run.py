@@ -36,9 +36,9 @@ import numpy as np
 import optax
 
 import gradtx
-from benchmarks import _timing, catalogue, reasons, tracing, workloads
+from benchmarks import _timing, catalogue, compat, reasons, tracing, workloads
 
-SUITES = ("catalogue", "tracing")
+SUITES = ("catalogue", "compat", "programs", "tracing")
 """What runs besides the workloads (`--only` names them too)."""
 
 RESULTS_DIR = pathlib.Path(__file__).parent / "results"
@@ -258,6 +258,21 @@ def main(argv: list[str] | None = None) -> dict:
             compiles=1 if smoke else 5,
             only=list(catalogue.PAIRS)[:3] if smoke else None,
         )
+    if not args.only or "compat" in args.only:
+        compat_pairs = compat.pairs()
+        suites["compat"] = catalogue.measure(
+            sizes.d_model,
+            sizes.layers,
+            sizes.vocab,
+            args.rounds,
+            args.min_round_ms / 1e3,
+            compiles=1 if smoke else 3,  # 46 pairs: fewer fresh compiles than the catalogue's 5
+            only=list(compat_pairs)[:2] if smoke else None,
+            pairs=compat_pairs,
+            label="optax_compat",
+        )
+    if not args.only or "programs" in args.only:
+        suites["programs"] = compat.measure_programs(repeats=1 if smoke else 3)
     if not args.only or "tracing" in args.only:
         rows = tracing.measure(tracing.SMOKE_CASES if smoke else tracing.CASES, repeats=2 if smoke else 9)
         suites["tracing"] = {"rows": rows}
@@ -266,6 +281,10 @@ def main(argv: list[str] | None = None) -> dict:
     targets = [t for w in results for t in w["targets"]] + [memory_target(results)]
     if suites["catalogue"]:
         targets += catalogue.targets(suites["catalogue"])
+    if suites["compat"]:
+        targets += catalogue.targets(suites["compat"], label="optax_compat")
+    if suites["programs"]:
+        targets += compat.program_targets(suites["programs"])
     if suites["tracing"]:
         targets += tracing.targets(suites["tracing"]["rows"])
     command = "python -m benchmarks.run " + " ".join(argv if argv is not None else sys.argv[1:])

@@ -7,14 +7,19 @@ learning-rate schedules in `gradtx.schedules`, row-sparse gradients in `gradtx.s
 packed parameters in `gradtx.packing`, optax's pytree utilities in `gradtx.tree`, optax's
 numerics and linear algebra in `gradtx.numerics` and `gradtx.linalg`, RETURNN configs in
 `gradtx.returnn`, and the name registry in `gradtx.registry`; the public names of the first
-three are re-exported here.
+three are re-exported here. Beside the optimizers, what optax programs also use: optax's losses
+in `gradtx.losses`, the Hungarian algorithm in `gradtx.assignment` and per-example gradient
+aggregators in `gradtx.aggregating`.
 """
 
 # ruff: noqa: F401  (this module re-exports)
 from gradtx import (
+    aggregating,
+    assignment,
     checkpoint,
     combinators,
     linalg,
+    losses,
     numerics,
     optimizers,
     packing,
@@ -99,12 +104,15 @@ __all__ = sorted(
         "TreeMismatchError",
         "UnknownNameError",
         "Updates",
+        "aggregating",
         "apply_updates",
+        "assignment",
         "checkpoint",
         "combinators",
         "get",
         "incremental_update",
         "linalg",
+        "losses",
         "numerics",
         "optimizers",
         "packing",

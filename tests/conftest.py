@@ -59,7 +59,7 @@ _modules_seen = 0
 
 
 def pytest_runtest_setup(item):
-    """Drop RETURNN's proxy modules from `sys.modules` (once RETURNN is imported, whenever a module was added).
+    """Drop RETURNN's proxy modules from `sys.modules` (once RETURNN is in, whenever a module was added).
 
     Code that walks `sys.modules` and reads an attribute of each (unittest's `assertWarns` resets every
     module's `__warningregistry__`; optax's suite calls it) would make them load `returnn.tf` (the old names,

@@ -75,8 +75,11 @@ def test_smoke_run_writes_results_and_report(tmp_path):
             assert row["min_ms"] > 0 and row["median_ms"] >= row["min_ms"] and row["compile_s"] > 0
             assert row["peak_bytes"] >= row["live_bytes"]  # the step holds at least its arguments
     labels = [t["label"] for t in out["targets"]]
-    assert any("peak memory" in label for label in labels) and len(labels) == 17 + 3 * 2 + 1
+    # the workloads' 17, the catalogue's 3 pairs and optax_compat's 2 (step and compile each), the
+    # program's 3 (HLO of the optimizer and the step, first call), the tracing case's 1
+    assert any("peak memory" in label for label in labels) and len(labels) == 17 + 3 * 2 + 2 * 2 + 3 + 1
     assert len(out["catalogue"]["rows"]) == 3 and len(out["tracing"]["rows"]) == 1
+    assert len(out["compat"]["rows"]) == 2 and set(out["programs"]) == {"hlo", "first_call_s"}
     for row in out["catalogue"]["rows"].values():
         assert row["step_ratio"] > 0 and row["gradtx_compile_s"] > 0 and row["optax_compile_s"] > 0
     assert all(r["gradtx_min_s"] > 0 and r["ratio"] > 0 for r in out["tracing"]["rows"])
@@ -90,6 +93,7 @@ def test_smoke_run_writes_results_and_report(tmp_path):
     assert "### Collectives per step on a 2-D mesh" in text
     assert "### Optimizer state per device on a 2-D mesh" in text
     assert "### Every optimizer optax also has" in text and "### Tracing and lowering" in text
+    assert "### optax_compat beside optax" in text and "### An optax program, import switched" in text
     assert (tmp_path / "cpu.png").stat().st_size > 10_000
     for name in workloads.ALL:
         assert f"### {name}" in text

@@ -33,6 +33,9 @@ PUBLIC_MODULES = [
     "gradtx.linalg",
     "gradtx.projections",
     "gradtx.second_order",
+    "gradtx.losses",
+    "gradtx.assignment",
+    "gradtx.aggregating",
 ]
 
 
@@ -101,6 +104,7 @@ ATTRIBUTE_DOCS = {
         "gradtx.train",
         "gradtx",
         "gradtx._core.packed_layout",
+        "gradtx.combinators._aggregating",
         *PUBLIC_MODULES[1:],
     ]
     for k, v in _attribute_docstrings(m).items()

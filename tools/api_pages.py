@@ -43,6 +43,9 @@ SUBPACKAGES = (
     "linalg",
     "projections",
     "second_order",
+    "losses",
+    "assignment",
+    "aggregating",
     "registry",
     "train",
     "slots",
@@ -52,6 +55,13 @@ SUBPACKAGES = (
     "optax_compat.schedules",
     "optax_compat.projections",
     "optax_compat.second_order",
+    "optax_compat.tree",
+    "optax_compat.tree_utils",
+    "optax_compat.losses",
+    "optax_compat.assignment",
+    "optax_compat.microbatching",
+    "optax_compat.experimental",
+    "optax_compat.experimental.aggregating",
 )
 """Every public module whose names the reference covers (besides `gradtx` itself)."""
 
@@ -110,6 +120,14 @@ PAGES = (
         ("gradtx.numerics", "gradtx.linalg", "gradtx.projections", "gradtx.second_order"),
         sections="package",
     ),
+    Page(
+        "losses",
+        "Losses, assignment, aggregators",
+        ("gradtx.losses", "gradtx.assignment", "gradtx.aggregating"),
+        "What optax programs use besides optimizers, with optax's names and numbers: its losses, the "
+        "Hungarian algorithm, and the aggregators of per-example gradients.",
+        sections="package",
+    ),
     Page("returnn", "RETURNN configs", ("gradtx.returnn",)),
     Page(
         "optax_compat",
@@ -121,6 +139,13 @@ PAGES = (
             "gradtx.optax_compat.schedules",
             "gradtx.optax_compat.projections",
             "gradtx.optax_compat.second_order",
+            "gradtx.optax_compat.tree",
+            "gradtx.optax_compat.tree_utils",
+            "gradtx.optax_compat.losses",
+            "gradtx.optax_compat.assignment",
+            "gradtx.optax_compat.microbatching",
+            "gradtx.optax_compat.experimental",
+            "gradtx.optax_compat.experimental.aggregating",
         ),
         "Most names mirror optax's; see the [From optax](../guides/from-optax.md) guide for the table "
         "of optax's names.",

@@ -4,9 +4,10 @@ Usage: `python tools/optax_table.py` prints the table; `--write` replaces it in
 docs/guides/from-optax.md (between the `optax-table:start` / `optax-table:end` markers).
 tests/optax_compat/test_optax_table.py fails when the guide's table differs from this output.
 
-A row per public name of optax's optimizer-facing modules (`optax` and `optax.contrib`,
-`.schedules`, `.transforms`, `.tree`, `.second_order`, `.projections`, `.perturbations`;
-losses and submodules left out): the `gradtx.optax_compat` name that gives optax's numbers
+A row per public name of optax's public modules (`optax` and `optax.contrib`, `.schedules`,
+`.transforms`, `.tree`, `.tree_utils`, `.losses`, `.second_order`, `.projections`, `.assignment`,
+`.microbatching`, `.experimental.aggregating`, `.perturbations`): the `gradtx.optax_compat` name
+that gives optax's numbers
 (tested against optax in tests/optax_compat/ and beside each optimizer's tests), whether the
 top-level gradtx name of the same spelling has optax's numbers (TF-named ones say on their
 docstring's first line where they do not), "out of scope" with the reason, or "not yet".
@@ -25,41 +26,59 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "guides" / "from-optax.md"
 START, END = "<!-- optax-table:start -->", "<!-- optax-table:end -->"
 
-MODULES = ("", "contrib", "schedules", "transforms", "tree", "second_order", "projections", "perturbations")
-"""optax's optimizer-facing modules ("": the top level)."""
+MODULES = (
+    "",
+    "contrib",
+    "schedules",
+    "transforms",
+    "tree",
+    "tree_utils",
+    "losses",
+    "second_order",
+    "projections",
+    "assignment",
+    "microbatching",
+    "experimental.aggregating",
+    "perturbations",
+)
+"""optax's public modules ("": the top level); tests/optax_compat/test_module_walk.py walks them all."""
 
 ELSEWHERE: dict[str, str] = {}
 """optax names whose counterpart has another gradtx name (not in `optax_compat` under optax's)."""
 
-PERTURBATIONS = (
-    "Monte-Carlo smoothing of a function for differentiating through discrete choices (Berthet et "
-    "al.): a tool for models, not a transform of gradients"
-)
-OUT_OF_SCOPE = {
-    "perturbations.Gumbel": PERTURBATIONS,
-    "perturbations.Normal": PERTURBATIONS,
-    "perturbations.make_perturbed_fun": PERTURBATIONS,
-}
-"""`module.name` (top level: `name`) -> why gradtx does not offer it."""
+
+def _out_of_scope(full: str) -> str | None:
+    """Why gradtx does not offer `optax.<full>` (from `optax_compat`'s own list), or None."""
+    from gradtx.optax_compat._mirror import OUT_OF_SCOPE
+
+    return OUT_OF_SCOPE.get(full) or OUT_OF_SCOPE.get(full.split(".", 1)[0])
+
+
+def _imported_type(name: str, obj: Any) -> bool:
+    """Whether `obj` is `typing`'s or `collections.abc`'s name that an optax module imported (`Any`)."""
+    import collections.abc
+    import typing
+
+    return any(obj is getattr(m, name, None) for m in (typing, collections.abc))
 
 
 def _module(name: str) -> Any:
     import optax
 
-    return optax if not name else importlib.import_module(f"optax.{name}")
+    module = optax
+    for part in name.split(".") if name else []:  # `optax.experimental.aggregating` is an attribute only
+        module = getattr(module, part, None) or importlib.import_module(f"{module.__name__}.{part}")
+    return module
 
 
 def _names() -> list[tuple[str, str]]:
     """`(module, name)` for every optimizer-facing optax name, sorted by module then name."""
-    import optax
-
-    losses = set(dir(optax.losses))
     out = []
     for module in MODULES:
         names = set()
         for name in dir(_module(module)):
             obj = getattr(_module(module), name)
-            if name.startswith("_") or isinstance(obj, types.ModuleType) or name in losses:
+            if name.startswith("_") or isinstance(obj, types.ModuleType) or _imported_type(name, obj):
                 continue
             names.add(name)
         out += [(module, n) for n in sorted(names, key=str.lower)]
@@ -70,9 +89,11 @@ def _compat(module: str, name: str) -> Any:
     """The `gradtx.optax_compat` object for `optax.<module>.<name>`, or None."""
     import gradtx.optax_compat as compat
 
-    where = compat if not module else getattr(compat, module, None)
-    if where is None:
-        return None
+    where: Any = compat
+    for part in module.split(".") if module else []:
+        where = getattr(where, part, None)
+        if where is None:
+            return None
     public = getattr(where, "__all__", None)
     return getattr(where, name, None) if public is None or name in public else None
 
@@ -101,9 +122,9 @@ def render() -> str:
             covered += 1
             gradtx_column = _gradtx_column(name) if module in ("", "contrib", "transforms") else ""
             rows.append(f"| `optax.{full}` | `{full}` | {gradtx_column or '-'} |")
-        elif full in OUT_OF_SCOPE:
+        elif _out_of_scope(full):
             out_of_scope += 1
-            rows.append(f"| `optax.{full}` | out of scope: {OUT_OF_SCOPE[full]} | - |")
+            rows.append(f"| `optax.{full}` | out of scope: {_out_of_scope(full)} | - |")
         else:
             elsewhere = f" (see {ELSEWHERE[full]})" if full in ELSEWHERE else ""
             rows.append(f"| `optax.{full}` | not yet{elsewhere} | - |")

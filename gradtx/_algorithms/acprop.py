@@ -34,8 +34,8 @@ def _acprop_prepare(h, state, extra_args):
 def _acprop_leaf(g, m, s, h):
     s_hat = jnp.where(h.count == 0, 1, s / h.bc2_prev)  # the statistic before g (1 at the first step)
     update = g / (jnp.sqrt(s_hat) + h.eps)
-    s_new = _formulas.moment_blend(s, _formulas.abs_sq(g - m), h.b2) + h.eps_root  # centred on the previous m
-    return update, _formulas.moment_blend(m, g, h.b1), s_new
+    s_new = _formulas.optax_moment(s, _formulas.abs_sq(g - m), h.b2) + h.eps_root  # centred on the previous m
+    return update, _formulas.optax_moment(m, g, h.b1), s_new
 
 
 @_registry.transform()

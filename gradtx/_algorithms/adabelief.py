@@ -28,8 +28,8 @@ class ScaleByBeliefState(NamedTuple):
 
 
 def _belief_leaf(g, m, s, h, *, nesterov: bool):
-    m = _formulas.moment_blend(m, g, h.b1)
-    s = _formulas.moment_blend(s, _formulas.abs_sq(g - m), h.b2) + h.eps_root  # eps_root is kept in s
+    m = _formulas.optax_moment(m, g, h.b1)
+    s = _formulas.optax_moment(s, _formulas.abs_sq(g - m), h.b2) + h.eps_root  # eps_root is kept in s
     return first_moment_estimate(m, g, h.b1, h, nesterov) / (jnp.sqrt(s / h.bc2) + h.eps), m, s
 
 

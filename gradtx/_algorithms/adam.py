@@ -259,8 +259,8 @@ def corrected_step(m_hat, v, h):
 
 
 def _adam_leaf(g, m, v, h, *, nesterov: bool):
-    m = _formulas.moment_blend(m, g, h.b1)
-    v = _formulas.moment_blend(v, squared_as(g, v), h.b2)
+    m = _formulas.optax_moment(m, g, h.b1)
+    v = _formulas.optax_moment(v, squared_as(g, v), h.b2)
     return corrected_step(first_moment_estimate(m, g, h.b1, h, nesterov), v, h), m, v
 
 

@@ -122,7 +122,7 @@ class ScaleByBiasCorrectedAdamaxState(NamedTuple):
 
 
 def _bias_corrected_adamax_leaf(g, m, v, h):
-    m = _formulas.moment_blend(m, g, h.b1)
+    m = _formulas.optax_moment(m, g, h.b1)
     v = jnp.maximum(jnp.abs(g) + h.eps, h.b2 * v)
     return (m / h.bc1) / v, m, v
 

@@ -37,9 +37,9 @@ def _adan_prepare(h, state, extra_args):
 
 def _adan_leaf(g, m, v, n, prev, h):
     diff = jnp.where(h.first, jnp.zeros_like(g), g - prev.astype(g.dtype))
-    m = _formulas.moment_blend(m, g, h.b1)
-    v = _formulas.moment_blend(v, diff, h.b2)
-    n = _formulas.moment_blend(n, _formulas.abs_sq(g + (1 - h.b2) * diff), h.b3)
+    m = _formulas.optax_moment(m, g, h.b1)
+    v = _formulas.optax_moment(v, diff, h.b2)
+    n = _formulas.optax_moment(n, _formulas.abs_sq(g + (1 - h.b2) * diff), h.b3)
     direction = m / h.bc1 + (1 - h.b2) * (v / h.bc2)
     return direction / (jnp.sqrt(n / h.bc3 + h.eps_root) + h.eps), m, v, n, g
 

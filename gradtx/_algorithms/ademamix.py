@@ -42,9 +42,9 @@ def _check_eps(fn: str, eps: Any, eps_root: Any) -> None:
 
 
 def _ademamix_leaf(g, m1, m2, nu, h):
-    m1 = _formulas.moment_blend(m1, g, h.b1)
-    m2 = _formulas.moment_blend(m2, g, h.b3)
-    nu = _formulas.moment_blend(nu, _formulas.abs_sq(g), h.b2)
+    m1 = _formulas.optax_moment(m1, g, h.b1)
+    m2 = _formulas.optax_moment(m2, g, h.b3)
+    nu = _formulas.optax_moment(nu, _formulas.abs_sq(g), h.b2)
     denominator = jnp.sqrt(nu / h.bc2 + h.eps_root) + h.eps
     return (m1 / h.bc1 + h.alpha * m2) / denominator, m1, m2, nu
 

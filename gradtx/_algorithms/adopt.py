@@ -43,9 +43,9 @@ def _adopt_leaf(g, m, v, h, *, nesterov: bool, clipping: bool):
     normalised = g / jnp.maximum(jnp.sqrt(v), h.eps)  # by the second moment before g
     if clipping:
         normalised = jnp.clip(normalised, -h.clip, h.clip)
-    v = _formulas.moment_blend(v, _formulas.abs_sq(g), h.b2_t)
-    m = _formulas.moment_blend(m, normalised, h.b1_t)
-    return (_formulas.moment_blend(m, normalised, h.b1_t) if nesterov else m), m, v
+    v = _formulas.optax_moment(v, _formulas.abs_sq(g), h.b2_t)
+    m = _formulas.optax_moment(m, normalised, h.b1_t)
+    return (_formulas.optax_moment(m, normalised, h.b1_t) if nesterov else m), m, v
 
 
 @_registry.transform()

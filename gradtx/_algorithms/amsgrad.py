@@ -114,8 +114,8 @@ class ScaleByBiasCorrectedAmsgradState(NamedTuple):
 
 
 def _bias_corrected_amsgrad_leaf(g, m, v, v_max, h, *, correct_m: bool, correct_v: bool):
-    m = _formulas.moment_blend(m, g, h.b1)
-    v = _formulas.moment_blend(v, squared_as(g, v), h.b2)
+    m = _formulas.optax_moment(m, g, h.b1)
+    v = _formulas.optax_moment(v, squared_as(g, v), h.b2)
     v_max = jnp.maximum(v_max, v / h.bc2 if correct_v else v)
     return (m / h.bc1 if correct_m else m) / (jnp.sqrt(v_max + h.eps_root) + h.eps), m, v, v_max
 

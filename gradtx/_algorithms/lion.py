@@ -38,7 +38,7 @@ def _lion_leaf(g, m, h, *, mode):
     of float32 params: in float32)."""
     wide = jnp.promote_types(g.dtype, m.dtype)
     g, m = g.astype(wide), m.astype(wide)
-    return _LION_MODES[mode](_formulas.moment_blend(m, g, h.b1), h), _formulas.moment_blend(m, g, h.b2)
+    return _LION_MODES[mode](_formulas.optax_moment(m, g, h.b1), h), _formulas.optax_moment(m, g, h.b2)
 
 
 @_registry.transform()

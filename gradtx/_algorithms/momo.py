@@ -120,7 +120,6 @@ def _momo(fn, learning_rate, b1, b2, eps, lower_bound, weight_decay, adapt_lower
             sq_norm = _vdot(exp_avg, direction)
             bc1 = jnp.asarray(1 - beta**t, barf.dtype)
         else:
-            direction = exp_avg
             sq_norm = _total([jnp.sum(jnp.square(m)) for m in jax.tree.leaves(exp_avg) if m is not None])
             bc1 = 1
         decay = 1 + alpha * wd
@@ -134,7 +133,11 @@ def _momo(fn, learning_rate, b1, b2, eps, lower_bound, weight_decay, adapt_lower
         t1 = jnp.maximum(decay * (barf - bc1 * this_lb - gamma) + iprod, 0.0) / sq_norm
         t1 = jnp.where(sq_norm <= jnp.finfo(float).eps, 0.0, t1)  # no step on a zero direction
         tau = jnp.minimum(alpha / bc1, t1)
-        out = _walk.map_updates(fn, lambda d, p: -(alpha * wd) / decay * p - tau * d, direction, params)
+
+        def step(m, p, precond=None):  # optax's order: `tau * m / precond`, not `tau * (m / precond)`
+            return -(alpha * wd) / decay * p - (tau * m if precond is None else tau * m / precond)
+
+        out = _walk.map_updates(fn, step, exp_avg, params, *((precond,) if adam else ()))
         lb = state.lb
         if adapt_lower_bound:
             lb = jnp.maximum(((barf + iprod - gamma) - (1 / 2) * tau * sq_norm) / bc1, lower)

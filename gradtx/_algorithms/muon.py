@@ -64,22 +64,50 @@ def _check_coeffs(fn: str, ns_coeffs: Any) -> tuple[tuple[float, float, float], 
     )
 
 
-def _newton_schulz(x: jax.Array, coeffs: tuple[tuple[float, float, float], ...], eps: Any) -> jax.Array:
-    """The Newton-Schulz iteration `x <- a x + (b A + c A^2) x`, `A = x x^T`, from `x / (||x||_F + eps)`."""
+PRECONDITIONINGS = ("frobenius", "spectral", "aol", "schatten")
+"""How the matrix is scaled before (or in) the first Newton-Schulz iteration: optax's four choices."""
+
+_RESCALE_FLOOR = 1e-8
+"""The least row sum (AOL) or Schatten-4 norm the first iteration divides by (optax's, whatever `eps`)."""
+
+
+def _first_gram(x: jax.Array, preconditioning: str, eps: Any) -> tuple[jax.Array, jax.Array]:
+    """`(x, x x^T)` for the first iteration, `x` scaled as `preconditioning` says.
+
+    'frobenius' and 'spectral' divide `x` by its norm plus `eps`; 'aol' scales row `i` of `x` (and row and
+    column `i` of the Gram matrix) by `1/sqrt(sum_j |A_ij|)`, which bounds every singular value by 1
+    (Prach, Lampert); 'schatten' divides `x` by the square root of the Gram matrix's Frobenius norm (the
+    Schatten-4 norm of `x`)."""
+    if preconditioning in ("frobenius", "spectral"):
+        x = x / (jnp.linalg.norm(x, ord="fro" if preconditioning == "frobenius" else 2) + eps)
+        return x, x @ x.T
+    gram = x @ x.T
+    if preconditioning == "aol":
+        s = jax.lax.rsqrt(jnp.clip(jnp.abs(gram).sum(axis=-1), min=_RESCALE_FLOOR))[:, None]
+        return x * s, gram * s * s.T
+    s = jax.lax.rsqrt(jnp.clip(jnp.linalg.norm(gram, ord="fro"), min=_RESCALE_FLOOR))
+    return x * s, gram * s**2
+
+
+def _newton_schulz(
+    x: jax.Array, coeffs: tuple[tuple[float, float, float], ...], eps: Any, preconditioning: str = "frobenius"
+) -> jax.Array:
+    """The Newton-Schulz iteration `x <- a x + (b A + c A^2) x`, `A = x x^T`, from `x` scaled by
+    `_first_gram` (by default `x / (||x||_F + eps)`)."""
     transposed = x.shape[0] > x.shape[1]
     if transposed:
         x = x.T
-    x = x / (jnp.linalg.norm(x, ord="fro") + eps)
-    for a, b, c in coeffs:
-        gram = x @ x.T
+    x, gram = _first_gram(x, preconditioning, eps)
+    for i, (a, b, c) in enumerate(coeffs):
+        gram = gram if i == 0 else x @ x.T
         x = a * x + (b * gram + c * gram @ gram) @ x
     return x.T if transposed else x
 
 
-def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive, dims=None, path=None):
+def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive, preconditioning, dims=None, path=None):
     """One leaf: `(update, momentum)`; matrices (as `dims` says, by key path) are orthogonalised, other leaves
     keep the momentum."""
-    m = _formulas.moment_blend(m, g, h.beta)
+    m = _formulas.optax_moment(m, g, h.beta)
     m_hat = first_moment_estimate(m, g, h.beta, h, nesterov)
     d = None if dims is None else dims.get(path)
     if d is None and g.ndim != 2:
@@ -89,7 +117,9 @@ def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive, dims=None, path=None):
         _check_dims("scale_by_muon", d, g.shape, path)
     # whole on every device (Explicit axes: one all-gather), orthogonalised there, sliced back
     stacked, back = _as_matrices(_placement.whole(m_hat), d)
-    out = _placement.placed_like(back(jax.vmap(lambda x: _newton_schulz(x, coeffs, h.eps))(stacked)), m_hat)
+    out = _placement.placed_like(
+        back(jax.vmap(lambda x: _newton_schulz(x, coeffs, h.eps, preconditioning))(stacked)), m_hat
+    )
     return (jnp.sum(m_hat * out) * out if adaptive else out), m
 
 
@@ -102,6 +132,7 @@ def scale_by_muon(
     *,
     nesterov: bool = True,
     adaptive: bool = False,
+    preconditioning: str = "frobenius",
     mu_dtype: Any = None,
     weight_dimension_numbers: Any = None,
 ) -> _protocol.GradientTransformation:
@@ -115,14 +146,20 @@ def scale_by_muon(
         X_{k+1} = a X_k + \big(b\, A_k + c\, A_k^2\big) X_k, \quad A_k = X_k X_k^\top, \qquad
         u_t = X_K
 
-    (on the transpose when it has more rows than columns), which pushes every singular
+    (on the transpose when it has more rows than columns; :math:`X_0` as shown for the
+    default 'frobenius' `preconditioning`), which pushes every singular
     value of :math:`\hat m_t` towards 1: :math:`u_t \approx U V^\top` for
     :math:`\hat m_t = U S V^\top`. With `adaptive`, :math:`u_t \leftarrow \langle \hat m_t,
     u_t\rangle\, u_t`. Leaves that are not matrices get :math:`\hat m_t` itself (the `muon`
     alias gives them to another optimizer). With `weight_dimension_numbers`, a leaf given a
     `MuonDimensionNumbers` is seen as a stack of matrices (its batch axes), each orthogonalised
-    on its own: conv kernels, stacked layers. These are the numbers of
-    `optax.contrib.scale_by_muon` (Frobenius preconditioning). A row-sparse gradient is
+    on its own: conv kernels, stacked layers. `preconditioning` 'spectral' divides by the
+    largest singular value instead of the Frobenius norm (an SVD per matrix); 'aol' scales
+    each row :math:`i` of :math:`\hat m_t` by :math:`(\sum_j |A_{ij}|)^{-1/2}` inside the first
+    iteration (Prach and Lampert's almost-orthogonal rescaling), 'schatten' by
+    :math:`\lVert A\rVert_F^{-1/2}` (Schatten-4): both bound the singular values by 1 and let
+    the first iteration reuse its Gram matrix. These are the numbers of
+    `optax.contrib.scale_by_muon`. A row-sparse gradient is
     densified first. Under `jax.jit` with Explicit mesh axes (`jax.set_mesh`), a sharded
     matrix is gathered whole onto every device (one all-gather per sharded mesh axis), its
     iteration runs there without communication, and its update is sliced back to the
@@ -136,6 +173,9 @@ def scale_by_muon(
       eps: added to the Frobenius norm, >= 0.
       nesterov: use Nesterov's form of the momentum.
       adaptive: scale by the inner product of the momentum and its orthogonalisation.
+      preconditioning: how :math:`X_0` is scaled: 'frobenius' (by the Frobenius norm plus
+        `eps`), 'spectral' (the largest singular value plus `eps`), 'aol' or 'schatten' (in
+        the first iteration, floored at 1e-8).
       mu_dtype: dtype of the momentum (default: each param's dtype).
       weight_dimension_numbers: a tree of `MuonDimensionNumbers` (or None: a plain leaf)
         shaped like the params or a prefix of them, or a function of the updates giving one;
@@ -145,8 +185,8 @@ def scale_by_muon(
       A `GradientTransformation` with state `ScaleByMuonState(count, momentum)`.
 
     Raises:
-      ValueError: for malformed `ns_coeffs`, `ns_steps` < 1, `beta` outside [0, 1) or a
-        negative `eps`.
+      ValueError: for malformed `ns_coeffs`, `ns_steps` < 1, `beta` outside [0, 1), a
+        negative `eps` or an unknown `preconditioning`.
       TypeError: for a non-int `ns_steps`, non-bool flags, a `mu_dtype` that is neither float nor complex
         or a dimension-numbers tree with other leaves; (when traced) ValueError for dimension
         numbers that do not fit their leaf.
@@ -173,14 +213,18 @@ def scale_by_muon(
     _checks.check_nonnegative(fn, "eps", eps)
     _checks.check_bool(fn, "nesterov", nesterov)
     _checks.check_bool(fn, "adaptive", adaptive)
+    _checks.check_one_of(fn, "preconditioning", preconditioning, PRECONDITIONINGS)
     _checks.check_float_dtype(fn, "mu_dtype", mu_dtype)
     _check_dims_tree(fn, weight_dimension_numbers)
+    leaf = functools.partial(
+        _muon_leaf, coeffs=coeffs, nesterov=nesterov, adaptive=adaptive, preconditioning=preconditioning
+    )
 
     def rule(dims):
         return update_rule(
             fn,
             ScaleByMuonState,
-            functools.partial(_muon_leaf, coeffs=coeffs, nesterov=nesterov, adaptive=adaptive, dims=dims),
+            functools.partial(leaf, dims=dims),
             hyper={"beta": beta, "eps": eps},
             slots={"momentum": Slot(0.0, mu_dtype)},
             prepare=functools.partial(corrections, b1="beta", b2=None, nesterov=nesterov),
@@ -317,6 +361,7 @@ def muon(
     nu_dtype: Any = None,
     nesterov: bool = True,
     adaptive: bool = False,
+    preconditioning: str = "frobenius",
     consistent_rms: float | None = None,
     adam_b1: _protocol.ScalarOrSchedule = 0.9,
     adam_b2: _protocol.ScalarOrSchedule = 0.999,
@@ -329,7 +374,8 @@ def muon(
     r"""Muon: momentum orthogonalised by Newton-Schulz for the matrices, AdamW for every other leaf.
 
     The matrices (2-D leaves) get `chain(scale_by_muon(ns_coeffs, ns_steps, beta, eps,
-    nesterov=nesterov, adaptive=adaptive, mu_dtype=mu_dtype), scale_by_shape(consistent_rms),
+    nesterov=nesterov, adaptive=adaptive, preconditioning=preconditioning, mu_dtype=mu_dtype),
+    scale_by_shape(consistent_rms),
     add_decayed_weights(weight_decay, mask=mask), scale_by_learning_rate(learning_rate))`;
     the other leaves (biases, norms' scales, scalars) get `fallback`, by default AdamW in
     optax's form: `chain(scale_by_bias_corrected_adam(adam_b1, adam_b2, eps, adam_eps_root,
@@ -354,6 +400,7 @@ def muon(
       nu_dtype: dtype of the fallback Adam's second moment (default: each param's dtype).
       nesterov: Nesterov's momentum, in Muon and in the fallback Adam.
       adaptive: scale by the inner product of the momentum and its orthogonalisation.
+      preconditioning: the scaling before Newton-Schulz, as `scale_by_muon`'s.
       consistent_rms: give every matrix update this RMS (0.2 matches AdamW's), or None for
         the width scaling :math:`\sqrt{\max(1, n_{out}/n_{in})}`.
       adam_b1: the fallback Adam's first-moment decay, in [0, 1).
@@ -417,6 +464,7 @@ def muon(
             eps,
             nesterov=nesterov,
             adaptive=adaptive,
+            preconditioning=preconditioning,
             mu_dtype=mu_dtype,
             weight_dimension_numbers=weight_dimension_numbers,
         ),

@@ -31,8 +31,8 @@ setattr(ScaleByNovogradState, "slots_shaped_like_params", ("m",))  # noqa: B010 
 
 def _novograd_leaf(g, m, v, w, h):
     """One leaf: `(update, m, v)`; `v` starts at the first step's `||g||^2`."""
-    norm2 = _formulas.squared_norm(g).astype(v.dtype)
-    v = jnp.where(h.count == 0, norm2, _formulas.moment_blend(v, norm2, h.b2))
+    norm2 = (jnp.sqrt(_formulas.squared_norm(g)) ** 2).astype(v.dtype)  # optax's `norm(g) ** 2`, its bits
+    v = jnp.where(h.count == 0, norm2, _formulas.optax_moment(v, norm2, h.b2))
     scaled = g / (jnp.sqrt(v + h.eps_root) + h.eps).astype(g.dtype)
     m = h.b1 * m + (scaled + h.weight_decay * w.astype(g.dtype)).astype(m.dtype)
     return m, m, v

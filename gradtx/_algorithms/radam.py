@@ -56,8 +56,8 @@ def _radam_prepare(h, state, extra_args, *, nesterov: bool):
 
 
 def _radam_leaf(g, m, v, h, *, nesterov: bool):
-    m = _formulas.moment_blend(m, g, h.b1)
-    v = _formulas.moment_blend(v, _formulas.abs_sq(g), h.b2)
+    m = _formulas.optax_moment(m, g, h.b1)
+    v = _formulas.optax_moment(v, _formulas.abs_sq(g), h.b2)
     m_hat = first_moment_estimate(m, g, h.b1, h, nesterov)
     return jnp.where(h.rectified, corrected_step(h.r * m_hat, v, h), m_hat), m, v
 

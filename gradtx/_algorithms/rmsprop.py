@@ -188,13 +188,13 @@ def _scaling(var, h, *, eps_in_sqrt: bool):
 
 
 def _rms_leaf(g, nu, h, *, eps_in_sqrt: bool, bias_correction: bool):
-    nu = _formulas.moment_blend(nu, _formulas.abs_sq(g), h.decay)
+    nu = _formulas.optax_moment(nu, _formulas.abs_sq(g), h.decay)
     return _scaling(nu / h.bc2 if bias_correction else nu, h, eps_in_sqrt=eps_in_sqrt) * g, nu
 
 
 def _stddev_leaf(g, mu, nu, h, *, eps_in_sqrt: bool, bias_correction: bool):
-    mu = _formulas.moment_blend(mu, g, h.decay)
-    nu = _formulas.moment_blend(nu, _formulas.abs_sq(g), h.decay)
+    mu = _formulas.optax_moment(mu, g, h.decay)
+    nu = _formulas.optax_moment(nu, _formulas.abs_sq(g), h.decay)
     mu_hat, nu_hat = (mu / h.bc2, nu / h.bc2) if bias_correction else (mu, nu)
     return _scaling(nu_hat - _formulas.abs_sq(mu_hat), h, eps_in_sqrt=eps_in_sqrt) * g, mu, nu
 
@@ -333,7 +333,7 @@ class ScaleByBiasCorrectedRmsState(NamedTuple):
 
 
 def _bias_corrected_rms_leaf(g, v, h):
-    v = _formulas.moment_blend(v, _formulas.abs_sq(g), h.decay)
+    v = _formulas.optax_moment(v, _formulas.abs_sq(g), h.decay)
     return corrected_step(g, v, h), v
 
 

@@ -44,7 +44,7 @@ def _sm3_leaf(g, accumulators, m, h):
             jnp.minimum, [a.reshape(s) for a, s in zip(accumulators, shapes, strict=True)]
         )
     nu = h.new_weight * (g * g) + h.b2 * previous
-    m = _formulas.moment_blend(m, g * jnp.where(nu > 0, jax.lax.rsqrt(nu + h.eps), 0.0), h.b1)
+    m = _formulas.optax_moment(m, g * jnp.where(nu > 0, jax.lax.rsqrt(nu + h.eps), 0.0), h.b1)
     if g.ndim < 2:
         return m, [nu], m
     others = [tuple(j for j in range(g.ndim) if j != i) for i in range(g.ndim)]

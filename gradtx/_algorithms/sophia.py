@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from gradtx import sparse
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
+from gradtx._core import formulas as _formulas
 from gradtx._core import hyper as _hyper
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
@@ -219,7 +220,7 @@ def scale_by_sophia(
         h = {k: _hyper.resolve(v, count) for k, v in dict(b1=b1, b2=b2, eps=eps, gamma=gamma).items()}
         rho = _hyper.resolve(clip_threshold, count)
         bc1 = 1 - jnp.asarray(h["b1"], jnp.float32) ** t
-        mu = _walk.map_updates(fn, lambda g, m: h["b1"] * m + (1 - h["b1"]) * g, grads, state.mu)
+        mu = _walk.map_updates(fn, lambda g, m: _formulas.optax_moment(m, g, h["b1"]), grads, state.mu)
         out = _walk.map_updates(
             fn, lambda m, v: (m / bc1.astype(m.dtype)) / jnp.maximum(h["gamma"] * v, h["eps"]), mu, state.nu
         )
@@ -237,7 +238,7 @@ def scale_by_sophia(
         def refresh(estimator_state, nu):
             diag, estimator_state = estimator.update(grads, estimator_state, params, **extra_args)
             return estimator_state, _walk.map_updates(
-                fn, lambda d, v: h["b2"] * v + (1 - h["b2"]) * d, diag, nu
+                fn, lambda d, v: _formulas.optax_moment(v, d, h["b2"]), diag, nu
             )
 
         estimator_state, nu = jax.lax.cond(

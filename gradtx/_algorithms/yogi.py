@@ -27,7 +27,7 @@ class ScaleByYogiState(NamedTuple):
 
 
 def _yogi_leaf(g, m, v, h):
-    m = _formulas.moment_blend(m, g, h.b1)
+    m = _formulas.optax_moment(m, g, h.b1)
     g2 = _formulas.abs_sq(g)
     v = v - (1 - h.b2) * jnp.sign(v - g2) * g2
     return corrected_step(m / h.bc1, v, h), m, v

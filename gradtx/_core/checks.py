@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
 import math
 import numbers
-from typing import Any, Callable, Iterator, TypeGuard
+from typing import Any, Callable, Iterator, NamedTuple, TypeGuard
 
 import jax
 import jax.numpy as jnp
@@ -39,47 +38,88 @@ def _is_traced(value: Any) -> bool:
 # --------------------------------------------------------------------------- traced values
 # A factory called with traced values (`inject_hyperparams` builds its inner transform each
 # step from the state's values) cannot raise for them. Inside `deferred()`, each check below
-# that meets a traced value records its condition -- the same `ok` as for a concrete value --
-# as a traced bool instead, and the caller makes the step's updates NaN where one fails
-# (`nan_unless`). Outside `deferred()` a traced value is not checked, as before.
+# that meets a traced value records the interval the value must lie in -- the same interval
+# as for a concrete value -- and the caller makes the step's updates NaN unless every value
+# lies in its interval (`nan_unless`). Outside `deferred()` a traced value is not checked.
 _DEFERRED: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("gradtx_deferred", default=None)
 
 
+class Interval(NamedTuple):
+    """A traced value's allowed interval (infinite ends open: the value must be finite)."""
+
+    value: Any
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = True
+    high_open: bool = True
+
+    def holds(self, v: Any) -> Any:
+        """Whether `v` lies in the interval (`&`, not `and`: `v` may be traced)."""
+        return (v > self.low if self.low_open else v >= self.low) & (
+            v < self.high if self.high_open else v <= self.high
+        )
+
+
+_FINITE = Interval(None)[1:]
+"""The bounds of the plain finiteness check."""
+
+
 @contextlib.contextmanager
-def deferred() -> Iterator[list[Any]]:
-    """Collect, while active, the conditions the checks found on traced values (traced bool scalars).
+def deferred() -> Iterator[list[Interval]]:
+    """Collect, while active, the intervals the checks found traced values must lie in.
 
     Concrete values are checked as everywhere (they raise); only traced ones are collected.
     """
-    conditions: list[Any] = []
-    token = _DEFERRED.set(conditions)
+    intervals: list[Interval] = []
+    token = _DEFERRED.set(intervals)
     try:
-        yield conditions
+        yield intervals
     finally:
         _DEFERRED.reset(token)
 
 
-def _defer(value: Any, ok: Callable[[Any], Any]) -> None:
-    """Record `ok(value)` for a traced `value` inside `deferred()`; nothing outside it."""
-    conditions = _DEFERRED.get()
-    if conditions is not None and _is_traced(value) and jnp.ndim(value) == 0:
-        conditions.append(jnp.asarray(ok(value), bool))
+def _defer(interval: Interval) -> None:
+    """Record `interval` for its traced scalar value inside `deferred()`; nothing outside it."""
+    intervals = _DEFERRED.get()
+    if intervals is not None and _is_traced(interval.value) and jnp.ndim(interval.value) == 0:
+        same = [k for k, i in enumerate(intervals) if i.value is interval.value]
+        if interval[1:] == _FINITE and same:
+            return  # every interval requires a finite value
+        for k in same:
+            if intervals[k][1:] in (_FINITE, interval[1:]):
+                intervals[k] = interval
+                return
+        intervals.append(interval)
 
 
-def nan_unless(conditions: list[Any], updates: Any) -> Any:
-    """`updates` with every float value NaN unless all `conditions` hold (one scalar select per leaf).
+def nan_unless(intervals: list[Interval], updates: Any) -> Any:
+    """`updates` with every float value NaN unless every interval holds its value.
 
     Row-sparse values and every other update object's float arrays included; ints (row
-    indices), bools and `None` are kept. No conditions: `updates` as they are.
+    indices), bools and `None` are kept. No intervals: `updates` as they are. The values are
+    compared as one vector with their bounds (two comparisons and a reduction, however many
+    checks), then each leaf is multiplied by 1 or NaN.
     """
-    if not conditions:
+    if not intervals:
         return updates
-    ok = functools.reduce(jnp.logical_and, conditions)
+    dtype = np.dtype(jnp.result_type(float, *(i.value for i in intervals)))
+    values = jnp.stack([jnp.asarray(i.value, dtype) for i in intervals])
+    low, high = (np.array([getattr(i, end) for i in intervals], dtype) for end in ("low", "high"))
+    low_open, high_open = (
+        np.array([getattr(i, end) for i in intervals]) for end in ("low_open", "high_open")
+    )
+    # (not `v > nextafter(low, -inf)` for a closed end: XLA on CPU flushes that denormal to 0)
+    inside = jnp.where(low_open, values > low, values >= low) & jnp.where(
+        high_open, values < high, values <= high
+    )
+    # 1 if every value is in its interval, else NaN: one reduction, then one multiply per leaf (exact: x * 1
+    # is x, signed zeros and infinities included), which fuses into the leaf's own loop
+    factor = jnp.prod(jnp.where(inside & jnp.isfinite(values), dtype.type(1), dtype.type(np.nan)))
 
     def poison(x: Any) -> Any:
         if not jnp.issubdtype(x.dtype, jnp.inexact):
             return x
-        return jnp.where(ok, x, jnp.asarray(jnp.nan, x.dtype))
+        return x * factor.astype(x.dtype)
 
     return jax.tree.map(poison, updates)
 
@@ -100,8 +140,10 @@ def _is_real(value: Any) -> bool:
     )
 
 
-def check_hyperparam(fn: str, name: str, value: Any) -> None:
+def check_hyperparam(fn: str, name: str, value: Any, *, interval: Interval | None = None) -> None:
     """`value` must be a finite real number, a scalar array, or a schedule; bools and strings are refused.
+
+    A traced value inside `deferred()` is collected with `interval` (default: finite).
 
     Raises:
       TypeError: if `value` is none of those.
@@ -116,6 +158,9 @@ def check_hyperparam(fn: str, name: str, value: Any) -> None:
             f"got {value!r} of type {type(value).__name__}."
         )
     _check_scalar_array(fn, name, value)
+    if _is_traced(value):
+        _defer(interval or Interval(value))
+        return
     _concrete(fn, name, value)
 
 
@@ -182,7 +227,7 @@ def _concrete(fn: str, name: str, value: Any) -> float | None:
     if is_schedule(value):
         return None
     if _is_traced(value):
-        _defer(value, jnp.isfinite)
+        _defer(Interval(value))  # finite
         return None
     try:
         v = float(value)
@@ -194,29 +239,28 @@ def _concrete(fn: str, name: str, value: Any) -> float | None:
     return v
 
 
-def _check(fn: str, name: str, value: Any, ok: Callable[[Any], Any], allowed: str) -> None:
-    check_hyperparam(fn, name, value)  # finite (a traced value: deferred, see `deferred`)
-    if _is_traced(value):
-        _defer(value, ok)
-        return
+def _check(fn: str, name: str, interval: Interval, allowed: str) -> None:
+    """`interval.value` must lie in the interval (a traced value: deferred, see `deferred`)."""
+    value = interval.value
+    check_hyperparam(fn, name, value, interval=interval)  # finite; a traced value: deferred with `interval`
     v = _concrete(fn, name, value)
-    if v is not None and not ok(v):
+    if v is not None and not interval.holds(v):
         raise ValueError(f"`{api_name(fn)}`: `{name}` must be {allowed}, got {value!r}.")
 
 
 def check_positive(fn: str, name: str, value: Any) -> None:
     """`value` must be > 0 (skipped for schedules; a traced value inside `deferred()` is collected)."""
-    _check(fn, name, value, lambda v: v > 0, "> 0")
+    _check(fn, name, Interval(value, low=0.0), "> 0")
 
 
 def check_nonnegative(fn: str, name: str, value: Any) -> None:
     """`value` must be >= 0 (skipped for schedules; a traced value inside `deferred()` is collected)."""
-    _check(fn, name, value, lambda v: v >= 0, ">= 0")
+    _check(fn, name, Interval(value, low=0.0, low_open=False), ">= 0")
 
 
 def check_nonpositive(fn: str, name: str, value: Any) -> None:
     """`value` must be <= 0 (skipped for schedules; a traced value inside `deferred()` is collected)."""
-    _check(fn, name, value, lambda v: v <= 0, "<= 0")
+    _check(fn, name, Interval(value, high=0.0, high_open=False), "<= 0")
 
 
 def check_finite(fn: str, name: str, value: Any) -> None:
@@ -241,11 +285,7 @@ def check_in_range(
 ) -> None:
     """`value` must lie in the interval from `low` to `high` (open ends as flagged)."""
     lb, rb = ("(" if low_open else "["), (")" if high_open else "]")
-
-    def ok(v: Any) -> Any:  # `&`, not `and`: `v` may be traced (see `deferred`)
-        return (v > low if low_open else v >= low) & (v < high if high_open else v <= high)
-
-    _check(fn, name, value, ok, f"in {lb}{low}, {high}{rb}")
+    _check(fn, name, Interval(value, low, high, low_open, high_open), f"in {lb}{low}, {high}{rb}")
 
 
 def check_bool(fn: str, name: str, value: Any) -> None:

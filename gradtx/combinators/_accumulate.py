@@ -19,7 +19,7 @@ from gradtx._core import registry as _registry
 from gradtx._core import sliced as _sliced
 from gradtx._core import vma as _vma
 from gradtx._core import walk as _walk
-from gradtx.combinators import _carry
+from gradtx.combinators import _carry, _conditional
 
 
 class AccumulateGradientsState(NamedTuple):
@@ -270,6 +270,11 @@ def accumulate_gradients(
     return _factory.composite(init_fn, update_fn, inner)
 
 
+def _zeros_like(u: Any) -> Any:
+    """Zeros shaped like the update `u` (a row-sparse one keeps its rows)."""
+    return u.with_values(jnp.zeros_like(u.values)) if _walk.is_row_sparse(u) else jnp.zeros_like(u)
+
+
 class ApplyIfFiniteState(NamedTuple):
     """State of `apply_if_finite`."""
 
@@ -302,22 +307,25 @@ def step_is_finite(updates: Any, out: Any, inner_state: Any) -> jax.Array:
 
 
 @_registry.wrapper()
-def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientTransformation:
+def apply_if_finite(
+    tx: Any, max_consecutive_errors: int, *, check_updates: bool = True
+) -> _protocol.GradientTransformation:
     """Skip steps with a non-finite gradient: zero updates and the inner state kept, with a count.
 
-    A step is not finite when its gradient is not finite, as in `optax.apply_if_finite`, or
-    when the inner transform's update is not finite while the inner state it was given is
-    finite. The second condition is gradtx's addition: around a transform that averages
-    over devices (`parallel.cross_shard`), a NaN on one replica reaches every replica's
-    update but only one replica's gradient, so every replica must skip the same step to
-    stay in sync. After more than `max_consecutive_errors` non-finite steps in a row the
-    update is applied anyway (so a run that keeps producing NaN fails visibly instead of
-    stalling), as optax does; that step may leave the inner state non-finite (Adam's
-    moments), and while it is, an update made non-finite by that state does not count as a
-    new error: the counters then follow the gradients alone, so `notfinite_count`,
-    `last_finite` and `total_notfinite` equal optax's at every step (the inner state is
-    read for this only at steps whose update is not finite). The counters saturate at
-    int32's maximum.
+    A step is not finite when its gradient is not finite, as in `optax.apply_if_finite`, and
+    then the inner transform does not run (one `lax.cond`). With `check_updates` (the
+    default), a step is also not finite when the inner transform's update is not finite
+    while the inner state it was given is finite. This is gradtx's addition: around a
+    transform that averages over devices (`parallel.cross_shard`), a NaN on one replica
+    reaches every replica's update but only one replica's gradient, so every replica must
+    skip the same step to stay in sync; it costs a test of the update and a selection per
+    leaf. After more than `max_consecutive_errors` non-finite steps in a row the update is
+    applied anyway (so a run that keeps producing NaN fails visibly instead of stalling), as
+    optax does; that step may leave the inner state non-finite (Adam's moments), and while
+    it is, an update made non-finite by that state does not count as a new error: the
+    counters then follow the gradients alone, so `notfinite_count`, `last_finite` and
+    `total_notfinite` equal optax's at every step (the inner state is read for this only at
+    steps whose update is not finite). The counters saturate at int32's maximum.
 
     It is the guard for every optimizer: without it, what one NaN or inf does depends on
     the rule (`registry.entry(name).nonfinite`): most make the params non-finite, but Lion's
@@ -327,13 +335,15 @@ def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientT
     Args:
       tx: the transform to protect.
       max_consecutive_errors: how many non-finite steps in a row to skip (an int >= 0).
+      check_updates: also skip a step whose update is not finite (see above); False judges
+        the gradients alone, as optax does, and compiles to optax's size.
 
     Returns:
       A `GradientTransformation` with state `ApplyIfFiniteState(notfinite_count, last_finite,
       total_notfinite, inner_state)`.
 
     Raises:
-      TypeError / ValueError: for a bad `tx` or `max_consecutive_errors`.
+      TypeError / ValueError: for a bad `tx`, `max_consecutive_errors` or `check_updates`.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -345,6 +355,7 @@ def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientT
     fn = "apply_if_finite"
     _checks.check_transform(fn, "tx", tx)
     _checks.check_int(fn, "max_consecutive_errors", max_consecutive_errors, minimum=0)
+    _checks.check_bool(fn, "check_updates", check_updates)
     inner = _factory.member(tx)
 
     def init_fn(params):
@@ -352,22 +363,40 @@ def apply_if_finite(tx: Any, max_consecutive_errors: int) -> _protocol.GradientT
             _hyper.zero_count(), jnp.array(True), _hyper.zero_count(), inner.init(params)
         )
 
-    def update_fn(updates, state, params=None, **extra_args):
+    def checked_update(updates, state, params=None, **extra_args):  # the inner transform runs every step
         out, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
         finite = step_is_finite(updates, out, state.inner_state)
         notfinite = jnp.where(finite, 0, _hyper.increment(state.notfinite_count)).astype(jnp.int32)
         take = finite | (notfinite > max_consecutive_errors)
-        zeros = _walk.map_updates(
-            fn,
-            lambda u: (
-                u.with_values(jnp.zeros_like(u.values)) if _walk.is_row_sparse(u) else jnp.zeros_like(u)
-            ),
-            out,
-        )
-        out = _walk.where(take, out, zeros)
+        out = _walk.where(take, out, _walk.map_updates(fn, _zeros_like, out))
         kept = _carry.as_returned(fn, state.inner_state, inner_state)
         inner_state = _walk.where(take, inner_state, kept)
         total = jnp.where(finite, state.total_notfinite, _hyper.increment(state.total_notfinite))
         return out, ApplyIfFiniteState(notfinite, finite, total.astype(jnp.int32), inner_state)
 
-    return _factory.composite(init_fn, update_fn, inner)
+    def update_fn(
+        updates, state, params=None, **extra_args
+    ):  # the inner transform runs if the gradients allow
+        finite = _walk.all_finite(updates)
+        errors = _hyper.increment(state.notfinite_count)  # the count if this step is not finite
+
+        def inner_update(_):
+            return inner.update(updates, state.inner_state, params, **extra_args)
+
+        target, target_state = _placement.eval_shape(inner_update, None)
+
+        def run(_):
+            out, inner_state = inner_update(None)
+            return _conditional.dense_unless_kept(updates, target, out), inner_state
+
+        def skip(_):
+            kept = _carry.as_returned(fn, state.inner_state, target_state)
+            zeros = _walk.map_updates(fn, _zeros_like, updates)
+            return _conditional.typed_like(zeros, target), _conditional.typed_like(kept, target_state)
+
+        out, inner_state = lax.cond(finite | (errors > max_consecutive_errors), run, skip, None)
+        notfinite = jnp.where(finite, 0, errors).astype(jnp.int32)
+        total = jnp.where(finite, state.total_notfinite, _hyper.increment(state.total_notfinite))
+        return out, ApplyIfFiniteState(notfinite, finite, total.astype(jnp.int32), inner_state)
+
+    return _factory.composite(init_fn, checked_update if check_updates else update_fn, inner)

@@ -42,7 +42,7 @@ def _keeps_rows(x: Any, t: Any) -> bool:
     return _walk.is_row_sparse(x) and _walk.is_row_sparse(t) and x.values.shape == t.values.shape
 
 
-def _dense_unless_kept(updates: Any, target: Any, out: Any) -> Any:
+def dense_unless_kept(updates: Any, target: Any, out: Any) -> Any:
     """The inner transform's output `out`, densified where a skipped step cannot keep its rows."""
 
     def leaf(x, t, y):
@@ -51,7 +51,7 @@ def _dense_unless_kept(updates: Any, target: Any, out: Any) -> Any:
     return _walk.map_leaves(leaf, updates, target, out)
 
 
-def _typed_like(tree: Any, target: Any) -> Any:
+def typed_like(tree: Any, target: Any) -> Any:
     """`tree` with the types of `target` (the abstract output of the inner transform): row-sparse leaves
     with its indices' flag (deduplicated if it is) or densified, every array cast to its dtype, so that
     both branches of `lax.cond` agree (e.g. bf16 params with f32 gradients)."""
@@ -106,11 +106,11 @@ def _conditional(
 
         def run(_):
             out, inner_state = inner_update(None)
-            return _dense_unless_kept(updates, target, out), inner_state
+            return dense_unless_kept(updates, target, out), inner_state
 
         def skip(_):
             kept = _carry.as_returned(fn, state.inner_state, target_state)  # e.g. after `optax.tree.set`
-            return _typed_like(skipped_updates(updates), target), _typed_like(kept, target_state)
+            return typed_like(skipped_updates(updates), target), typed_like(kept, target_state)
 
         out, inner_state = lax.cond(condition.astype(bool), run, skip, None)
         return out, state_cls(**{count_field: _hyper.increment(count), "inner_state": inner_state})

@@ -187,6 +187,7 @@ class Injection:
     """
 
     label = "inject_hyperparams"  # the transform's name: `<label>(<factory>)`
+    checked = True  # the factory's checks on each step's values: the step's updates NaN where one fails
 
     def __init__(self, factory: str, hyperparam_dtype: Any) -> None:
         self.factory = factory
@@ -290,11 +291,11 @@ def inject(
 
         def update_fn(updates, state, params=None, **extra_args):
             values, schedule_states = how.step(injected, state, params, extra_args)
-            with _checks.deferred() as conditions:  # the factory's checks on traced values: NaN if one fails
+            with _checks.deferred() as intervals:  # the factory's checks on traced values: NaN if one fails
                 inner_tx = build(values)
             new_updates, inner = inner_tx.update(updates, state.inner_state, params, **extra_args)
             new_state = how.state(_hyper.increment(state.count), values, schedule_states, inner)
-            return _checks.nan_unless(conditions, new_updates), new_state
+            return (_checks.nan_unless(intervals, new_updates) if how.checked else new_updates), new_state
 
         raw = _factory.composite(init_fn, update_fn, build(how.first(injected)))  # checked now; its kind
         if _checks._API_NAME.get() is not None:  # inside another factory: it wraps once

@@ -41,7 +41,9 @@ def _check_tolerances(fn: str, rtol: Any, atol: Any) -> None:
     _checks.check_number(fn, "atol", atol)
     _checks.check_nonnegative(fn, "atol", atol)
     if isinstance(rtol, jax.core.Tracer) or isinstance(atol, jax.core.Tracer):
-        _checks._defer(jnp.maximum(rtol, atol), lambda t: t > 0)  # traced (inject_hyperparams): NaN if not
+        _checks._defer(
+            _checks.Interval(jnp.maximum(rtol, atol), low=0.0)
+        )  # traced (inject_hyperparams): NaN if not
     elif float(rtol) == 0.0 and float(atol) == 0.0:
         raise ValueError(
             f"`{_checks.api_name(fn)}`: at least one of `rtol` and `atol` must be > 0 (a loss counts as an "

@@ -13,8 +13,11 @@ optax's signature (generated from optax by tools/optax_signatures.py), optax's s
 optax's layouts. Hand-written code remains where optax's behaviour differs: `inject_hyperparams`'s
 policy (its dtype rule and stateful schedules), `masked`'s `MaskedNode`, `MultiSteps`, `lookahead`'s
 params, optax's schedule rounding. Names that are gradtx's own (`chain`, `scale`, `clip`, ...) are the
-same objects. The tests compare every name with optax itself. A name optax has and this module lacks
-raises AttributeError saying so.
+same objects. Beside the optimizers, the rest of what optax programs touch is at optax's addresses:
+its losses (`gradtx.losses`, here and under their top-level names), `tree` and its older spelling
+`tree_utils`, `assignment`, `microbatching` and `experimental.aggregating`. The tests compare every
+name with optax itself and walk optax's modules for names this one lacks; the one left out
+(`perturbations`) raises AttributeError saying why, as does a name optax lacks.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gradtx import losses as _losses
 from gradtx import numerics as _numerics
-from gradtx import tree
 from gradtx._core import protocol as _protocol
 from gradtx._core import updates as _updates
 from gradtx.optax_compat import (
@@ -36,6 +39,7 @@ from gradtx.optax_compat import (
     projections,
     schedules,
     second_order,
+    tree,
 )
 from gradtx.optax_compat._mirror import public
 
@@ -93,6 +97,7 @@ _NAMES = {
     "projections": projections,
     "schedules": schedules,
     "second_order": second_order,
+    "tree": tree,
 }
 for _name in (
     "OptimisticState WeightDecaySchedule ScaleByRmsWithCountState ScaleByRStdDevWithCountState "
@@ -106,27 +111,19 @@ MaskOrFn = Any | Callable[[Any], Any]
 ShouldSkipUpdateFunction = Callable[[Any, Any, Any], tuple[Any, Any]]
 """optax's type of `MultiSteps`' `should_skip_update_fn(updates, gradient_step, params) -> (skip, info)`."""
 
-__all__: list[str] = sorted([*_NAMES, "MaskOrFn", "ShouldSkipUpdateFunction", "contrib", "transforms"])
+globals().update({name: getattr(_losses, name) for name in _losses.OPTAX_TOP_LEVEL})  # `optax.l2_loss`
 
+_SUBMODULES = ("assignment", "contrib", "experimental", "losses", "microbatching", "transforms", "tree_utils")
+"""optax's submodules that are imported on first use (some read this module's names)."""
 
-def _is_optax_loss(name: str) -> bool:
-    """Whether `optax.<name>` is one of optax's losses (read from optax when it is installed)."""
-    try:
-        import optax.losses
-    except ImportError:
-        return False
-    return not name.startswith("_") and name in dir(optax.losses)
+__all__: list[str] = sorted(
+    [*_NAMES, *_losses.OPTAX_TOP_LEVEL, *_SUBMODULES, "MaskOrFn", "ShouldSkipUpdateFunction"]
+)
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("contrib", "transforms"):  # imported on first use: they read this module's names
+    if name in _SUBMODULES:
         import importlib
 
         return importlib.import_module(f"gradtx.optax_compat.{name}")
-    if name == "losses" or _is_optax_loss(name):
-        where = "optax.losses" if name == "losses" else f"optax.losses.{name}"
-        raise AttributeError(
-            f"`gradtx.optax_compat` has no `{name}`: optax's losses are not optimizers and gradtx has none; "
-            f"take them from optax itself (`import optax` beside this module: `{where}`)."
-        )
     raise _mirror.missing("gradtx.optax_compat", name)

@@ -62,8 +62,24 @@ def forward(fn: Callable[..., Any], a: types.SimpleNamespace, **overrides: Any) 
     return fn(**{**{k: v for k, v in vars(a).items() if k in names}, **overrides})
 
 
+OUT_OF_SCOPE = {
+    "perturbations": (
+        "optax's Monte-Carlo smoothing of a function, for differentiating through discrete choices "
+        "(Berthet et al. 2020), is a tool for models, not a transform of gradients, and gradtx does not "
+        "mirror it; an import statement reads the installed optax package whatever name this module is "
+        "bound to, so `from optax import perturbations` (with optax installed) gives optax's own"
+    ),
+}
+"""optax's public names (`module` or `module.name`, under `optax.`) that gradtx does not mirror, and why."""
+
+
 def missing(module: str, name: str) -> AttributeError:
-    """The error for a name that the mirror's `module` lacks."""
+    """The error for a name that the mirror's `module` lacks (with the reason where it is out of scope)."""
+    within = module.removeprefix(MODULE).lstrip(".")
+    path = f"{within}.{name}" if within else name
+    reason = OUT_OF_SCOPE.get(path) or OUT_OF_SCOPE.get(path.split(".", 1)[0])
+    if reason is not None:
+        return AttributeError(f"`{module}` has no `{name}`: {reason}.")
     return AttributeError(
         f"`{module}` has no `{name}`: it is not optax's name there, or gradtx does not give optax's numbers "
         f"under it yet (the names it has: `{module}.__all__`)."
@@ -161,7 +177,6 @@ OPTAX_ARGS = {
     "weight_decay_rate": "the weight decay, or None for none.",
     "epsilon": "added to the factored second moment (gradtx's `eps`).",
     "optimism": "the optimism, `beta` of the optimistic gradient; None: `learning_rate`.",
-    "preconditioning": "optax's preconditioning: 'frobenius' (its default) only.",
     "muon_weight_dimension_numbers": "the leaves Muon orthogonalises (a `MuonDimensionNumbers` each, None "
     "for Adam's), or None for the 2-D leaves.",
     "optimizer": "the optimizer of the descent step, at the perturbed params.",

@@ -119,8 +119,9 @@ def add_decayed_weights(a):
 
 @recipe("apply_if_finite", gradtx.apply_if_finite, example="apply_if_finite(optax.sgd(0.1), 2)")
 def apply_if_finite(a):
-    """`gradtx.apply_if_finite(inner, max_consecutive_errors)`."""
-    return gradtx.apply_if_finite(a.inner, a.max_consecutive_errors)
+    """`gradtx.apply_if_finite(inner, max_consecutive_errors, check_updates=False)`: the gradients alone
+    decide, as in optax."""
+    return gradtx.apply_if_finite(a.inner, a.max_consecutive_errors, check_updates=False)
 
 
 @recipe(

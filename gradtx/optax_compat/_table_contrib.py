@@ -262,23 +262,10 @@ _NS_PRESETS = {
 """optax's named Newton-Schulz coefficient presets (`muon(ns_coeffs="dion")`)."""
 
 
-def _frobenius_only(fn: str, preconditioning: str) -> None:
-    if preconditioning != "frobenius":
-        raise ValueError(
-            f"`{fn}`: `preconditioning` {preconditioning!r} is not supported here: gradtx's Muon has optax's "
-            "'frobenius' preconditioning only (its default)."
-        )
-
-
 @recipe("contrib.scale_by_muon", gradtx.scale_by_muon)
 def scale_by_muon(a):
-    """`gradtx.scale_by_muon` with its state as optax's `MuonState(count, mu, ns_coeffs)` ('frobenius'
-    preconditioning only)."""
-    _frobenius_only("scale_by_muon", a.preconditioning)
-    tx = gradtx.scale_by_muon(
-        a.ns_coeffs, a.ns_steps, a.beta, a.eps, nesterov=a.nesterov, adaptive=a.adaptive, mu_dtype=a.mu_dtype,
-        weight_dimension_numbers=a.weight_dimension_numbers,
-    )  # fmt: skip
+    """`gradtx.scale_by_muon` with its state as optax's `MuonState(count, mu, ns_coeffs)`."""
+    tx = forward(gradtx.scale_by_muon, a)
 
     def init_fn(params):
         state = tx.init(params)
@@ -296,7 +283,6 @@ def muon(a):
     """`partition({"muon": chain(scale_by_muon, scale_by_shape, add_decayed_weights(weight_decay,
     weight_decay_mask), scale_by_learning_rate), "adam": adamw(...)}, labels)`: "muon" for the 2-D leaves, or,
     with `muon_weight_dimension_numbers`, for the leaves given a `MuonDimensionNumbers`."""
-    _frobenius_only("muon", a.preconditioning)
     ns_coeffs = a.ns_coeffs
     if isinstance(ns_coeffs, str):
         _checks.check_one_of("muon", "ns_coeffs", ns_coeffs, tuple(_NS_PRESETS))
@@ -312,7 +298,7 @@ def muon(a):
 
     muon_ = scale_by_muon(
         ns_coeffs, a.ns_steps, a.beta, a.eps, a.mu_dtype, nesterov=a.nesterov, adaptive=a.adaptive,
-        weight_dimension_numbers=dims,
+        preconditioning=a.preconditioning, weight_dimension_numbers=dims,
     )  # fmt: skip
     adam_rate = a.learning_rate if a.adam_learning_rate is None else a.adam_learning_rate
     adam = adamw(

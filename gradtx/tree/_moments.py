@@ -1,9 +1,10 @@
 r"""Moving averages of the updates over whole trees, as `optax.tree` keeps them.
 
-The moving average is written as optax writes it, `(1 - decay) * x + decay * m`, not as
-`_tree.moment_blend` (`m * decay + x * (1 - decay)`, the same sum): under `jit`, XLA on CPU
-fuses one of the two products into an FMA, which one depends on the operand order, so only
-optax's order gives optax's bits. Where the updates have `None`, so do the new moments.
+The moving average is written as optax writes it, `(1 - decay) * x + decay * m`
+(`_formulas.optax_moment`, not `_formulas.moment_blend`, the same sum in the other order): under
+`jit`, XLA on CPU fuses one of the two products into an FMA, which one depends on the operand
+order, so only optax's order gives optax's bits. Where the updates have `None`, so do the new
+moments.
 """
 
 from __future__ import annotations
@@ -14,14 +15,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from gradtx._core import formulas as _formulas
+
 
 def _is_none(x: Any) -> bool:
     return x is None
-
-
-def _ema(m: Any, x: Any, decay: Any) -> Any:
-    """`(1 - decay) * x + decay * m`, in optax's operand order (see the module)."""
-    return (1 - decay) * x + decay * m
 
 
 def update_moment(updates: Any, moments: Any, decay: Any, order: Any) -> Any:
@@ -45,7 +43,7 @@ def update_moment(updates: Any, moments: Any, decay: Any, order: Any) -> Any:
         {'w': Array([2.5], dtype=float32)}
     """
     return jax.tree.map(
-        lambda g, m: None if g is None else _ema(m, g**order, decay),
+        lambda g, m: None if g is None else _formulas.optax_moment(m, g**order, decay),
         updates,
         moments,
         is_leaf=_is_none,
@@ -118,7 +116,7 @@ def update_moment_per_elem_norm(updates: Any, moments: Any, decay: Any, order: A
         {'z': Array([12.5], dtype=float32)}
     """
     return jax.tree.map(
-        lambda g, m: None if g is None else _ema(m, _abs_power(g, order), decay),
+        lambda g, m: None if g is None else _formulas.optax_moment(m, _abs_power(g, order), decay),
         updates,
         moments,
         is_leaf=_is_none,

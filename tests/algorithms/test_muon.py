@@ -9,6 +9,7 @@ weights): test_muon_dims.py.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -28,6 +29,21 @@ def test_newton_schulz_with_the_cubic_converges_to_the_polar_factor(shape):
     tx = gradtx.scale_by_muon(CUBIC, ns_steps=60, beta=0.0, nesterov=False)
     out, _ = tx.update(jnp.asarray(g, jnp.float32), tx.init(jnp.zeros(shape)))
     np.testing.assert_allclose(out, u @ vt, atol=2e-4)
+
+
+@pytest.mark.parametrize("preconditioning", ["spectral", "aol", "schatten"])
+def test_every_preconditioning_bounds_the_first_iterate_and_reaches_the_polar_factor(preconditioning):
+    """Each scaling leaves the first iterate with singular values <= 1, so the classic cubic converges to its
+    polar factor U V^T (that of x itself for the scalar scalings; AOL's row scaling changes the factor)."""
+    from gradtx._algorithms.muon import _first_gram, _newton_schulz
+
+    x = jnp.asarray(np.random.default_rng(3).standard_normal((4, 6)), jnp.float32) * 7.0
+    x0, gram = _first_gram(x, preconditioning, 1e-8)
+    np.testing.assert_allclose(gram, x0 @ x0.T, rtol=1e-5, atol=1e-6)  # the Gram matrix of the scaled x
+    assert float(jnp.linalg.norm(x0, ord=2)) <= 1.0 + 1e-5
+    u, _, vt = np.linalg.svd(np.asarray(x0, np.float64), full_matrices=False)
+    out = _newton_schulz(x, ((1.5, -0.5, 0.0),) * 60, 1e-8, preconditioning)
+    np.testing.assert_allclose(out, u @ vt, atol=1e-4)
 
 
 def test_the_default_quintic_puts_every_singular_value_near_one():
@@ -74,6 +90,12 @@ def test_scale_by_shape(consistent_rms, shape, factor):
         ({"ns_steps": 2.0}, TypeError, r"`scale_by_muon`: `ns_steps` must be an integer"),
         ({"eps": -1.0}, ValueError, r"`scale_by_muon`: `eps` must be >= 0"),
         ({"adaptive": "yes"}, TypeError, r"`scale_by_muon`: `adaptive` must be True or False"),
+        (
+            {"preconditioning": "polar"},
+            ValueError,
+            r"`scale_by_muon`: `preconditioning` must be one of 'frobenius', 'spectral', 'aol', "
+            r"'schatten'; got 'polar'",
+        ),
     ],
 )
 def test_bad_arguments_are_refused(kwargs, error, match):
@@ -140,6 +162,14 @@ CASES = {
         SHAPES,
     ),
 }
+for _pc in ("spectral", "aol", "schatten"):  # optax's other scalings before Newton-Schulz
+    CASES[f"muon-{_pc}"] = (
+        lambda pc=_pc: gradtx.muon(0.05, weight_decay=0.01, preconditioning=pc),
+        lambda pc=_pc: optax.contrib.muon(
+            0.05, weight_decay=0.01, preconditioning=pc, adam_b1=0.9, adam_b2=0.999
+        ),
+        SHAPES,
+    )
 
 
 @pytest.mark.parametrize("jit", [True, False], ids=["jit", "eager"])
@@ -224,3 +254,17 @@ def test_from_config_and_get_take_the_names_and_tf_arguments(config, name, kwarg
 def test_bad_hyperparameters_are_refused_at_construction(factory, kwargs, error, match):
     with pytest.raises(error, match=match):
         factory(**kwargs)
+
+
+@pytest.mark.parametrize("preconditioning", ["frobenius", "spectral", "aol", "schatten"])
+def test_optax_compat_muon_takes_every_preconditioning_with_optax_s_numbers_and_state(preconditioning):
+    from gradtx.optax_compat import contrib as compat
+
+    params, grads = _problem(steps=5)
+    ours = compat.muon(0.05, weight_decay=0.01, preconditioning=preconditioning)
+    theirs = optax.contrib.muon(0.05, weight_decay=0.01, preconditioning=preconditioning)
+    actual, state = helpers.run(ours, params, grads, jit=True)
+    expected, expected_state = helpers.run(theirs, params, grads, jit=True)
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        helpers.assert_trees_close(a, e, **helpers.MUON_TOLERANCE, msg=f"{preconditioning}: step {t + 1}")
+    assert str(jax.tree.structure(state)) == str(jax.tree.structure(expected_state))
