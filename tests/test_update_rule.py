@@ -35,7 +35,10 @@ def _heavy_ball(g, velocity, h):
     return velocity, velocity
 
 
-NO_RULES = {"muon_dims.py": "Muon's dimension numbers and the reshapes they describe: data, no update"}
+NO_RULES = {
+    "muon_dims.py": "Muon's dimension numbers and the reshapes they describe: data, no update",
+    "newton_schulz.py": "the orthogonalising iteration Muon's rule calls per matrix: a function, no update",
+}
 """Modules under `_algorithms/` that hold no transform, with the reason."""
 
 MODULES = sorted(p for p in ALGORITHMS.glob("*.py") if p.name != "__init__.py" and p.name not in NO_RULES)

@@ -1,11 +1,10 @@
 """Muon: momentum orthogonalised by Newton-Schulz (`scale_by_muon`, `muon`) and `scale_by_shape`; the
-matrices' axes come from `muon_dims.MuonDimensionNumbers`."""
+axes of a leaf's matrices are given by `MuonDimensionNumbers`."""
 
 from __future__ import annotations
 
 import functools
 import math
-import numbers
 from typing import Any, NamedTuple, Sequence
 
 import jax
@@ -21,6 +20,7 @@ from gradtx._algorithms.muon_dims import (
     _check_dims_tree,
     dims_by_leaf,
 )
+from gradtx._algorithms.newton_schulz import NS_COEFFS, PRECONDITIONINGS, check_coeffs, newton_schulz
 from gradtx._core import checks as _checks
 from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
@@ -33,75 +33,12 @@ from gradtx.combinators._masking import partition
 from gradtx.combinators._scale import scale_by_learning_rate
 from gradtx.combinators._weight_decay import add_decayed_weights
 
-NS_COEFFS = (3.4445, -4.7750, 2.0315)
-"""Keller Jordan's quintic Newton-Schulz coefficients `(a, b, c)`: fast, not exactly orthogonal."""
-
 
 class ScaleByMuonState(NamedTuple):
     """State of `scale_by_muon`."""
 
     count: _protocol.Count  # int32: completed updates
     momentum: _protocol.Updates  # the moving average of the gradients (starts at 0)
-
-
-def _check_coeffs(fn: str, ns_coeffs: Any) -> tuple[tuple[float, float, float], ...]:
-    """`ns_coeffs` as a tuple of triples: one triple (used every iteration) or one per iteration."""
-
-    def is_triple(x):
-        return (
-            isinstance(x, Sequence)
-            and len(x) == 3
-            and all(isinstance(c, numbers.Real) and not isinstance(c, bool) and math.isfinite(c) for c in x)
-        )
-
-    if is_triple(ns_coeffs):
-        return (tuple(float(c) for c in ns_coeffs),)  # type: ignore[return-value]
-    if isinstance(ns_coeffs, Sequence) and ns_coeffs and all(is_triple(x) for x in ns_coeffs):
-        return tuple(tuple(float(c) for c in x) for x in ns_coeffs)  # type: ignore[misc]
-    raise ValueError(
-        f"`{_checks.api_name(fn)}`: `ns_coeffs` must be three finite numbers (a, b, c) or a non-empty "
-        f"sequence of such triples (one per iteration), got {ns_coeffs!r}."
-    )
-
-
-PRECONDITIONINGS = ("frobenius", "spectral", "aol", "schatten")
-"""How the matrix is scaled before (or in) the first Newton-Schulz iteration: optax's four choices."""
-
-_RESCALE_FLOOR = 1e-8
-"""The least row sum (AOL) or Schatten-4 norm the first iteration divides by (optax's, whatever `eps`)."""
-
-
-def _first_gram(x: jax.Array, preconditioning: str, eps: Any) -> tuple[jax.Array, jax.Array]:
-    """`(x, x x^T)` for the first iteration, `x` scaled as `preconditioning` says.
-
-    'frobenius' and 'spectral' divide `x` by its norm plus `eps`; 'aol' scales row `i` of `x` (and row and
-    column `i` of the Gram matrix) by `1/sqrt(sum_j |A_ij|)`, which bounds every singular value by 1
-    (Prach, Lampert); 'schatten' divides `x` by the square root of the Gram matrix's Frobenius norm (the
-    Schatten-4 norm of `x`)."""
-    if preconditioning in ("frobenius", "spectral"):
-        x = x / (jnp.linalg.norm(x, ord="fro" if preconditioning == "frobenius" else 2) + eps)
-        return x, x @ x.T
-    gram = x @ x.T
-    if preconditioning == "aol":
-        s = jax.lax.rsqrt(jnp.clip(jnp.abs(gram).sum(axis=-1), min=_RESCALE_FLOOR))[:, None]
-        return x * s, gram * s * s.T
-    s = jax.lax.rsqrt(jnp.clip(jnp.linalg.norm(gram, ord="fro"), min=_RESCALE_FLOOR))
-    return x * s, gram * s**2
-
-
-def _newton_schulz(
-    x: jax.Array, coeffs: tuple[tuple[float, float, float], ...], eps: Any, preconditioning: str = "frobenius"
-) -> jax.Array:
-    """The Newton-Schulz iteration `x <- a x + (b A + c A^2) x`, `A = x x^T`, from `x` scaled by
-    `_first_gram` (by default `x / (||x||_F + eps)`)."""
-    transposed = x.shape[0] > x.shape[1]
-    if transposed:
-        x = x.T
-    x, gram = _first_gram(x, preconditioning, eps)
-    for i, (a, b, c) in enumerate(coeffs):
-        gram = gram if i == 0 else x @ x.T
-        x = a * x + (b * gram + c * gram @ gram) @ x
-    return x.T if transposed else x
 
 
 def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive, preconditioning, dims=None, path=None):
@@ -118,7 +55,7 @@ def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive, preconditioning, dims=Non
     # whole on every device (Explicit axes: one all-gather), orthogonalised there, sliced back
     stacked, back = _as_matrices(_placement.whole(m_hat), d)
     out = _placement.placed_like(
-        back(jax.vmap(lambda x: _newton_schulz(x, coeffs, h.eps, preconditioning))(stacked)), m_hat
+        back(jax.vmap(lambda x: newton_schulz(x, coeffs, h.eps, preconditioning))(stacked)), m_hat
     )
     return (jnp.sum(m_hat * out) * out if adaptive else out), m
 
@@ -204,7 +141,7 @@ def scale_by_muon(
       norm: an anthology*, 2024 (arXiv:2409.20325).
     """
     fn = "scale_by_muon"
-    coeffs = _check_coeffs(fn, ns_coeffs)
+    coeffs = check_coeffs(fn, ns_coeffs)
     _checks.check_int(fn, "ns_steps", ns_steps, minimum=1)
     if len(coeffs) == 1:
         coeffs = coeffs * ns_steps

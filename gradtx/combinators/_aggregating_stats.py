@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from gradtx import tree
 from gradtx._core import checks as _checks
+from gradtx._core import formulas as _formulas
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
 from gradtx.combinators._stateless import identity
@@ -265,7 +266,7 @@ def track_per_element_mean_and_variance_with_ema(
     _checks.check_in_range(fn, "ema_decay", ema_decay, 0.0, 1.0, high_open=True)
 
     def ema(new: Any, old: Any) -> Any:
-        return jax.tree.map(lambda x, y: (1.0 - ema_decay) * x + ema_decay * y, new, old)
+        return jax.tree.map(lambda x, m: _formulas.optax_moment(m, x, ema_decay), new, old)
 
     def init_fn(params):
         zeros = tree.zeros_like(params)

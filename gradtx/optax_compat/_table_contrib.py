@@ -17,8 +17,9 @@ import gradtx
 from gradtx import parallel
 from gradtx._algorithms.adopt import adopt_clip_value
 from gradtx._algorithms.mechanic import mechanic_transform
-from gradtx._algorithms.muon import NS_COEFFS, ScaleByMuonState
+from gradtx._algorithms.muon import ScaleByMuonState
 from gradtx._algorithms.muon_dims import dims_by_leaf
+from gradtx._algorithms.newton_schulz import NS_COEFFS
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol

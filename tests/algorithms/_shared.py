@@ -266,3 +266,64 @@ def jit_and_eager_cases(cases, eager=None):
     """Every case jitted, `eager` also eagerly (5 steps)."""
     runs = [(n, True) for n in cases] + ([(eager, False)] if eager else [])
     return pytest.mark.parametrize("name, jit", runs, ids=[*cases, *([f"{eager}-eager"] if eager else [])])
+
+
+def _assert_close_to_optax(actual, expected, msg):
+    helpers.assert_trees_close(actual, expected, rtol=1e-6, atol=1e-6, msg=msg)
+
+
+def check_jitted_runs(runs, name, steps, own_noise=frozenset()):
+    """Case `name` of `three_library_runs`: gradtx's and optax_compat's params equal optax's at each of the
+    `steps` steps, and optax_compat's final state is optax's (classes, fields and numbers; only the shapes
+    for a case in `own_noise`, whose noise is gradtx's own)."""
+    expected, optax_state = runs[2][name]
+    for lib, label in ((0, "gradtx"), (1, "optax_compat")):
+        trajectory, _ = runs[lib][name]
+        for t in range(steps):
+            step = jax.tree.map(lambda x, t=t: x[t], (trajectory, expected))
+            _assert_close_to_optax(*step, msg=f"{name} ({label}): step {t + 1}")
+    compat_state = runs[1][name][1]
+    assert str(jax.tree.structure(compat_state)) == str(jax.tree.structure(optax_state))
+    if name in own_noise:
+        compat_state, optax_state = (jax.tree.map(np.shape, s) for s in (compat_state, optax_state))
+    _assert_close_to_optax(compat_state, optax_state, msg=f"{name}: state")
+
+
+def check_eager_steps(name, case, problem, steps=5):
+    """Case `name` (`(gradtx's, optax_compat's, optax's)` factories): gradtx's params equal optax's at each of
+    `steps` eager steps on `problem()`'s first gradients."""
+    params, grads = problem()
+    grads = [jax.tree.map(lambda g, t=t: g[t], grads) for t in range(steps)]
+    ours, _, theirs = case
+    actual, _ = helpers.run(ours(), params, grads)
+    expected, _ = helpers.run(theirs(), params, grads)
+    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        _assert_close_to_optax(a, e, msg=f"{name}: step {t + 1}")
+
+
+def sparse_case():
+    """Params, a first moment and a row-sparse gradient touching rows 1 and 4 (row 4 twice), of (6, 2)."""
+    rng = np.random.default_rng(11)
+    params = jnp.asarray(rng.standard_normal((6, 2)), jnp.float32)
+    m0 = jnp.asarray(rng.standard_normal((6, 2)), jnp.float32)
+    g = gradtx.sparse.RowSparse(
+        jnp.array([4, 1, 4]), jnp.asarray(rng.standard_normal((3, 2)), jnp.float32), (6, 2)
+    )
+    return params, m0, g
+
+
+def check_sparse_sign_rule(factory, cls):
+    """The sign rules' sparse step (beta 0.75): `m` decays on every row, moves by the gradient on the touched
+    rows; only the touched rows of the params move, the indices deduplicated and padded."""
+    params, m0, g = sparse_case()
+    tx = factory(beta=0.75)
+    u, state = jax.jit(tx.update)(g, cls(count=jnp.int32(0), m=m0))
+    untouched = np.array([0, 2, 3, 5])
+    np.testing.assert_array_equal(state.m[untouched], m0[untouched] * np.float32(0.75))
+    dense = g.todense()
+    touched = np.array([1, 4])
+    np.testing.assert_allclose(state.m[touched], m0[touched] * 0.75 + dense[touched] * 0.25, rtol=1e-6)
+    assert isinstance(u, gradtx.sparse.RowSparse)
+    new = gradtx.apply_updates(params, u)
+    np.testing.assert_array_equal(new[untouched], params[untouched])
+    assert np.asarray(u.indices).tolist() == [1, 4, 6]  # deduplicated, padded with the out-of-range row

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -20,7 +19,6 @@ import pytest
 
 import gradtx
 import gradtx.optax_compat as optax_compat
-from tests import helpers
 from tests.algorithms import _shared
 
 SHAPES = {"w": (6, 4), "b": (5,), "s": ()}
@@ -87,36 +85,14 @@ def _jitted_runs():
     return _shared.three_library_runs(CASES, _problem)
 
 
-def _assert_close(actual, expected, msg):
-    helpers.assert_trees_close(actual, expected, rtol=1e-6, atol=1e-6, msg=msg)
-
-
 @pytest.mark.parametrize("name", CASES)
 def test_twenty_jitted_steps_equal_optax(name):
-    runs = _jitted_runs()
-    expected, optax_state = runs[2][name]
-    for lib, label in ((0, "gradtx"), (1, "optax_compat")):
-        trajectory, _ = runs[lib][name]
-        for t in range(STEPS):
-            step = jax.tree.map(lambda x, t=t: x[t], (trajectory, expected))
-            _assert_close(*step, msg=f"{name} ({label}): step {t + 1}")
-    # optax_compat's state is optax's: the same classes, fields and numbers
-    compat_state = runs[1][name][1]
-    assert str(jax.tree.structure(compat_state)) == str(jax.tree.structure(optax_state))
-    if name in OWN_NOISE:
-        compat_state, optax_state = (jax.tree.map(np.shape, s) for s in (compat_state, optax_state))
-    _assert_close(compat_state, optax_state, msg=f"{name}: state")
+    _shared.check_jitted_runs(_jitted_runs(), name, STEPS, own_noise=OWN_NOISE)
 
 
 @pytest.mark.parametrize("name", [name for name in CASES if "-" not in name])  # the defaults
 def test_five_eager_steps_equal_optax(name):
-    params, grads = _problem()
-    grads = [jax.tree.map(lambda g, t=t: g[t], grads) for t in range(5)]
-    ours, _, theirs = CASES[name]
-    actual, _ = helpers.run(ours(), params, grads)
-    expected, _ = helpers.run(theirs(), params, grads)
-    for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
-        _assert_close(a, e, msg=f"{name}: step {t + 1}")
+    _shared.check_eager_steps(name, CASES[name], _problem)
 
 
 def test_optimistic_adam_v1_takes_no_schedule_as_optax():

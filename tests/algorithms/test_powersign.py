@@ -18,7 +18,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import gradtx
 from gradtx.sparse import RowSparse
 from gradtx.transforms import ScaleByPowerSignState, scale_by_powersign
 from tests import helpers
@@ -57,28 +56,12 @@ def test_float64_matches_the_reference_formula_exactly(name, sparse):
 # --------------------------------------------------------------------------- row-sparse gradients
 
 
-def _sparse_case():
-    rng = np.random.default_rng(11)
-    params = jnp.asarray(rng.standard_normal((6, 2)), jnp.float32)
-    m0 = jnp.asarray(rng.standard_normal((6, 2)), jnp.float32)
-    g = RowSparse(jnp.array([4, 1, 4]), jnp.asarray(rng.standard_normal((3, 2)), jnp.float32), (6, 2))
-    return params, m0, g
+_sparse_case = _shared.sparse_case
 
 
 @pytest.mark.parametrize("factory, cls", [(scale_by_powersign, ScaleByPowerSignState)], ids=["powersign"])
 def test_sparse_m_decays_on_every_row_and_only_touched_rows_move(factory, cls):
-    params, m0, g = _sparse_case()
-    tx = factory(beta=0.75)
-    u, state = jax.jit(tx.update)(g, cls(count=jnp.int32(0), m=m0))
-    untouched = np.array([0, 2, 3, 5])
-    np.testing.assert_array_equal(state.m[untouched], m0[untouched] * np.float32(0.75))
-    dense = g.todense()
-    touched = np.array([1, 4])
-    np.testing.assert_allclose(state.m[touched], m0[touched] * 0.75 + dense[touched] * 0.25, rtol=1e-6)
-    assert isinstance(u, RowSparse)
-    new = gradtx.apply_updates(params, u)
-    np.testing.assert_array_equal(new[untouched], params[untouched])
-    assert np.asarray(u.indices).tolist() == [1, 4, 6]  # deduplicated, padded with the out-of-range row
+    _shared.check_sparse_sign_rule(factory, cls)
 
 
 def test_sparse_powersign_uses_pow_of_float32_e_and_dense_uses_exp():
