@@ -15,6 +15,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.typing import ArrayLike
 
 from gradtx._core import hyper as _hyper
 from gradtx._core import sliced as _sliced
@@ -34,7 +35,7 @@ def moment_blend(m: jax.Array, x: jax.Array, decay: jax.Array) -> jax.Array:
     return m * decay + x * (1 - decay)
 
 
-def optax_moment(m: jax.Array, x: jax.Array, decay: jax.Array) -> jax.Array:
+def optax_moment(m: jax.Array, x: jax.Array, decay: ArrayLike) -> Any:
     """`(1 - decay) * x + decay * m`: optax's form (`optax.tree.update_moment`), of the rules from optax.
 
     `moment_blend`'s sum in the other order: under `jit`, XLA on CPU keeps one of the two products
