@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 PYTEST_ARGS ?= -n 2
 
-.PHONY: test demo bench lint install clean release floor docs
+.PHONY: test demo bench lint install clean release floor docs references
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -68,5 +68,12 @@ release: | $(PY)
 floor: | $(PY)
 	$(PY) tools/floor_check.py
 
+## make references: re-run the reference optimizers (PyTorch's CPU build, pytorch-optimizer, heavyball, psgd-jax)
+## in .venv-ref and compare their trajectories with the fixtures tests/algorithms/references/ (tools/record_references.py).
+references:
+	test -x .venv-ref/bin/python || $(PYTHON) -m venv .venv-ref
+	.venv-ref/bin/python -m pip --disable-pip-version-check -q install -r tools/references/requirements.txt
+	.venv-ref/bin/python tools/record_references.py --check
+
 clean:
-	rm -rf $(VENV) .venv-floor build *.egg-info artifacts docs/_build docs/notebooks
+	rm -rf $(VENV) .venv-floor .venv-ref build *.egg-info artifacts docs/_build docs/notebooks

@@ -33,7 +33,7 @@ from gradtx._algorithms.lamb import lamb
 from gradtx._algorithms.lars import lars
 from gradtx._algorithms.lazy_adam import lazy_adam
 from gradtx._algorithms.lbfgs import lbfgs
-from gradtx._algorithms.lion import lion
+from gradtx._algorithms.lion import lion, tiger
 from gradtx._algorithms.madgrad import madgrad
 from gradtx._algorithms.mechanic import mechanize
 from gradtx._algorithms.momentum import momentum, momentumw
@@ -129,5 +129,6 @@ __all__ = [
     "simplified_ademamix",
     "sm3",
     "sophia",
+    "tiger",
     "yogi",
 ]

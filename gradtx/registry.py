@@ -3,7 +3,9 @@
 `get("MomentumOptimizer", learning_rate=0.1, momentum=0.9, use_nesterov=True)` builds the
 same transform as `gradtx.momentum(0.1, 0.9, nesterov=True)`, so a TF config moves over
 verbatim. Lookup ignores case, underscores and a trailing "Optimizer": `"lazy_adam"`,
-`"LazyAdam"` and `"LazyAdamOptimizer"` are one name.
+`"LazyAdam"` and `"LazyAdamOptimizer"` are one name. The optimizers that reproduce a PyTorch
+implementation take its configuration as well: `get("SOAP", lr=3e-3, betas=(0.95, 0.95))` is
+pytorch-optimizer's `SOAP(params, lr=3e-3, betas=(0.95, 0.95))`, its defaults included.
 
 Every factory of the library is registered where it is defined (`@optimizer("Adam")` above
 `def adam`, in its algorithm's module), so the registry is complete once `gradtx` is imported;
@@ -18,7 +20,7 @@ import inspect
 from typing import Any, Mapping
 
 from gradtx._core import protocol as _protocol
-from gradtx._core.registry import KINDS, Entry, entries, entry, names, register, unregister
+from gradtx._core.registry import KINDS, Entry, Reference, entries, entry, names, register, unregister
 
 TF_ARG_NAMES: Mapping[str, str] = {
     "beta1": "b1",
@@ -70,6 +72,8 @@ def translate_kwargs(name: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         {'b1': 0.8, 'eps': 1e-07}
     """
     e = entry(name)
+    if e.reference is not None and name == e.reference.class_name:
+        return _reference_kwargs(e, kwargs)
     params = inspect.signature(e.factory).parameters
     takes_var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     out: dict[str, Any] = {}
@@ -96,16 +100,51 @@ def translate_kwargs(name: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _reference_kwargs(e: Entry, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The factory's arguments for the reference's own (`Reference`): its defaults first, then `kwargs`."""
+    ref = e.reference
+    assert ref is not None
+    where = f"`gradtx.get({ref.class_name!r})` ({ref.path})"
+    takes = [*ref.arguments, *ref.fixed]
+    out: dict[str, Any] = {}
+    for k, v in {**ref.defaults, **kwargs}.items():
+        if k in ref.free or k in TF_IGNORED_ARGS:
+            continue
+        if k in ref.fixed:
+            if v != ref.fixed[k]:
+                raise ValueError(
+                    f"{where}: gradtx reproduces `{ref.class_name}` with `{k}={ref.fixed[k]!r}` only, "
+                    f"got {v!r}."
+                )
+            continue
+        if k not in ref.arguments:
+            close = difflib.get_close_matches(k, takes, n=2, cutoff=0.6)
+            hint = f" Did you mean {' or '.join(f'`{c}`' for c in close)}?" if close else ""
+            raise TypeError(f"{where}: unknown argument `{k}`; it takes {', '.join(takes)}.{hint}")
+        target = ref.arguments[k]
+        if callable(target):
+            out.update(target(v))
+        elif isinstance(target, tuple):
+            if not isinstance(v, (tuple, list)) or len(v) != len(target):
+                raise ValueError(f"{where}: `{k}` must be a tuple of {len(target)} values, got {v!r}.")
+            out.update(zip(target, v, strict=True))
+        else:
+            out[target] = v
+    return out
+
+
 def get(name: str, /, **kwargs: Any) -> _protocol.GradientTransformation:
     """Build a registered optimizer or transform by name, with TF's argument names accepted.
 
     Args:
-      name: a gradtx name (`"momentum"`), a TF class name (`"MomentumOptimizer"`), or an
-        optimize_loss string (`"Momentum"`, `"SGD"`); case, underscores and a trailing
-        "Optimizer" are ignored.
+      name: a gradtx name (`"momentum"`), a TF class name (`"MomentumOptimizer"`), an
+        optimize_loss string (`"Momentum"`, `"SGD"`) or, spelled exactly, the class name of
+        the PyTorch implementation an optimizer reproduces (`"SOAP"`, `"Kron"`); otherwise
+        case, underscores and a trailing "Optimizer" are ignored.
       **kwargs: the factory's arguments, under gradtx or TF names (`use_nesterov`,
         `beta1`, `epsilon`, `l1_regularization_strength`, ...). TF's `use_locking` and
-        `name` are accepted and ignored.
+        `name` are accepted and ignored. Under a PyTorch class name, that class's own
+        arguments and defaults (`lr`, `betas`, ...; see `Reference`).
 
     Returns:
       The `GradientTransformation`.
@@ -172,6 +211,7 @@ def from_config(config: Mapping[str, Any]) -> _protocol.GradientTransformation:
 __all__ = [
     "Entry",
     "KINDS",
+    "Reference",
     "TF_ARG_NAMES",
     "TF_IGNORED_ARGS",
     "entries",

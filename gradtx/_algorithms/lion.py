@@ -1,4 +1,4 @@
-"""Lion: optax's (`scale_by_lion`, `lion`) and RETURNN's torch rule."""
+"""Lion: optax's (`scale_by_lion`, `lion`), RETURNN's torch rule, and Tiger (Lion with one beta)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
 from gradtx._core.rule import Slot, restated, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
-from gradtx.combinators._weight_decay import add_decayed_weights
+from gradtx.combinators._weight_decay import add_decayed_weights, torch_weight_decay
 
 
 class ScaleByLionState(NamedTuple):
@@ -159,6 +159,80 @@ def lion(
     )
 
 
+@_registry.optimizer(
+    reference=_registry.Reference(
+        "pytorch_optimizer.Tiger",
+        {
+            "lr": "learning_rate",
+            "beta": "beta",
+            "weight_decay": "weight_decay",
+            "weight_decouple": "weight_decouple",
+            "fixed_decay": "fixed_decay",
+        },
+        defaults={"lr": 1e-3},
+        fixed={"maximize": False},
+    )
+)
+def tiger(
+    learning_rate: _protocol.ScalarOrSchedule,
+    beta: _protocol.ScalarOrSchedule = 0.965,
+    weight_decay: _protocol.ScalarOrSchedule = 0.01,
+    *,
+    weight_decouple: bool = True,
+    fixed_decay: bool = False,
+    mask: Any = None,
+    mu_dtype: Any = None,
+) -> _protocol.GradientTransformation:
+    r"""Tiger: the sign of a momentum, the momentum updated first (Lion with :math:`\beta_1 = \beta_2`).
+
+    .. math::
+        m_t = \beta m_{t-1} + (1-\beta) g_t, \qquad
+        w_t = w_{t-1} - \eta\,(\operatorname{sign}(m_t) + \lambda w_{t-1})
+
+    `scale_by_lion(beta, beta)` with pytorch-optimizer's weight decay: the numbers of its `Tiger`
+    (`gradtx.get("Tiger", lr=..., beta=...)` takes its arguments and defaults). The decay is
+    decoupled and scaled by the rate by default; `fixed_decay` drops the rate from it and
+    `weight_decouple=False` adds :math:`\lambda w` to the gradient before the momentum
+    (`torch_weight_decay`). Its one slot is the momentum `mu`. A gradient of +-inf leaves
+    `mu` infinite for good (the step at +-rate whatever the later gradients).
+
+    Args:
+      learning_rate: the learning rate (number, scalar array or schedule).
+      beta: decay of the momentum, in [0, 1].
+      weight_decay: :math:`\lambda`, >= 0.
+      weight_decouple: decay the weights directly (True) or through the gradient (False).
+      fixed_decay: with `weight_decouple`, decay by :math:`\lambda` instead of :math:`\eta\lambda`.
+      mask: which parameters decay (tree of bools, function or key-path patterns); all if None.
+      mu_dtype: dtype of the momentum (default: each param's dtype).
+
+    Returns:
+      An `ElementWise` chain (`LeafWise` with a `mask`); its slot is `mu`.
+
+    Raises:
+      ValueError: for `beta` outside [0, 1], a negative weight decay or rate.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx
+        >>> tx = gradtx.tiger(0.1, weight_decay=0.0)
+        >>> params = jnp.zeros(2)
+        >>> tx.update(jnp.array([0.5, -1e-3]), tx.init(params), params)[0]  # -lr sign(g)
+        Array([-0.1,  0.1], dtype=float32)
+
+    References:
+      Su, *Tiger: a tight-fisted optimizer* (2023), https://github.com/bojone/tiger;
+      pytorch-optimizer's `Tiger` (the reference of the tests).
+    """
+    _checks.check_in_range("tiger", "beta", beta, 0.0, 1.0)
+    return torch_weight_decay(
+        scale_by_lion(beta, beta, mu_dtype=mu_dtype),
+        learning_rate,
+        weight_decay,
+        decouple=weight_decouple,
+        fixed=fixed_decay,
+        mask=mask,
+    )
+
+
 class TorchLionState(NamedTuple):
     """State of RETURNN's Lion (`scale_by_lion` under its names)."""
 
@@ -171,4 +245,4 @@ def lion_rule(b1: float, b2: float) -> _protocol.GradientTransformation:
     return restated(scale_by_lion(b1, b2), TorchLionState, {"mu": "exp_avg"})
 
 
-__all__ = ["ScaleByLionState", "lion", "scale_by_lion"]
+__all__ = ["ScaleByLionState", "lion", "scale_by_lion", "tiger"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
@@ -36,6 +36,42 @@ class Entry:
     factory: Callable[..., _protocol.GradientTransformation]
     kind: str
     aliases: tuple[str, ...] = ()
+    reference: Reference | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    """A reference implementation's class, whose arguments and defaults `gradtx.get` takes under its name.
+
+    `gradtx.get("SOAP", lr=3e-3, betas=(0.95, 0.95))` is pytorch-optimizer's `SOAP(params, lr=3e-3,
+    betas=(0.95, 0.95))`: under the class name (spelled exactly, case included) the arguments are the
+    reference's, renamed by `arguments`, and a reference argument not given takes the reference's
+    default from `defaults`, so a PyTorch configuration moves over verbatim. The recorded fixtures of
+    tests/algorithms/references/ hold the class's own signature; the tests check `defaults` against it.
+
+    Attributes:
+      path: the class, as `library.ClassName` (`"pytorch_optimizer.SOAP"`).
+      arguments: reference argument -> the factory's argument; a tuple of names splits a tuple value
+        (`"betas": ("b1", "b2")`), a function maps the value to a dict of the factory's arguments
+        (and raises for a value gradtx does not reproduce).
+      defaults: the reference's defaults, under the reference's names, of every argument in
+        `arguments` whose default differs from the factory's (or that the factory requires).
+      fixed: reference arguments that gradtx reproduces at one value only, -> that value (the
+        reference's default); another value is refused, naming the argument.
+      free: reference arguments accepted and dropped whatever their value (`foreach`: how the
+        reference loops, not what it computes).
+    """
+
+    path: str
+    arguments: Mapping[str, Any]
+    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    free: tuple[str, ...] = ("foreach",)
+
+    @property
+    def class_name(self) -> str:
+        """The class's name, under which `gradtx.get` takes the reference's arguments."""
+        return self.path.rsplit(".", 1)[-1]
 
 
 def _key(name: str) -> str:
@@ -82,43 +118,44 @@ def register(entry: Entry, *, override: bool = False) -> Entry:
             f"`{getattr(_ENTRIES[entry.name].factory, '__qualname__', _ENTRIES[entry.name].factory)}`); "
             "pass `override=True` to replace it, or register under another name."
         )
-    for n in (entry.name, *entry.aliases):
+    names = (entry.name, *entry.aliases, *([entry.reference.class_name] if entry.reference else []))
+    for n in names:
         owner = _LOOKUP.get(_key(n))
         if owner is not None and owner != entry.name:
             raise ValueError(f"`register`: the name {n!r} of {entry.name!r} is already taken by {owner!r}.")
     if entry.name in _ENTRIES:  # override: the old entry's aliases go with it
         unregister(entry.name)
     _ENTRIES[entry.name] = entry
-    for n in (entry.name, *entry.aliases):
+    for n in names:
         _LOOKUP[_key(n)] = entry.name
     return entry
 
 
-def _registering(kind: str, aliases: tuple[str, ...]) -> Callable[[Any], Any]:
+def _registering(kind: str, aliases: tuple[str, ...], reference: Reference | None) -> Callable[[Any], Any]:
     def decorate(factory: Any) -> Any:
         public = _factory.api(factory)
-        register(Entry(public.__name__, public, kind, aliases))
+        register(Entry(public.__name__, public, kind, aliases, reference))
         return public
 
     return decorate
 
 
-def optimizer(*aliases: str) -> Callable[[Any], Any]:
-    """Make the decorated factory a public one (`factory.api`) and register it as an optimizer, under its name
-    and `aliases` (TF's class names)."""
-    return _registering("optimizer", aliases)
+def optimizer(*aliases: str, reference: Reference | None = None) -> Callable[[Any], Any]:
+    """Make the decorated factory a public one (`factory.api`) and register it as an optimizer, under its
+    name, `aliases` (TF's class names) and the class name of its `reference` implementation."""
+    return _registering("optimizer", aliases, reference)
 
 
-def transform(*aliases: str) -> Callable[[Any], Any]:
+def transform(*aliases: str, reference: Reference | None = None) -> Callable[[Any], Any]:
     """Make the decorated factory a public one (`factory.api`) and register it as a transform (a building
     block or combinator from plain arguments)."""
-    return _registering("transform", aliases)
+    return _registering("transform", aliases, reference)
 
 
-def wrapper(*aliases: str) -> Callable[[Any], Any]:
+def wrapper(*aliases: str, reference: Reference | None = None) -> Callable[[Any], Any]:
     """Make the decorated factory a public one (`factory.api`) and register it as a wrapper (a transform of a
     transform)."""
-    return _registering("wrapper", aliases)
+    return _registering("wrapper", aliases, reference)
 
 
 def unregister(name: str) -> Entry:
@@ -142,7 +179,7 @@ def unregister(name: str) -> Entry:
     """
     e = entry(name)
     del _ENTRIES[e.name]
-    for n in (e.name, *e.aliases):
+    for n in (e.name, *e.aliases, *([e.reference.class_name] if e.reference else [])):
         _LOOKUP.pop(_key(n), None)
     return e
 

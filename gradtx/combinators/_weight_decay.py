@@ -1,4 +1,5 @@
-"""Weight decay: `add_decayed_weights` (through the gradient), `decoupled_weight_decay` (AdamW, MomentumW)."""
+"""Weight decay: `add_decayed_weights` (through the gradient), `decoupled_weight_decay` (AdamW, MomentumW),
+pytorch-optimizer's three forms (`torch_weight_decay`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from gradtx._core import masks as _masks
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
+from gradtx._core.chain import chain
 from gradtx.combinators._masking import Mask
+from gradtx.combinators._scale import scale_by_learning_rate
 
 
 class AddDecayedWeightsState(NamedTuple):
@@ -184,3 +187,34 @@ def decoupled_weight_decay(
     if mask is not None:  # key paths: leaf-wise (the mask is resolved on unpacked params)
         return _protocol.GradientTransformation(init_fn, update_fn)
     return _factory.composite(init_fn, update_fn, inner)
+
+
+def torch_weight_decay(
+    rule: Any,
+    learning_rate: _protocol.ScalarOrSchedule,
+    weight_decay: _protocol.ScalarOrSchedule,
+    *,
+    decouple: bool = True,
+    fixed: bool = False,
+    mask: Mask | None = None,
+) -> _protocol.GradientTransformation:
+    r"""A direction `rule` as an optimizer, with pytorch-optimizer's weight decay.
+
+    - `decouple` (AdamW's): :math:`w \leftarrow w (1 - \eta\lambda) - \eta u`, as
+      `chain(rule, add_decayed_weights(weight_decay), scale_by_learning_rate(learning_rate))`;
+    - `decouple` and `fixed`: :math:`w \leftarrow w (1 - \lambda) - \eta u`, the decay not scaled by the
+      rate (`decoupled_weight_decay` around the rest);
+    - neither (L2): :math:`\lambda w` added to the gradient before `rule`.
+
+    Each is the `apply_weight_decay` of pytorch-optimizer's base class, which its optimizers share; the
+    frontier optimizers that reproduce one take these arguments under its names.
+    """
+    fn = "torch_weight_decay"
+    _checks.check_bool(fn, "weight_decouple", decouple)
+    _checks.check_bool(fn, "fixed_decay", fixed)
+    rate = scale_by_learning_rate(learning_rate)
+    if not decouple:
+        return chain(add_decayed_weights(weight_decay, mask=mask), rule, rate)
+    if fixed:
+        return decoupled_weight_decay(chain(rule, rate), weight_decay, mask=mask)
+    return chain(rule, add_decayed_weights(weight_decay, mask=mask), rate)

@@ -1,5 +1,5 @@
-"""gradtx/_algorithms/lion.py: Lion against optax's, 20 steps on the same gradients, its config names,
-its errors, and which of the optimizers of optax's newer families are element-wise.
+"""gradtx/_algorithms/lion.py: Lion against optax's and Tiger against pytorch-optimizer's, 20 steps on the
+same gradients, its config names, its errors, and which optimizers of optax's newer families are element-wise.
 
 Both are given the hyperparameters as users write them, Python floats: gradtx combines them in double
 precision as optax does (`gradtx.update_rule`'s dtype policy), jitted and eagerly.
@@ -14,6 +14,7 @@ import pytest
 
 import gradtx
 from tests import catalog, helpers
+from tests.algorithms import _references
 
 SHAPES = {"w": (6, 4), "b": (5,), "s": ()}
 MASK = {"w": True, "b": False, "s": False}
@@ -106,3 +107,30 @@ def test_bad_hyperparameters_are_refused_at_construction(factory, kwargs, error,
         kwargs = {"learning_rate": 0.1, **kwargs}
     with pytest.raises(error, match=match):
         factory(**kwargs)
+
+
+# --- Tiger: pytorch-optimizer's trajectories (tools/references/lion.py) ---------------------------
+
+
+@pytest.mark.parametrize("case", _references.cases("lion"), ids=repr)
+def test_tiger_equals_pytorch_optimizer(case):
+    _references.check_case(case)
+
+
+def test_tiger_takes_pytorch_optimizers_arguments_and_defaults():
+    _references.check_signature("lion", "tiger")
+    with pytest.raises(ValueError, match="maximize=False"):
+        gradtx.get("Tiger", maximize=True)
+    with pytest.raises(TypeError, match="unknown argument `betas`"):
+        gradtx.get("Tiger", betas=(0.9, 0.99))
+
+
+def test_tiger_is_lion_with_one_beta():
+    g = jnp.array([0.3, -2.0, 1e-4])
+    p = jnp.array([1.0, -1.0, 0.5])
+    a, b = gradtx.tiger(0.1, 0.8, 0.0), gradtx.lion(0.1, 0.8, 0.8, 0.0)
+    sa, sb = a.init(p), b.init(p)
+    for _ in range(3):
+        ua, sa = a.update(g, sa, p)
+        ub, sb = b.update(g, sb, p)
+        np.testing.assert_array_equal(ua, ub)

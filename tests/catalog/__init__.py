@@ -12,6 +12,13 @@ from gradtx import registry
 from tests.catalog import (  # noqa: F401  (each fills the rows)
     _combinators,
     _contrib,
+    _frontier_adam,
+    _frontier_elementwise,
+    _frontier_hessian,
+    _frontier_kron,
+    _frontier_muon,
+    _frontier_soap,
+    _frontier_spam,
     _modern,
     _modern_per_tensor,
     _optax_contrib,

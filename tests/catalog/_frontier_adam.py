@@ -1,0 +1,1 @@
+"""Frontier optimizers (adam): their catalogue rows, filled as the algorithms land."""

@@ -1,0 +1,1 @@
+"""Frontier optimizers (hessian): their catalogue rows, filled as the algorithms land."""

@@ -1,0 +1,1 @@
+"""Frontier optimizers (kron): their catalogue rows, filled as the algorithms land."""

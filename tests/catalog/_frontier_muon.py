@@ -1,0 +1,1 @@
+"""Frontier optimizers (muon): their catalogue rows, filled as the algorithms land."""

@@ -1,0 +1,1 @@
+"""Frontier optimizers (soap): their catalogue rows, filled as the algorithms land."""

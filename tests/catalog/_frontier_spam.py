@@ -1,0 +1,1 @@
+"""Frontier optimizers (spam): their catalogue rows, filled as the algorithms land."""
