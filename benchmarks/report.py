@@ -13,7 +13,7 @@ import pathlib
 
 import numpy as np
 
-from benchmarks import catalogue, compat, reasons, tracing
+from benchmarks import catalogue, compat, frontier, reasons, tracing
 
 HERE = pathlib.Path(__file__).parent
 ORDER = ["cpu", "gpu", "cuda", "rocm", "tpu"]
@@ -175,6 +175,13 @@ def platform_section(results: dict, chart: str | None) -> list[str]:
         lines += [f"### {w['name']}", "", *workload_table(w, bw["best"]), ""]
     if results.get("catalogue"):
         lines += ["### Every optimizer optax also has", "", *catalogue.table(results["catalogue"]), ""]
+    if results.get("frontier"):
+        lines += [
+            "### Beyond optax: the frontier optimizers beside AdamW",
+            "",
+            *frontier.table(results["frontier"]),
+            "",
+        ]
     if results.get("compat"):
         what = (
             f"Every optax optimizer that builds from a learning rate alone, `gradtx.optax_compat`'s beside "

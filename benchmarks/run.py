@@ -6,7 +6,8 @@
     python -m benchmarks.run --sizes smoke --json /tmp/r.json --no-report   # seconds: this package's test
 
 It also runs every optimizer optax also has beside optax's on a transformer-like tree
-(`benchmarks.catalogue`: step and compile time), times tracing and lowering an Adam step over
+(`benchmarks.catalogue`: step and compile time), the optimizers optax does not have beside its AdamW
+(`benchmarks.frontier`: step time and state bytes), times tracing and lowering an Adam step over
 thousands of leaves (`benchmarks.tracing`), and counts the collectives of a few optimizers'
 steps on a 2-D mesh of 8 devices (`benchmarks.sharding`, in a process of its own).
 
@@ -36,9 +37,9 @@ import numpy as np
 import optax
 
 import gradtx
-from benchmarks import _timing, catalogue, compat, reasons, tracing, workloads
+from benchmarks import _timing, catalogue, compat, frontier, reasons, tracing, workloads
 
-SUITES = ("catalogue", "compat", "programs", "tracing")
+SUITES = ("catalogue", "compat", "frontier", "programs", "tracing")
 """What runs besides the workloads (`--only` names them too)."""
 
 RESULTS_DIR = pathlib.Path(__file__).parent / "results"
@@ -270,6 +271,15 @@ def main(argv: list[str] | None = None) -> dict:
             only=list(compat_pairs)[:2] if smoke else None,
             pairs=compat_pairs,
             label="optax_compat",
+        )
+    if not args.only or "frontier" in args.only:
+        suites["frontier"] = frontier.measure(
+            sizes.d_model,
+            sizes.layers,
+            sizes.vocab,
+            args.rounds,
+            args.min_round_ms / 1e3,
+            only=list(frontier.CONTENDERS)[:3] if smoke else None,
         )
     if not args.only or "programs" in args.only:
         suites["programs"] = compat.measure_programs(repeats=1 if smoke else 3)

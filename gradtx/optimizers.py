@@ -12,52 +12,71 @@ from gradtx._algorithms.adadelta import adadelta
 from gradtx._algorithms.adafactor import adafactor
 from gradtx._algorithms.adagrad import adagrad, reg_adagrad
 from gradtx._algorithms.adagrad_da import adagrad_da
+from gradtx._algorithms.adahessian import adahessian
 from gradtx._algorithms.adam import adam
 from gradtx._algorithms.adam_gs import adam_gs, lazy_adam_gs
+from gradtx._algorithms.adam_mini import adam_mini
 from gradtx._algorithms.adamax import adamax, adamaxw
+from gradtx._algorithms.adamuon import adamuon
 from gradtx._algorithms.adamw import adamw
 from gradtx._algorithms.adan import adan
 from gradtx._algorithms.addsign import addsign
 from gradtx._algorithms.ademamix import ademamix, simplified_ademamix
 from gradtx._algorithms.adopt import adopt
 from gradtx._algorithms.amsgrad import amsgrad
+from gradtx._algorithms.apollo import apollo
+from gradtx._algorithms.came import came
+from gradtx._algorithms.cautious import cautious
 from gradtx._algorithms.cocob import cocob
 from gradtx._algorithms.dadapt import dadapt_adamw
 from gradtx._algorithms.dog import dog, dowg
+from gradtx._algorithms.fadam import fadam
 from gradtx._algorithms.fromage import fromage
 from gradtx._algorithms.ftrl import ftrl
 from gradtx._algorithms.galore import galore
 from gradtx._algorithms.ggt import ggt
 from gradtx._algorithms.grad_variance import grad_variance_scaled
+from gradtx._algorithms.grams import grams
 from gradtx._algorithms.lamb import lamb
+from gradtx._algorithms.laprop import laprop
 from gradtx._algorithms.lars import lars
 from gradtx._algorithms.lazy_adam import lazy_adam
 from gradtx._algorithms.lbfgs import lbfgs
 from gradtx._algorithms.lion import lion, tiger
 from gradtx._algorithms.madgrad import madgrad
+from gradtx._algorithms.mars import mars
 from gradtx._algorithms.mechanic import mechanize
 from gradtx._algorithms.momentum import momentum, momentumw
 from gradtx._algorithms.momo import momo, momo_adam
 from gradtx._algorithms.muon import muon
+from gradtx._algorithms.muonclip import muon_clip
 from gradtx._algorithms.nadam import nadam, nadamw
 from gradtx._algorithms.neural_optimizer1 import neural_optimizer1
 from gradtx._algorithms.normalized_sgd import normalized_sgd
+from gradtx._algorithms.normuon import normuon
 from gradtx._algorithms.novograd import novograd
 from gradtx._algorithms.optimistic import optimistic_adam, optimistic_gradient_descent
 from gradtx._algorithms.polyak import polyak_sgd
 from gradtx._algorithms.powersign import powersign
 from gradtx._algorithms.prodigy import prodigy
 from gradtx._algorithms.proximal import proximal_adagrad, proximal_gradient_descent, proximal_sgd
+from gradtx._algorithms.psgd_kron import psgd_kron
 from gradtx._algorithms.radam import radam
 from gradtx._algorithms.rmsprop import rmsprop
 from gradtx._algorithms.rprop import rprop
 from gradtx._algorithms.sam import sam
 from gradtx._algorithms.schedule_free import schedule_free, schedule_free_adamw, schedule_free_sgd
+from gradtx._algorithms.schedule_free_radam import schedule_free_radam
+from gradtx._algorithms.scion import scion, scion_light
 from gradtx._algorithms.sgd import gradient_descent, noisy_sgd, sgd
 from gradtx._algorithms.shampoo import shampoo
 from gradtx._algorithms.sign import sign_sgd, signum
 from gradtx._algorithms.sm3 import sm3
+from gradtx._algorithms.soap import soap
 from gradtx._algorithms.sophia import sophia
+from gradtx._algorithms.sophia_h import sophia_h
+from gradtx._algorithms.spam import spam, stable_spam
+from gradtx._algorithms.stable_adamw import stable_adamw
 from gradtx._algorithms.yogi import yogi
 
 __all__ = [
@@ -67,44 +86,56 @@ __all__ = [
     "adafactor",
     "adagrad",
     "adagrad_da",
+    "adahessian",
     "adam",
     "adam_gs",
+    "adam_mini",
     "adamax",
     "adamaxw",
+    "adamuon",
     "adamw",
     "adan",
     "addsign",
     "ademamix",
     "adopt",
     "amsgrad",
+    "apollo",
+    "came",
+    "cautious",
     "cocob",
     "dadapt_adamw",
     "dog",
     "dowg",
+    "fadam",
     "fromage",
     "ftrl",
     "galore",
     "ggt",
     "grad_variance_scaled",
     "gradient_descent",
+    "grams",
     "lamb",
+    "laprop",
     "lars",
     "lazy_adam",
     "lazy_adam_gs",
     "lbfgs",
     "lion",
     "madgrad",
+    "mars",
     "mechanize",
     "momentum",
     "momentumw",
     "momo",
     "momo_adam",
     "muon",
+    "muon_clip",
     "nadam",
     "nadamw",
     "neural_optimizer1",
     "noisy_sgd",
     "normalized_sgd",
+    "normuon",
     "novograd",
     "optimistic_adam",
     "optimistic_gradient_descent",
@@ -114,6 +145,7 @@ __all__ = [
     "proximal_adagrad",
     "proximal_gradient_descent",
     "proximal_sgd",
+    "psgd_kron",
     "radam",
     "reg_adagrad",
     "rmsprop",
@@ -121,14 +153,22 @@ __all__ = [
     "sam",
     "schedule_free",
     "schedule_free_adamw",
+    "schedule_free_radam",
     "schedule_free_sgd",
+    "scion",
+    "scion_light",
     "sgd",
     "shampoo",
     "sign_sgd",
     "signum",
     "simplified_ademamix",
     "sm3",
+    "soap",
     "sophia",
+    "sophia_h",
+    "spam",
+    "stable_adamw",
+    "stable_spam",
     "tiger",
     "yogi",
 ]

@@ -12,6 +12,7 @@ from gradtx._algorithms.adadelta import ScaleByAdadeltaState, scale_by_adadelta
 from gradtx._algorithms.adafactor import ScaleByFactoredRmsState, scale_by_factored_rms
 from gradtx._algorithms.adagrad import ScaleByAdagradState, ScaleByRssState, scale_by_adagrad, scale_by_rss
 from gradtx._algorithms.adagrad_da import ScaleByAdagradDAState, scale_by_adagrad_da
+from gradtx._algorithms.adahessian import ScaleByAdaHessianState, scale_by_adahessian
 from gradtx._algorithms.adam import (
     ScaleByAdamState,
     ScaleByBiasCorrectedAdamState,
@@ -19,6 +20,7 @@ from gradtx._algorithms.adam import (
     scale_by_bias_corrected_adam,
 )
 from gradtx._algorithms.adam_gs import scale_by_adam_gs, scale_by_lazy_adam_gs
+from gradtx._algorithms.adam_mini import ScaleByAdamMiniState, scale_by_adam_mini
 from gradtx._algorithms.adamax import (
     ScaleByAdamaxState,
     ScaleByBiasCorrectedAdamaxState,
@@ -40,6 +42,9 @@ from gradtx._algorithms.amsgrad import (
     scale_by_amsgrad,
     scale_by_bias_corrected_amsgrad,
 )
+from gradtx._algorithms.apollo import ScaleByApolloState, scale_by_apollo
+from gradtx._algorithms.came import ScaleByCameState, scale_by_came
+from gradtx._algorithms.cautious import CautiousState
 from gradtx._algorithms.cocob import ScaleByCocobState, scale_by_cocob
 from gradtx._algorithms.dadapt import ScaleByDAdaptAdamWState, scale_by_dadapt_adamw
 from gradtx._algorithms.dog import (
@@ -50,11 +55,15 @@ from gradtx._algorithms.dog import (
     scale_by_dog,
     scale_by_dowg,
 )
+from gradtx._algorithms.fadam import ScaleByFAdamState, scale_by_fadam
 from gradtx._algorithms.ftrl import ScaleByFtrlState, scale_by_ftrl
 from gradtx._algorithms.galore import GaLoreDimensionNumbers, GaLoreState, scale_by_galore
 from gradtx._algorithms.ggt import ScaleByGGTState, scale_by_ggt
 from gradtx._algorithms.grad_variance import ScaleByGradVarianceState, scale_by_grad_variance
+from gradtx._algorithms.grams import ScaleByGramsState, scale_by_grams
+from gradtx._algorithms.hutchinson import hutchinson_diag_hessian
 from gradtx._algorithms.lamb import ScaleByTrustRatioState, scale_by_trust_ratio
+from gradtx._algorithms.laprop import LaPropState
 from gradtx._algorithms.lars import ScaleByLarsState, scale_by_lars
 from gradtx._algorithms.lazy_adam import scale_by_lazy_adam
 from gradtx._algorithms.lbfgs import ScaleByLBFGSState, scale_by_lbfgs
@@ -71,11 +80,13 @@ from gradtx._algorithms.linesearch_zoom import (
 )
 from gradtx._algorithms.lion import ScaleByLionState, scale_by_lion
 from gradtx._algorithms.madgrad import ScaleByMadgradState, scale_by_madgrad
+from gradtx._algorithms.mars import ScaleByMarsState, scale_by_mars
 from gradtx._algorithms.mechanic import MechanizeState
 from gradtx._algorithms.momentum import TraceState, trace
 from gradtx._algorithms.momo import MomoAdamState, MomoState
 from gradtx._algorithms.muon import ScaleByMuonState, scale_by_muon, scale_by_shape
 from gradtx._algorithms.muon_dims import MuonDimensionNumbers
+from gradtx._algorithms.muonclip import QKClipState, qk_clip
 from gradtx._algorithms.nadam import scale_by_nesterov_adam
 from gradtx._algorithms.neural_optimizer1 import ScaleByNeuralOptimizer1State, scale_by_neural_optimizer1
 from gradtx._algorithms.normalized_sgd import ScaleByL2NormalizationState, scale_by_l2_normalization
@@ -90,6 +101,7 @@ from gradtx._algorithms.proximal import (
     scale_by_proximal_adagrad,
     scale_by_proximal_sgd,
 )
+from gradtx._algorithms.psgd_kron import ScaleByPsgdKronState, scale_by_psgd_kron
 from gradtx._algorithms.radam import ScaleByRadamState, scale_by_radam
 from gradtx._algorithms.rmsprop import (
     ScaleByBiasCorrectedRmsState,
@@ -108,15 +120,21 @@ from gradtx._algorithms.schedule_free import (
     scale_by_schedule_free,
     schedule_free_eval_params,
 )
+from gradtx._algorithms.schedule_free_radam import ScheduleFreeRAdamState
+from gradtx._algorithms.scion import LMONorm
 from gradtx._algorithms.shampoo import ScaleByShampooState, scale_by_shampoo
 from gradtx._algorithms.sign import scale_by_sign
 from gradtx._algorithms.sm3 import ScaleBySM3State, scale_by_sm3
+from gradtx._algorithms.soap import ScaleBySoapState, scale_by_soap
 from gradtx._algorithms.sophia import (
     HutchinsonState,
     SophiaState,
     hutchinson_estimator_diag_hessian,
     scale_by_sophia,
 )
+from gradtx._algorithms.sophia_h import ScaleBySophiaHState, scale_by_sophia_h
+from gradtx._algorithms.spam import SpamState, StableSpamState, scale_by_stable_spam
+from gradtx._algorithms.stable_adamw import ScaleByStableAdamWState, scale_by_stable_adamw
 from gradtx._algorithms.yogi import ScaleByYogiState, scale_by_yogi
 from gradtx.combinators._block_scaling import (
     BlockRmsState,
@@ -133,21 +151,27 @@ from gradtx.combinators._scale import ScaleByScheduleState, scale, scale_by_lear
 __all__ = [
     "BacktrackingLinesearchInfo",
     "BlockRmsState",
+    "CautiousState",
     "EmaState",
     "GaLoreDimensionNumbers",
     "GaLoreState",
     "HutchinsonState",
+    "LMONorm",
+    "LaPropState",
     "MechanizeState",
     "MomoAdamState",
     "MomoState",
     "MuonDimensionNumbers",
     "NormalizeByUpdateNormState",
     "PerLeafState",
+    "QKClipState",
     "SAMState",
     "ScaleByAcpropState",
+    "ScaleByAdaHessianState",
     "ScaleByAdadeltaState",
     "ScaleByAdagradDAState",
     "ScaleByAdagradState",
+    "ScaleByAdamMiniState",
     "ScaleByAdamState",
     "ScaleByAdamaxState",
     "ScaleByAdanState",
@@ -155,26 +179,31 @@ __all__ = [
     "ScaleByAdemamixState",
     "ScaleByAdoptState",
     "ScaleByAmsgradState",
+    "ScaleByApolloState",
     "ScaleByBacktrackingLinesearchState",
     "ScaleByBeliefState",
     "ScaleByBiasCorrectedAdamState",
     "ScaleByBiasCorrectedAdamaxState",
     "ScaleByBiasCorrectedAmsgradState",
     "ScaleByBiasCorrectedRmsState",
+    "ScaleByCameState",
     "ScaleByCocobState",
     "ScaleByDAdaptAdamWState",
     "ScaleByDistanceOverGradientsState",
     "ScaleByDoGState",
     "ScaleByDoWGState",
+    "ScaleByFAdamState",
     "ScaleByFactoredRmsState",
     "ScaleByFtrlState",
     "ScaleByGGTState",
     "ScaleByGradVarianceState",
+    "ScaleByGramsState",
     "ScaleByL2NormalizationState",
     "ScaleByLBFGSState",
     "ScaleByLarsState",
     "ScaleByLionState",
     "ScaleByMadgradState",
+    "ScaleByMarsState",
     "ScaleByMuonState",
     "ScaleByNeuralOptimizer1State",
     "ScaleByNovogradState",
@@ -184,6 +213,7 @@ __all__ = [
     "ScaleByProdigyState",
     "ScaleByProximalAdagradState",
     "ScaleByProximalSGDState",
+    "ScaleByPsgdKronState",
     "ScaleByRStdDevState",
     "ScaleByRadamState",
     "ScaleByRmsState",
@@ -195,48 +225,62 @@ __all__ = [
     "ScaleByScheduleState",
     "ScaleByShampooState",
     "ScaleBySimplifiedAdemamixState",
+    "ScaleBySoapState",
+    "ScaleBySophiaHState",
+    "ScaleByStableAdamWState",
     "ScaleByTrustRatioState",
     "ScaleByYogiState",
     "ScaleByZoomLinesearchState",
+    "ScheduleFreeRAdamState",
     "SophiaState",
+    "SpamState",
+    "StableSpamState",
     "TraceState",
     "ZoomLinesearchInfo",
     "centralize",
     "clip_by_block_rms",
     "ema",
+    "hutchinson_diag_hessian",
     "hutchinson_estimator_diag_hessian",
     "normalize",
     "normalize_by_update_norm",
     "per_leaf",
+    "qk_clip",
     "scale",
     "scale_by_acprop",
     "scale_by_adadelta",
     "scale_by_adagrad",
     "scale_by_adagrad_da",
+    "scale_by_adahessian",
     "scale_by_adam",
     "scale_by_adam_gs",
+    "scale_by_adam_mini",
     "scale_by_adamax",
     "scale_by_adan",
     "scale_by_addsign",
     "scale_by_ademamix",
     "scale_by_adopt",
     "scale_by_amsgrad",
+    "scale_by_apollo",
     "scale_by_backtracking_linesearch",
     "scale_by_belief",
     "scale_by_bias_corrected_adam",
     "scale_by_bias_corrected_adamax",
     "scale_by_bias_corrected_amsgrad",
     "scale_by_bias_corrected_rms",
+    "scale_by_came",
     "scale_by_cocob",
     "scale_by_dadapt_adamw",
     "scale_by_distance_over_gradients",
     "scale_by_dog",
     "scale_by_dowg",
     "scale_by_factored_rms",
+    "scale_by_fadam",
     "scale_by_ftrl",
     "scale_by_galore",
     "scale_by_ggt",
     "scale_by_grad_variance",
+    "scale_by_grams",
     "scale_by_l2_normalization",
     "scale_by_lars",
     "scale_by_lazy_adam",
@@ -245,6 +289,7 @@ __all__ = [
     "scale_by_learning_rate",
     "scale_by_lion",
     "scale_by_madgrad",
+    "scale_by_mars",
     "scale_by_muon",
     "scale_by_nesterov_adam",
     "scale_by_neural_optimizer1",
@@ -257,6 +302,7 @@ __all__ = [
     "scale_by_prodigy",
     "scale_by_proximal_adagrad",
     "scale_by_proximal_sgd",
+    "scale_by_psgd_kron",
     "scale_by_radam",
     "scale_by_rms",
     "scale_by_rmsprop",
@@ -269,7 +315,11 @@ __all__ = [
     "scale_by_sign",
     "scale_by_simplified_ademamix",
     "scale_by_sm3",
+    "scale_by_soap",
     "scale_by_sophia",
+    "scale_by_sophia_h",
+    "scale_by_stable_adamw",
+    "scale_by_stable_spam",
     "scale_by_stddev",
     "scale_by_trust_ratio",
     "scale_by_yogi",

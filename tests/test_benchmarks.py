@@ -80,6 +80,9 @@ def test_smoke_run_writes_results_and_report(tmp_path):
     assert any("peak memory" in label for label in labels) and len(labels) == 17 + 3 * 2 + 2 * 2 + 3 + 1
     assert len(out["catalogue"]["rows"]) == 3 and len(out["tracing"]["rows"]) == 1
     assert len(out["compat"]["rows"]) == 2 and set(out["programs"]) == {"hlo", "first_call_s"}
+    frontier = out["frontier"]["rows"]  # optax's AdamW and Muon, gradtx's Muon
+    assert len(frontier) == 3 and frontier["adamw (optax)"]["state_ratio"] == 1.0
+    assert all(r["min_ms"] > 0 and r["state_bytes"] > 0 and r["step_ratio"] > 0 for r in frontier.values())
     for row in out["catalogue"]["rows"].values():
         assert row["step_ratio"] > 0 and row["gradtx_compile_s"] > 0 and row["optax_compile_s"] > 0
     assert all(r["gradtx_min_s"] > 0 and r["ratio"] > 0 for r in out["tracing"]["rows"])
@@ -93,6 +96,7 @@ def test_smoke_run_writes_results_and_report(tmp_path):
     assert "### Collectives per step on a 2-D mesh" in text
     assert "### Optimizer state per device on a 2-D mesh" in text
     assert "### Every optimizer optax also has" in text and "### Tracing and lowering" in text
+    assert "### Beyond optax: the frontier optimizers beside AdamW" in text
     assert "### optax_compat beside optax" in text and "### An optax program, import switched" in text
     assert (tmp_path / "cpu.png").stat().st_size > 10_000
     for name in workloads.ALL:

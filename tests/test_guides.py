@@ -45,3 +45,18 @@ def test_adding_an_optimizer_takes_about_thirty_lines():
     assert len(code) <= 60, len(code)
     formula = [line for line in blocks[0].splitlines() if line.startswith("    ") and "h." in line]
     assert len(formula) == 2  # the moment and the step
+
+
+def test_beyond_optax_lists_every_optimizer_with_a_pytorch_reference():
+    """The "Beyond optax" guide's table names each optimizer that takes a PyTorch class's arguments, with
+    that class."""
+    import gradtx
+
+    text = (DOCS / "guides" / "beyond-optax.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    for e in gradtx.registry.entries():
+        if e.reference is None:
+            continue
+        row = next((r for r in rows if f"`{e.name}`" in r.split("|")[1]), None)
+        assert row is not None, f"{e.name} is not in beyond-optax.md's table"
+        assert e.reference.class_name in row.split("|")[2], (e.name, e.reference.path, row)

@@ -1,4 +1,4 @@
-"""The notebooks: all six present, linked from the READMEs, committed without outputs.
+"""The notebooks: all present, linked from the READMEs, committed without outputs.
 
 `make test` executes them (pytest `--nbmake`); this file checks what execution cannot.
 """
@@ -19,6 +19,7 @@ NOTEBOOKS = (
     "05_sparse_embeddings.ipynb",
     "06_packed_parameters.ipynb",
     "07_the_rest_of_optax.ipynb",
+    "08_beyond_optax.ipynb",
 )
 
 

@@ -118,6 +118,7 @@ def test_every_public_factory_is_registered():
         "incremental_update",  # functions of two parameter trees (target networks)
         "periodic_update",
         "from_returnn_config",  # a config reader, like from_config: it builds transforms from a config
+        "hutchinson_diag_hessian",  # of an objective, params and a key: the Hessian-diagonal estimate
     }
     public = [
         n
@@ -160,13 +161,20 @@ def test_every_registered_factory_has_a_catalogue_row_and_the_rows_name_only_reg
 
 def test_the_registry_is_filled_where_the_factories_are_defined():
     """Each entry is registered by the module that defines its factory (the algorithm's, a combinator's or
-    `parallel`'s), not by a catalogue of its own: the runtime registry is name, factory, aliases and kind."""
+    `parallel`'s), not by a catalogue of its own: the runtime registry is name, factory, aliases, kind and the
+    reference implementation whose arguments `get` takes."""
     for e in registry.entries():
         assert inspect.unwrap(e.factory).__module__.startswith(
             ("gradtx._algorithms.", "gradtx.combinators.", "gradtx.parallel.")
         ), e
         assert dataclasses.fields(e) == dataclasses.fields(registry.Entry)
-    assert [f.name for f in dataclasses.fields(registry.Entry)] == ["name", "factory", "kind", "aliases"]
+    assert [f.name for f in dataclasses.fields(registry.Entry)] == [
+        "name",
+        "factory",
+        "kind",
+        "aliases",
+        "reference",
+    ]
 
 
 def test_entry_build_uses_the_example_and_overrides():
@@ -193,3 +201,45 @@ def test_get_names_a_needed_argument_that_is_missing():
         TypeError, match=r"`gradtx.get\('adamw'\)`: `adamw` needs `weight_decay` \(no default\)"
     ):
         gradtx.from_config({"class": "adamw", "epsilon": 1e-13, "learning_rate": 0.1})
+
+
+def test_a_pytorch_class_name_takes_its_own_arguments_and_defaults():
+    """`get(<class name>, **torch_kwargs)` builds what the PyTorch class builds (the class name spelled
+    exactly); the lower-case gradtx name keeps gradtx's arguments."""
+    e = registry.entry("Tiger")
+    assert e.name == "tiger" and e.reference is not None and e.reference.class_name == "Tiger"
+    assert registry.translate_kwargs("Tiger", {}) == {"learning_rate": 1e-3}  # the reference's default lr
+    assert registry.translate_kwargs("Tiger", {"lr": 0.1, "beta": 0.9, "foreach": True}) == {
+        "learning_rate": 0.1,
+        "beta": 0.9,
+    }
+    assert registry.translate_kwargs("tiger", {"learning_rate": 0.1}) == {"learning_rate": 0.1}
+    with pytest.raises(
+        TypeError, match=r"`gradtx.get\('Tiger'\)` \(pytorch_optimizer.Tiger\): unknown argument `bta`"
+    ):
+        registry.translate_kwargs("Tiger", {"bta": 0.9})
+    with pytest.raises(ValueError, match=r"reproduces `Tiger` with `maximize=False` only, got True"):
+        registry.translate_kwargs("Tiger", {"maximize": True})
+    with pytest.raises(TypeError, match="unknown argument `lr`"):
+        registry.translate_kwargs("tiger", {"lr": 0.1})
+
+
+def test_a_reference_splits_a_tuple_argument():
+    entry = registry.Entry(
+        "tmp_tuple",
+        gradtx.lion,
+        "optimizer",
+        reference=registry.Reference("somelib.TmpLion", {"lr": "learning_rate", "betas": ("b1", "b2")}),
+    )
+    registry.register(entry)
+    try:
+        assert registry.translate_kwargs("TmpLion", {"lr": 0.1, "betas": (0.8, 0.9)}) == {
+            "learning_rate": 0.1,
+            "b1": 0.8,
+            "b2": 0.9,
+        }
+        with pytest.raises(ValueError, match=r"`betas` must be a tuple of 2 values, got 0.9"):
+            registry.translate_kwargs("TmpLion", {"betas": 0.9})
+    finally:
+        registry.unregister("tmp_tuple")
+    assert "tmplion" not in [n.lower() for n in registry.names()]

@@ -65,6 +65,10 @@ GATHERS = {"shampoo"}  # whole statistics matrices per tensor dimension (an SVD 
 # L-BFGS's inner products are optax's (`jnp.vdot` of flattened leaves, gathered: 48 all-gathers here, as
 # optax.lbfgs's compiled step has; optax's own step cannot run donated: its two memories share one buffer)
 GATHERS.add("lbfgs")
+GATHERS.add("psgd_kron")  # whole Kronecker factors per tensor dimension (triangular solves): inherent
+GATHERS.add("soap")  # SOAP: whole per-dimension statistics too (an eigh, then QRs): gathers are inherent
+# pytorch-optimizer's Muon family and SCION's spectral oracles: Newton-Schulz on whole matrices
+GATHERS |= {"normuon", "adamuon", "muon_clip", "scion", "scion_light"}
 REDUCES = {"ggt"}  # element-wise through sums over all elements (its W x W Gram matrix, M^T m): all-reduces
 REDUCES |= {"polyak_sgd"}  # a global norm; optax's polyak_sgd needs a `value` this harness does not pass
 REDUCES |= {"mechanize"}  # its bets' inner products and norms over all elements: all-reduces only

@@ -44,11 +44,14 @@ NO_RULES = {
 MODULES = sorted(p for p in ALGORITHMS.glob("*.py") if p.name != "__init__.py" and p.name not in NO_RULES)
 
 OWN_SKELETON = {
+    "cautious.py": "it masks a member optimizer's update by the gradient's signs, keeping its state",
+    "hutchinson.py": "its Hessian estimate differentiates the objective (every k steps) before a member rule",
     "galore.py": "it runs a base optimizer (a member transform) in each matrix's low-rank projection",
     "lbfgs.py": "its step is a two-loop recursion over a history of pairs, then a member line search",
     "linesearch.py": "it evaluates the objective in a loop until a decrease condition holds",
     "linesearch_zoom.py": "it evaluates the objective and its slope in a loop (zoom on strong Wolfe)",
     "mechanic.py": "it scales a member optimizer's steps, keeping that optimizer's state",
+    "muonclip.py": "QK-clip reads per-attention logits (a dict extra argument) and rescales whole heads",
     "momo.py": "its model-based step needs the loss value and a global inner product before any leaf",
     "sam.py": "it alternates two member optimizers (the ascent and the descent step)",
     "sophia.py": "its Hessian estimate is a member transform fed the objective every k steps",

@@ -359,7 +359,14 @@ def _registry_tables(items: list[Item]) -> str:
         for e in entries:
             path = where.get(id(e.factory))
             name = f"{{py:func}}`{e.name} <{path}>`" if path else f"`{e.name}`"
-            aliases = ", ".join(f"`{a}`" for a in e.aliases)
+            aliases = ", ".join(
+                [f"`{a}`" for a in e.aliases]
+                + (
+                    [f"`{e.reference.class_name}` (the arguments of `{e.reference.path}`)"]
+                    if e.reference
+                    else []
+                )
+            )
             reference = catalog.entry(e.name).reference
             ref = f"`{reference}`" if reference else ""
             out.append(f"| {name} | {_escape(aliases)} | {_escape(ref)} |")

@@ -63,10 +63,11 @@ def homes() -> dict[str, dict[str, list[str]]]:
     import gradtx._algorithms as algorithms
     from gradtx import registry
 
+    infos = sorted(pkgutil.iter_modules(algorithms.__path__), key=lambda m: m.name)
+    modules = [importlib.import_module(f"gradtx._algorithms.{i.name}") for i in infos]  # all registered first
     optimizers = {id(e.factory) for kind in ("optimizer", "wrapper") for e in registry.entries(kind)}
     out: dict[str, dict[str, list[str]]] = {"transforms": dict(COMBINATOR_BLOCKS), "optimizers": {}}
-    for info in sorted(pkgutil.iter_modules(algorithms.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"gradtx._algorithms.{info.name}")
+    for module in modules:
         for name in module.__all__:
             kind = "optimizers" if id(getattr(module, name)) in optimizers else "transforms"
             out[kind].setdefault(module.__name__, []).append(name)

@@ -164,6 +164,9 @@ def _compare(new: Path, old: Path) -> list[str]:
             ma.pop("versions"), mb.pop("versions")
             if ma != mb:
                 problems.append(f"{old.name}: meta differs")
+        elif a[k].dtype.kind in "USO" or b[k].dtype.kind in "USO":
+            if not np.array_equal(a[k], b[k]):
+                problems.append(f"{old.name}: {k} differs")
         elif not np.allclose(a[k], b[k], rtol=1e-6, atol=1e-7, equal_nan=True):
             problems.append(f"{old.name}: {k} differs by {np.max(np.abs(a[k] - b[k])):.3g}")
     return problems

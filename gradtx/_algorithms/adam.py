@@ -4,7 +4,6 @@ rule, and the pieces of Adam's formula its family shares."""
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -342,17 +341,6 @@ class TorchAdamState(NamedTuple):
     max_exp_avg_sq: _protocol.Updates  # running maximum of exp_avg_sq (amsgrad), else None
 
 
-def torch_correction(beta: float, t: Any, dtype: Any) -> Any:
-    """`1 - beta**t` for a Python `beta` in [0, 1) and the 1-based step `t`, to float32's precision.
-
-    `-expm1(t log beta)`: the power of a float32-rounded beta (optax's) is off by 1e-5 relative for
-    beta = 0.999 at t = 1; torch forms it in double.
-    """
-    if beta == 0:
-        return jnp.ones((), dtype)
-    return -jnp.expm1(jnp.asarray(t, dtype) * math.log(beta))
-
-
 def _moments(g: Any, exp_avg: Any, exp_avg_sq: Any, h: Any) -> tuple[Any, Any]:
     """Adam's moments as torch updates them: `exp_avg.lerp_(g, 1 - b1)`, `exp_avg_sq = b2 v + (1-b2) g^2`."""
     return _formulas.moment_increment(exp_avg, g, h.b1), _formulas.moment_blend(exp_avg_sq, g * g, h.b2)
@@ -366,8 +354,8 @@ def _torch_adam_leaf(g, exp_avg, exp_avg_sq, max_exp_avg_sq, h):
     if max_exp_avg_sq is not None:
         max_exp_avg_sq = jnp.maximum(max_exp_avg_sq, exp_avg_sq)
         v = max_exp_avg_sq
-    denom = jnp.sqrt(v) / jnp.sqrt(torch_correction(h.b2, h.t, dtype)) + h.eps
-    return (exp_avg / torch_correction(h.b1, h.t, dtype)) / denom, exp_avg, exp_avg_sq, max_exp_avg_sq
+    denom = jnp.sqrt(v) / jnp.sqrt(_formulas.torch_debias(h.b2, h.t, dtype)) + h.eps
+    return (exp_avg / _formulas.torch_debias(h.b1, h.t, dtype)) / denom, exp_avg, exp_avg_sq, max_exp_avg_sq
 
 
 def adam_rule(b1: float, b2: float, eps: float, *, amsgrad: bool) -> _protocol.GradientTransformation:

@@ -20,7 +20,7 @@ from gradtx._algorithms.muon_dims import (
     _check_dims_tree,
     dims_by_leaf,
 )
-from gradtx._algorithms.newton_schulz import NS_COEFFS, PRECONDITIONINGS, check_coeffs, newton_schulz
+from gradtx._algorithms.newton_schulz import NS_COEFFS, PRECONDITIONINGS, coefficient_schedule, newton_schulz
 from gradtx._core import checks as _checks
 from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
@@ -62,7 +62,7 @@ def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive, preconditioning, dims=Non
 
 @_registry.transform()
 def scale_by_muon(
-    ns_coeffs: Sequence[float] | Sequence[Sequence[float]] = NS_COEFFS,
+    ns_coeffs: str | Sequence[float] | Sequence[Sequence[float]] = NS_COEFFS,
     ns_steps: int = 5,
     beta: _protocol.ScalarOrSchedule = 0.95,
     eps: _protocol.ScalarOrSchedule = 1e-8,
@@ -103,8 +103,11 @@ def scale_by_muon(
     parameter's sharding; with Auto axes XLA chooses.
 
     Args:
-      ns_coeffs: :math:`(a, b, c)`, used in each of `ns_steps` iterations, or a sequence of
-        such triples, one per iteration (then `ns_steps` is not used).
+      ns_coeffs: :math:`(a, b, c)`, used in each of `ns_steps` iterations, a sequence of
+        such triples, one per iteration (then `ns_steps` is not used), or the name of a
+        schedule: 'original' (the default triple), 'quintic', 'polar_express' (Amsel et al.'s
+        Polar Express) or 'polar_express_safer', whose first `ns_steps` triples are used (the
+        last repeated), as pytorch-optimizer's `Muon` takes them.
       ns_steps: the number of Newton-Schulz iterations :math:`K`, an int >= 1.
       beta: the momentum's decay, in [0, 1).
       eps: added to the Frobenius norm, >= 0.
@@ -138,13 +141,12 @@ def scale_by_muon(
     References:
       Jordan et al., *Muon: an optimizer for hidden layers in neural networks*, 2024
       (https://kellerjordan.github.io/posts/muon/); Bernstein, Newhouse, *Old optimizer, new
-      norm: an anthology*, 2024 (arXiv:2409.20325).
+      norm: an anthology*, 2024 (arXiv:2409.20325); Amsel et al., *The Polar Express: optimal
+      matrix sign methods and their application to the Muon algorithm*, 2025 (arXiv:2505.16932).
     """
     fn = "scale_by_muon"
-    coeffs = check_coeffs(fn, ns_coeffs)
     _checks.check_int(fn, "ns_steps", ns_steps, minimum=1)
-    if len(coeffs) == 1:
-        coeffs = coeffs * ns_steps
+    coeffs = coefficient_schedule(fn, ns_coeffs, ns_steps)
     _checks.check_in_range(fn, "beta", beta, 0.0, 1.0, high_open=True)
     _checks.check_finite(fn, "eps", eps)
     _checks.check_nonnegative(fn, "eps", eps)
@@ -287,7 +289,7 @@ def _labels_by_dims(dims: Any) -> Any:
 @_registry.optimizer("Muon")
 def muon(
     learning_rate: _protocol.ScalarOrSchedule,
-    ns_coeffs: Sequence[float] | Sequence[Sequence[float]] = NS_COEFFS,
+    ns_coeffs: str | Sequence[float] | Sequence[Sequence[float]] = NS_COEFFS,
     ns_steps: int = 5,
     beta: _protocol.ScalarOrSchedule = 0.95,
     eps: _protocol.ScalarOrSchedule = 1e-8,
@@ -327,7 +329,8 @@ def muon(
 
     Args:
       learning_rate: the rate of the matrices (number, scalar array or schedule).
-      ns_coeffs: the Newton-Schulz coefficients `(a, b, c)`, or one triple per iteration.
+      ns_coeffs: the Newton-Schulz coefficients `(a, b, c)`, one triple per iteration, or a
+        schedule's name ('original', 'quintic', 'polar_express', 'polar_express_safer').
       ns_steps: the number of Newton-Schulz iterations, an int >= 1.
       beta: the momentum's decay, in [0, 1).
       eps: added to the Frobenius norm, and the fallback Adam's epsilon, >= 0.

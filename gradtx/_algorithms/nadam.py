@@ -18,7 +18,6 @@ from gradtx._algorithms.adam import (
     _stored,
     scale_by_bias_corrected_adam,
     squared_as,
-    torch_correction,
 )
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
@@ -212,7 +211,12 @@ def _nadam_prepare(h, state, extra_args):
     mu = h.b1 * (1 - 0.5 * jnp.exp(t * log_decay))
     mu_next = h.b1 * (1 - 0.5 * jnp.exp((t + 1) * log_decay))
     mu_product = state.mu_product * mu
-    return {"mu": mu, "mu_next": mu_next, "mu_product": mu_product, "bc2": torch_correction(h.b2, h.t, dtype)}
+    return {
+        "mu": mu,
+        "mu_next": mu_next,
+        "mu_product": mu_product,
+        "bc2": _formulas.torch_debias(h.b2, h.t, dtype),
+    }
 
 
 def _nadam_leaf(g, exp_avg, exp_avg_sq, h):

@@ -14,7 +14,6 @@ from gradtx._algorithms.adam import (
     _moments,
     corrected_step,
     first_moment_estimate,
-    torch_correction,
 )
 from gradtx._core import checks as _checks
 from gradtx._core import formulas as _formulas
@@ -229,14 +228,14 @@ def _torch_radam_leaf(g, exp_avg, exp_avg_sq, h):
     """`_single_tensor_radam`: `m_hat * r_t * sqrt(bc2) / (sqrt(v) + eps)` where `rho_t > 5`, else `m_hat`."""
     exp_avg, exp_avg_sq = _moments(g, exp_avg, exp_avg_sq, h)
     dtype = _dtype(g)
-    m_hat = exp_avg / torch_correction(h.b1, h.t, dtype)
+    m_hat = exp_avg / _formulas.torch_debias(h.b1, h.t, dtype)
     rho_inf = 2 / (1 - h.b2) - 1 if h.b2 > 0 else 1.0
     if rho_inf <= 5:  # rho_t < rho_inf: never rectified
         return m_hat, exp_avg, exp_avg_sq
     rho_t = _rho(h.t, h.b2, dtype)
     rho_c = jnp.maximum(rho_t, 5.0)  # the rectification is only read where rho_t > 5
     rect = jnp.sqrt((rho_c - 4) * (rho_c - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_c))
-    adaptive = jnp.sqrt(torch_correction(h.b2, h.t, dtype)) / (jnp.sqrt(exp_avg_sq) + h.eps)
+    adaptive = jnp.sqrt(_formulas.torch_debias(h.b2, h.t, dtype)) / (jnp.sqrt(exp_avg_sq) + h.eps)
     return jnp.where(rho_t > 5, m_hat * adaptive * rect, m_hat), exp_avg, exp_avg_sq
 
 

@@ -10,6 +10,7 @@ summed in float32.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import jax
@@ -43,6 +44,29 @@ def optax_moment(m: jax.Array, x: jax.Array, decay: ArrayLike) -> Any:
     optax's bits (`moment_blend`'s differs from it in ~1/3 of the elements by 1 ulp).
     """
     return (1 - decay) * x + decay * m
+
+
+def torch_debias(beta: Any, t: Any, dtype: Any = None) -> Any:
+    """`1 - beta^t` as PyTorch optimizers form it: `-expm1(t log(beta))`, the log of a Python `beta` taken in
+    double, at the 1-based step `t` (in `dtype`, if given).
+
+    The power of a float32-rounded beta (optax's `1 - beta**t`) is off by 1e-5 relative for beta = 0.999
+    at t = 1; torch (and pytorch-optimizer's `debias`) form it in double. A traced `beta` (a schedule's
+    value), or one outside [0, 1) (StableSPAM's `gamma1 = -1`), gives `1 - beta**t` as it comes.
+    """
+    t = jnp.asarray(t, dtype)
+    if isinstance(beta, (int, float)) and 0 <= beta < 1:
+        if beta == 0:
+            return jnp.ones((), dtype or jnp.result_type(float))
+        return -jnp.expm1(t * math.log(beta))
+    return 1 - jnp.asarray(beta, dtype) ** t
+
+
+def torch_corrections(h: Any, state: Any, extra_args: Any) -> dict[str, Any]:
+    """pytorch-optimizer's bias corrections at step `h.t` (a `prepare`): `bc1 = 1 - b1^t`, `bc2 = 1 - b2^t`
+    (`torch_debias`)."""
+    del state, extra_args
+    return {"bc1": torch_debias(h.b1, h.t), "bc2": torch_debias(h.b2, h.t)}
 
 
 def soft_threshold(x: jax.Array, threshold: jax.Array) -> jax.Array:

@@ -13,7 +13,8 @@ The arithmetic is TF's, op for op, in float32 (the step cast first, `floor` for
 
 Beside them, optax's composite schedules with optax's numbers: `join_schedules`,
 `piecewise_interpolate`, `warmup_cosine_decay`, `warmup_exponential_decay`, the one-cycle
-schedules and `sgdr` (and `exponential_decay`'s `transition_begin` / `end_value`).
+schedules and `sgdr` (and `exponential_decay`'s `transition_begin` / `end_value`); and the
+warmup-stable-decay schedule (`warmup_stable_decay_schedule`, pytorch-optimizer's `get_wsd_schedule`).
 """
 
 from gradtx.schedules._cosine import (
@@ -39,6 +40,7 @@ from gradtx.schedules._optax_style import (
 )
 from gradtx.schedules._sign import cosine_sign_decay, linear_sign_decay, restart_sign_decay
 from gradtx.schedules._warmup import linear_warmup
+from gradtx.schedules._wsd import warmup_stable_decay_schedule
 
 __all__ = [
     "cosine_decay",
@@ -61,4 +63,5 @@ __all__ = [
     "sgdr",
     "warmup_cosine_decay",
     "warmup_exponential_decay",
+    "warmup_stable_decay_schedule",
 ]

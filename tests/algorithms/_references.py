@@ -178,4 +178,4 @@ def check_signature(module: str, name: str) -> None:
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return a == b or (isinstance(a, str) and a == repr(b))
+    return a == b or (isinstance(a, str) and a == repr(b)) or repr(a) == b

@@ -18,6 +18,7 @@ import pytest
 
 import gradtx
 from tests import catalog, helpers
+from tests.algorithms import _references
 
 CUBIC = (1.5, -0.5, 0.0)  # the classic Newton-Schulz step, which converges to U V^T
 
@@ -269,3 +270,74 @@ def test_optax_compat_muon_takes_every_preconditioning_with_optax_s_numbers_and_
     for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         helpers.assert_trees_close(a, e, **helpers.MUON_TOLERANCE, msg=f"{preconditioning}: step {t + 1}")
     assert str(jax.tree.structure(state)) == str(jax.tree.structure(expected_state))
+
+
+# pytorch-optimizer's Muon (tools/references/muon.py): its named Newton-Schulz schedules ('polar_express',
+# ...) through `gradtx.muon`. "Muon" is gradtx.muon's own name (optax's), so the test builds it from the
+# reference's arguments: non-Nesterov momentum (gradtx's bias correction is a scale the iteration
+# normalises away), the reference's `shape[0]` output rows as dimension numbers, its AdamW for the vector.
+
+
+def _muon_as_pytorch_optimizer(kwargs):
+    from gradtx._algorithms.adam import scale_by_bias_corrected_adam
+
+    k = {
+        "lr": 2e-2, "momentum": 0.95, "weight_decay": 0.0, "ns_steps": 5, "ns_coeffs": "original",
+        "use_adjusted_lr": False, "adamw_lr": 3e-4, "adamw_betas": (0.9, 0.95), "adamw_wd": 0.0,
+        "adamw_eps": 1e-10,
+    } | kwargs  # fmt: skip
+    assert k.pop("nesterov") is False
+    dims = gradtx.MuonDimensionNumbers
+    fallback = gradtx.chain(
+        scale_by_bias_corrected_adam(*k["adamw_betas"], k["adamw_eps"]),
+        gradtx.add_decayed_weights(k["adamw_wd"]),
+        gradtx.scale_by_learning_rate(k["adamw_lr"]),
+    )
+    return gradtx.muon(
+        k["lr"],
+        k["ns_coeffs"],
+        k["ns_steps"],
+        k["momentum"],
+        1e-7,
+        k["weight_decay"],
+        nesterov=False,
+        consistent_rms=0.2 if k["use_adjusted_lr"] else None,
+        fallback=fallback,
+        weight_dimension_numbers={"conv": dims((1, 2, 3), 0), "matrix": dims(1, 0), "vector": None},
+    )
+
+
+@pytest.mark.parametrize("case", _references.cases("muon"), ids=repr)
+def test_muon_with_pytorch_optimizers_schedules_equals_its_muon(case):
+    _references.check_case(case, tx=_muon_as_pytorch_optimizer(case.kwargs))
+
+
+def test_the_named_schedules_are_pytorch_optimizers_numbers():
+    from gradtx._algorithms.newton_schulz import NS_COEFFICIENT_SETS, coefficient_schedule
+
+    assert set(NS_COEFFICIENT_SETS) == {"original", "quintic", "polar_express", "polar_express_safer"}
+    pe = NS_COEFFICIENT_SETS["polar_express"]
+    assert len(pe) == 8 and pe[0] == (8.237312490495555, -23.157747414558198, 16.680568411445915)
+    # a name gives its first ns_steps triples, the last repeated past its end (the reference's rule)
+    assert coefficient_schedule("muon", "Polar_Express", 3) == pe[:3]
+    assert coefficient_schedule("muon", "polar_express", 10) == pe + pe[-1:] * 2
+    assert coefficient_schedule("muon", "original", 2) == ((3.4445, -4.7750, 2.0315),) * 2
+    # a sequence of triples is one per iteration, whatever ns_steps
+    assert coefficient_schedule("muon", [(1.0, 0.0, 0.0), (2.0, 0.0, 0.0)], 5) == (
+        (1.0, 0.0, 0.0),
+        (2.0, 0.0, 0.0),
+    )
+    with pytest.raises(ValueError, match="`ns_coeffs` must be one of 'original'"):
+        gradtx.muon(0.1, ns_coeffs="polar")
+
+
+def test_polar_express_puts_every_singular_value_nearer_one_than_the_original_triple():
+    g = np.random.default_rng(0).standard_normal((16, 32)) * np.logspace(-1.5, 0, 16)[:, None]  # 30x spread
+
+    def spread(coeffs, steps):
+        tx = gradtx.scale_by_muon(coeffs, steps, beta=0.0, nesterov=False)
+        out, _ = tx.update(jnp.asarray(g, jnp.float32), tx.init(jnp.zeros(g.shape)))
+        s = np.linalg.svd(np.asarray(out, np.float64), compute_uv=False)
+        return float(np.max(np.abs(s - 1.0)))
+
+    assert spread("polar_express", 8) < 0.05 < spread("original", 8)

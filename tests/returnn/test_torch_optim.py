@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gradtx._algorithms.adam import torch_correction
+from gradtx._core.formulas import torch_debias
 from gradtx.returnn._common import ReturnnConfigError
 from gradtx.returnn._torch_optim import OPTIMIZERS, torch_class
 from tests.returnn import torch_reference
@@ -144,7 +144,7 @@ def test_state_has_torch_names():
 
 
 def test_bias_correction_keeps_torchs_digits():
-    got = float(torch_correction(0.999, jnp.int32(1), jnp.float32))
+    got = float(torch_debias(0.999, jnp.int32(1), jnp.float32))
     assert abs(got / (1 - 0.999) - 1) < 1e-6  # a float32-rounded 0.999 gives 1.3e-5
 
 
