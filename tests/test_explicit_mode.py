@@ -93,6 +93,11 @@ def test_every_entry_traces_with_slots_and_updates_placed_like_params(entry):
 
 MATRIX_RULES = {"muon", "shampoo", "ggt", "scale_by_muon", "scale_by_shampoo", "scale_by_ggt"}
 MATRIX_RULES |= {"galore", "scale_by_galore"}  # an SVD of each whole matrix (optax's does not trace here)
+WHOLE_MATRICES = dict.fromkeys(("normuon", "adamuon", "muon_clip", "apollo"), {"all-gather"})
+"""Frontier rules whose per-matrix work needs each whole matrix (Newton-Schulz, a random projection of the
+whole gradient): the kinds of collective their steps may have; optax has none of them."""
+WHOLE_MATRICES |= dict.fromkeys(("scion", "scion_light"), {"all-gather", "all-reduce"})  # and a norm's sum
+WHOLE_MATRICES |= dict.fromkeys(("psgd_kron", "scale_by_psgd_kron"), {"all-gather", "all-reduce"})  # factors
 REDUCES_MORE_THAN_OPTAX = {
     "apply_if_finite": "checks the inner update as well as the gradient (so every replica of `cross_shard` "
     "skips the same step): one more all-reduced flag per leaf than optax.apply_if_finite",
@@ -119,8 +124,8 @@ def _limit(entry, tx, optax_counts):
     per-tensor or tree-wide one; the matrix rules' kinds of collective (their counts are pinned below)."""
     if entry.name in optax_counts:
         return optax_counts[entry.name]
-    if entry.name in MATRIX_RULES:
-        cost = FORMERLY_FAILING[entry.name.removeprefix("scale_by_")]
+    if entry.name in MATRIX_RULES or entry.name in WHOLE_MATRICES:
+        cost = WHOLE_MATRICES.get(entry.name) or FORMERLY_FAILING[entry.name.removeprefix("scale_by_")]
         return {kind: None if kind in cost else 0 for kind in helpers.COLLECTIVES}
     if isinstance(tx, gradtx.ElementWise) and entry.name not in REDUCES_MORE_THAN_OPTAX:
         return dict.fromkeys(helpers.COLLECTIVES, 0)

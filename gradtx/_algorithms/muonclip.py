@@ -18,6 +18,7 @@ from gradtx._core import masks as _masks
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
+from gradtx._core import rule_parts as _rule_parts
 from gradtx._core import walk as _walk
 from gradtx._core.chain import chain
 from gradtx._core.rule import Slot, update_rule
@@ -148,6 +149,7 @@ def qk_clip(
         h = {"threshold": _hyper.resolve(threshold, count), "alpha": _hyper.resolve(alpha, count)}
         flat, treedef = jax.tree_util.tree_flatten_with_path(updates, is_leaf=_walk.is_update_leaf)
         ws = treedef.flatten_up_to(params)
+        _rule_parts.refuse_integers(fn, updates, [u for _, u in flat], treedef, params, ws)
         out = []
         for (path, u), w in zip(flat, ws, strict=True):
             which = None if u is None else spec(_masks.path_str(path))

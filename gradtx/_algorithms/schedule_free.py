@@ -46,8 +46,18 @@ def _schedule_free_scalars(h, state, extra, *, warmup_steps):
     lr = jnp.asarray(h.learning_rate, dt)
     if warmup_steps:
         lr = lr * jnp.minimum(1.0, h.t.astype(dt) / warmup_steps)  # step t gets t / warmup_steps
+    return averaging_scalars(h, state, lr)
+
+
+def averaging_scalars(h: Any, state: Any, lr: Any, t_power: Any = None) -> dict[str, Any]:
+    r"""The scalars of `_schedule_free_leaf` from the step's rate `lr`: the running maximum rate, the
+    average's weight :math:`(t^r)\, \gamma_{\max}^p` (`t_power` is :math:`r`), its share `c` of the
+    weights' sum, and `b1` with the previous step's."""
+    dt = state.max_lr.dtype
     max_lr = jnp.maximum(state.max_lr, lr)
     weight = max_lr ** jnp.asarray(h.weight_lr_power, dt)
+    if t_power is not None:
+        weight = h.t.astype(dt) ** jnp.asarray(t_power, dt) * weight
     weight_sum = state.weight_sum + weight
     c = jnp.where(weight_sum > 0, weight / jnp.where(weight_sum > 0, weight_sum, 1), 0)
     b1 = h.b1 if _is_number(h.b1) else jnp.asarray(h.b1, dt)

@@ -11,8 +11,8 @@ from gradtx._algorithms.adam import _REAL_ONLY, _dtype
 from gradtx._algorithms.radam import _rho
 from gradtx._algorithms.schedule_free import (
     ScaleByScheduleFreeState,
-    _is_number,
     _schedule_free_leaf,
+    averaging_scalars,
 )
 from gradtx._core import checks as _checks
 from gradtx._core import formulas as _formulas
@@ -62,22 +62,7 @@ def _radam_scalars(h, state, extra, *, b2, silent):
     base = jnp.asarray(h.learning_rate, dt)
     past, rect = _rectified(h.t, b2, dt)
     lr = jnp.where(past, base * rect, jnp.where(base > 0, 0.0 if silent else 1.0, 0.0))
-    max_lr = jnp.maximum(state.max_lr, lr)
-    weight = h.t.astype(dt) ** jnp.asarray(h.r, dt) * max_lr ** jnp.asarray(h.weight_lr_power, dt)
-    weight_sum = state.weight_sum + weight
-    c = jnp.where(weight_sum != 0, weight / jnp.where(weight_sum != 0, weight_sum, 1), 0)
-    b1 = h.b1 if _is_number(h.b1) else jnp.asarray(h.b1, dt)
-    prev_b1 = b1 if _is_number(b1) else state.b1
-    return {
-        "lr": lr,
-        "max_lr": max_lr,
-        "weight_sum": weight_sum,
-        "c": c,
-        "b1": b1,
-        "one_minus_b1": 1 - b1,
-        "prev_b1": prev_b1,
-        "prev_one_minus_b1": 1 - prev_b1,
-    }
+    return averaging_scalars(h, state, lr, t_power=h.r)
 
 
 @_registry.optimizer(

@@ -196,7 +196,7 @@ def entries(kind: str | None = None) -> tuple[Entry, ...]:
     Example:
         >>> from gradtx import registry
         >>> [e.name for e in registry.entries("optimizer") if e.name.startswith("adam")]
-        ['adam', 'adam_gs', 'adamax', 'adamaxw', 'adamw']
+        ['adam', 'adam_gs', 'adam_mini', 'adamax', 'adamaxw', 'adamuon', 'adamw']
     """
     if kind is not None:
         _checks.check_one_of("entries", "kind", kind, KINDS)

@@ -49,8 +49,8 @@ optimizer(
 
 
 def _matrices_are_queries(path):
-    """QK-clip's example: the contract problems' matrices (`.../kernel`, `.../w`) as attention queries."""
-    return ("attn", "query") if path.rsplit("/", 1)[-1] in ("kernel", "w") else None
+    """QK-clip's example: the contract problems' kernels (`.../kernel`) as attention queries."""
+    return ("attn", "query") if path.rsplit("/", 1)[-1] == "kernel" else None
 
 
 def _logits(step):
