@@ -274,9 +274,7 @@ def main(argv: list[str] | None = None) -> dict:
         )
     if not args.only or "frontier" in args.only:
         suites["frontier"] = frontier.measure(
-            sizes.d_model,
-            sizes.layers,
-            sizes.vocab,
+            *((sizes.d_model, sizes.layers, sizes.vocab) if smoke else frontier.TREE),
             args.rounds,
             args.min_round_ms / 1e3,
             only=list(frontier.CONTENDERS)[:3] if smoke else None,
