@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
-PYTEST_ARGS ?= -n 2 --dist worksteal
+PYTEST_ARGS ?= -n 2
 
 .PHONY: test demo bench lint install clean release floor docs references
 
