@@ -405,8 +405,8 @@ def soap(
       b1, b2: decays of the first and second moments, in [0, 1].
       shampoo_beta: decay of the statistics, in [0, 1]; None: `b2`.
       weight_decay: :math:`\lambda`, >= 0.
-      precondition_frequency, max_precondition_dim, merge_dims, precondition_1d, correct_bias,
-        normalize_gradient, data_format: as for `scale_by_soap`.
+      precondition_frequency, max_precondition_dim, merge_dims, precondition_1d: as for `scale_by_soap`.
+      correct_bias, normalize_gradient, data_format: as for `scale_by_soap`.
       eps: added to :math:`\sqrt v`, >= 0.
 
     Returns:
