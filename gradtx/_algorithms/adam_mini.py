@@ -75,14 +75,14 @@ def _v_mean(p, **blocks):
 def _adam_mini_leaf(g, m, v, h, *, blocking):
     """Adam with the second moment averaged over each block: per element (`"embed"`), over the leaf
     (`"whole"`), or over the rows of `g` viewed as `v.shape + (-1,)`."""
-    m = m + (1 - h.b1) * (g - m)  # torch's lerp
+    m = _formulas.moment_increment(m, g, h.b1)  # torch's lerp
     if blocking == "embed":
         mean_sq = g * g
     elif blocking == "whole":
         mean_sq = jnp.mean(g * g)
     else:
         mean_sq = jnp.mean(jnp.reshape(g * g, v.shape + (-1,)), axis=-1)
-    v = v + (1 - h.b2) * (mean_sq - v)
+    v = _formulas.moment_increment(v, mean_sq, h.b2)
     scale = 1 / ((jnp.sqrt(v) / jnp.sqrt(h.bc2) + h.eps) * h.bc1)
     if blocking in ("embed", "whole"):
         return m * scale, m, v

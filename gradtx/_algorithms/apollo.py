@@ -87,7 +87,7 @@ def _apollo_direction(g, m, v, proj, last, h, *, rank, scale, scale_type, draw, 
         proj = jnp.where(renew, draw(path, h.t, shapes[0], g.dtype) / math.sqrt(rank), proj)
         whole = _placement.whole(g)
         r = whole @ proj.T if g.shape[0] >= g.shape[1] else proj.T @ whole
-    m = m + (1 - h.b1) * (r - m)  # torch's lerp
+    m = _formulas.moment_increment(m, r, h.b1)  # torch's lerp
     v = h.b2 * v + (1 - h.b2) * r * r
     u = m / (jnp.sqrt(v) + h.eps)
     if shapes is not None:

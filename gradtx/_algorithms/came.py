@@ -73,7 +73,7 @@ def _came_leaf(g, m, sq_row, sq_col, res_row, res_col, sq, sq_hat, h, *, ams_bou
         u = jax.lax.rsqrt(sq_hat / h.b2)
     u = u * g
     u = u / jnp.maximum(jnp.sqrt(jnp.mean(u * u)) / h.clip_threshold, 1.0)
-    m = m + (1 - h.b1) * (u - m)  # torch's lerp
+    m = _formulas.moment_increment(m, u, h.b1)  # torch's lerp
     if factored:
         res = (u - m) ** 2 + h.eps2
         res_row = _formulas.moment_blend(res_row, jnp.mean(res, axis=-1), h.b3)

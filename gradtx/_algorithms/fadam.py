@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from gradtx._algorithms.adam import _REAL_ONLY
 from gradtx._algorithms.stable_adamw import debiased_beta
 from gradtx._core import checks as _checks
+from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import scalars as _scalars
@@ -60,7 +61,7 @@ def _fadam_leaf(g, momentum, fim, w, h):
     eps_power = jnp.where((_rms(x) > 0) & (scaled < h.eps), scaled ** (2 * h.p), h.eps ** (2 * h.p))
     base = fim**h.p + eps_power
     m = momentum.astype(wide)
-    m = m + (_clipped(x / base, h.clip) - m) * (1 - h.b1)  # torch's lerp
+    m = _formulas.moment_increment(m, _clipped(x / base, h.clip), h.b1)  # torch's lerp
     u = m + h.weight_decay * _clipped(w / base, h.clip)
     return u.astype(g.dtype), m, fim
 

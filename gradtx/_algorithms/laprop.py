@@ -51,10 +51,10 @@ def _laprop_leaf(g, m, v, mean, vmax, w, h, *, centered, cautious):
     """One LaProp step of a leaf, as the step added to the params (the rate inside the momentum)."""
     dtype, wide = g.dtype, _scalars.at_least_float32(g.dtype)
     g, w = g.astype(wide), w.astype(wide)
-    v = v * h.b2 + g * g * (1 - h.b2)
+    v = _formulas.moment_blend(v, g * g, h.b2)
     second = v
     if centered:
-        mean = mean + (g - mean) * (1 - h.b2)  # torch's lerp
+        mean = _formulas.moment_increment(mean, g, h.b2)  # torch's lerp
         second = jnp.where(h.t > h.steps_before_using_centered, v - mean * mean, v)
     if vmax is not None:
         vmax = jnp.maximum(vmax, second)

@@ -46,7 +46,7 @@ def _mars_leaf(g, m, v, last, vmax, *w_h, mars_type, corrected, ams_bound, cauti
     if corrected:
         c = (g - last) * (h.gamma * (h.b1 / (1 - h.b1))) + g
         c = c / jnp.maximum(jnp.linalg.norm(c), 1.0)
-    m = m + (1 - h.b1) * (c - m)  # torch's lerp
+    m = _formulas.moment_increment(m, c, h.b1)  # torch's lerp
     u = cautious_mask(m, g) if cautious else m
     if corrected and mars_type == "lion":
         return jnp.sign(u), m, v, kept, vmax
