@@ -35,7 +35,9 @@ def test_the_step_has_the_gradients_sign_and_adams_size():
     for g in grads:
         ug, sg = grams.update(g, sg)
         ua, sa = adam.update(g, sa)
-    np.testing.assert_allclose(ug, jnp.abs(ua) * jnp.sign(grads[-1]), rtol=1e-5)
+    # Grams debiases in double, as torch does; the optax-form Adam in float32, where 1 - 0.999**2
+    # is 1.3e-5 off (how far depends on jax's float32 power): the sizes agree to that much.
+    np.testing.assert_allclose(ug, jnp.abs(ua) * jnp.sign(grads[-1]), rtol=3e-5)
     assert float(ug[2]) == 0.0 and float(ua[2]) != 0.0
 
 
