@@ -13,7 +13,7 @@ import pathlib
 
 import numpy as np
 
-from benchmarks import catalogue, compat, frontier, reasons, tracing
+from benchmarks import catalogue, compat, frontier, pod, reasons, tracing
 
 HERE = pathlib.Path(__file__).parent
 ORDER = ["cpu", "gpu", "cuda", "rocm", "tpu"]
@@ -200,6 +200,8 @@ def platform_section(results: dict, chart: str | None) -> list[str]:
             *state_bytes_table(results["sharding"]),
             "",
         ]
+        if results["sharding"].get("matrix_work"):
+            lines += ["### Matrix work on a pod", "", *pod.table(results["sharding"]["matrix_work"]), ""]
     if chart:
         lines += [f"![{title} results]({chart})", ""]
     return lines

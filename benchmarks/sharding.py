@@ -160,6 +160,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     jax.config.update("jax_num_cpu_devices", 8)  # before the first JAX operation of this process
     result = _measure(*SIZES[args.sizes])
+    from benchmarks import pod
+
+    result["matrix_work"] = pod.measure(*pod.SIZES[args.sizes])
     args.json.write_text(json.dumps(result, indent=1) + "\n")
     return result
 

@@ -1,7 +1,10 @@
 """Test setup: 8 simulated CPU devices, before the first JAX operation."""
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -25,6 +28,19 @@ if not os.environ.get("GRADTX_TEST_XLA_DEFAULT"):
 import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 8)
+# Many tests compile the same program (a rule's step on the same tree, from a new `jax.jit` of a new
+# function): JAX's persistent compilation cache, in a directory of this run only, compiles it once. The
+# first process (pytest, or xdist's controller) makes the directory and removes it at exit; xdist's workers
+# inherit its name. A compiled program read back is the same executable (its HLO text, cost and memory
+# analyses included). GRADTX_TEST_NO_JAX_CACHE=1 compiles everything afresh.
+if not os.environ.get("GRADTX_TEST_NO_JAX_CACHE"):
+    _cache = os.environ.get("GRADTX_TEST_JAX_CACHE")
+    if _cache is None:
+        _cache = os.environ["GRADTX_TEST_JAX_CACHE"] = tempfile.mkdtemp(prefix="gradtx-test-jax-cache-")
+        atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+    jax.config.update("jax_compilation_cache_dir", _cache)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 jax.devices()  # the backend starts here, reading XLA_FLAGS; subprocesses get the user's flags back
 if _flags is None:
     os.environ.pop("XLA_FLAGS", None)

@@ -57,10 +57,10 @@ def collectives_by_scope(hlo: str, kinds=COLLECTIVES) -> dict[tuple[str | None, 
 
 def tolerance(name: str) -> dict[str, float]:
     """The tolerance of two differently compiled float32 runs of the factory `name` (1e-6, or GGT's and
-    Muon's own, above)."""
+    Muon's own, above: every Newton-Schulz rule, SCION's included)."""
     if "ggt" in name:
         return GGT_TOLERANCE
-    if "muon" in name:
+    if "muon" in name or "scion" in name:
         return MUON_TOLERANCE
     return {"rtol": 1e-6, "atol": 1e-6}
 

@@ -92,8 +92,11 @@ def test_smoke_run_writes_results_and_report(tmp_path):
     for row in out["sharding"]["state_bytes"].values():  # bytes per device
         assert row["zero"] <= row["gradtx"] < row["replicated"] / 3
         assert row["zero, params replicated"] < row["replicated"] / 3
+    pod = out["sharding"]["matrix_work"]["rows"]  # Muon's matrix work split: 1/8 of the FLOPs per device
+    assert len(pod) == 5 and all(r["step_ms"] > 0 for r in pod.values())
+    assert all(r["ratio"] <= 1.2 for name, r in pod.items() if name.startswith("split_matrix_work"))
     text = report.main(["--results", str(tmp_path), "--out", str(tmp_path / "RESULTS.md")])
-    assert "### Collectives per step on a 2-D mesh" in text
+    assert "### Collectives per step on a 2-D mesh" in text and "### Matrix work on a pod" in text
     assert "### Optimizer state per device on a 2-D mesh" in text
     assert "### Every optimizer optax also has" in text and "### Tracing and lowering" in text
     assert "### Beyond optax: the frontier optimizers beside AdamW" in text

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple, Sequence
 
 import jax.numpy as jnp
 
-from gradtx._algorithms.newton_schulz import orthogonalize_rows, shape_ratio
+from gradtx._algorithms.newton_schulz import rows_work, shape_ratio
 from gradtx._algorithms.normuon import check_adamw, check_ns, muon_family
 from gradtx._core import checks as _checks
 from gradtx._core import formulas as _formulas
@@ -32,7 +32,7 @@ def _adamuon_leaf(g, m, v, h, *, coeffs, use_adjusted_lr):
     if g.size == 0:
         return g, m, v
     m = _formulas.optax_moment(m, g, h.b1)
-    o = orthogonalize_rows(m, coeffs)
+    o = (yield rows_work(m, coeffs))[0]
     v, v_placed = _formulas.optax_moment(_placement.whole(v).reshape(o.shape), o * o, h.b2), v
     o = o / (jnp.sqrt(v / h.bc2) + h.eps)
     rows = g.shape[0]

@@ -28,6 +28,7 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
 from gradtx._core.formulas import corrections
+from gradtx._core.matrix_work import MatrixWork
 from gradtx._core.rule import Slot, update_rule
 from gradtx.combinators._masking import partition
 from gradtx.combinators._scale import scale_by_learning_rate
@@ -52,11 +53,13 @@ def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive, preconditioning, dims=Non
     d = MuonDimensionNumbers() if d is None else d
     if dims is not None:
         _check_dims("scale_by_muon", d, g.shape, path)
-    # whole on every device (Explicit axes: one all-gather), orthogonalised there, sliced back
-    stacked, back = _as_matrices(_placement.whole(m_hat), d)
-    out = _placement.placed_like(
-        back(jax.vmap(lambda x: newton_schulz(x, coeffs, h.eps, preconditioning))(stacked)), m_hat
+    stacked, back = _as_matrices(m_hat, d)
+    ortho = yield MatrixWork(  # each matrix orthogonalised where the constructor runs the step's matrix work
+        functools.partial(newton_schulz, coeffs=coeffs, eps=h.eps, preconditioning=preconditioning),
+        stacked,
+        ("newton_schulz", coeffs, preconditioning),
     )
+    out = _placement.placed_like(back(ortho), m_hat)
     return (jnp.sum(m_hat * out) * out if adaptive else out), m
 
 

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, Sequence
 import jax
 
 from gradtx._core import checks as _checks
+from gradtx._core import placement as _placement
 from gradtx._core import walk as _walk
 
 
@@ -66,10 +67,15 @@ def _check_dims(fn: str, dims: MuonDimensionNumbers, shape: tuple[int, ...], pat
 
 
 def _as_matrices(x: jax.Array, dims: MuonDimensionNumbers) -> tuple[jax.Array, Any]:
-    """`x` as a stack `(batch, rows, cols)` of matrices, and the function that gives `x`'s layout back."""
+    """`x` as a stack `(batch, rows, cols)` of matrices, and the function that gives `x`'s layout back.
+
+    A plain matrix keeps its placement (a unit stack axis is added); a leaf whose axes are moved or
+    merged is first made whole (Explicit axes: one all-gather), as the merge of a sharded axis needs."""
     red, out = _axes(dims, x.ndim)
     batch = tuple(a for a in range(x.ndim) if a not in red and a not in out)
     order = batch + red + out
+    if order != (0, 1) or x.ndim != 2:
+        x = _placement.whole(x)
     moved = x.transpose(order)
     stacked = moved.reshape(
         math.prod(x.shape[a] for a in batch),

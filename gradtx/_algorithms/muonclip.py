@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from gradtx import packing
-from gradtx._algorithms.newton_schulz import orthogonalize_rows, shape_ratio
+from gradtx._algorithms.newton_schulz import rows_work, shape_ratio
 from gradtx._algorithms.normuon import check_adamw, check_ns, muon_family
 from gradtx._core import checks as _checks
 from gradtx._core import hyper as _hyper
@@ -178,7 +178,7 @@ def _muonclip_leaf(g, m, h, *, coeffs, use_adjusted_lr):
     m = h.beta * m + g
     if g.size == 0:
         return g, m
-    o = orthogonalize_rows(m, coeffs).reshape(g.shape) * shape_ratio(g.shape, use_adjusted_lr)
+    o = (yield rows_work(m, coeffs))[0].reshape(g.shape) * shape_ratio(g.shape, use_adjusted_lr)
     return _placement.placed_like(o, g), m
 
 

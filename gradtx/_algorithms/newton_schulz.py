@@ -4,6 +4,7 @@ scalings of the first iterate, and pytorch-optimizer's view of a leaf as one mat
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from typing import Any, Sequence
@@ -13,6 +14,7 @@ import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
 from gradtx._core import placement as _placement
+from gradtx._core.matrix_work import MatrixWork
 
 NS_COEFFS = (3.4445, -4.7750, 2.0315)
 """Keller Jordan's quintic Newton-Schulz coefficients `(a, b, c)`: fast, not exactly orthogonal."""
@@ -147,14 +149,20 @@ TORCH_NS_EPS = 1e-7
 """The least Frobenius norm pytorch-optimizer's Newton-Schulz divides by (its `eps`)."""
 
 
-def orthogonalize_rows(u: jax.Array, coeffs: tuple[tuple[float, float, float], ...]) -> jax.Array:
-    """pytorch-optimizer's orthogonalisation of a leaf: `u` seen as one matrix of `u.shape[0]` rows (the
-    other axes flattened), Newton-Schulz from `u / max(||u||_F, 1e-7)`; the matrix, whole on every device.
+def rows_work(u: jax.Array, coeffs: tuple[tuple[float, float, float], ...]) -> MatrixWork:
+    """pytorch-optimizer's orthogonalisation of a leaf, as the matrix work a formula yields: `u` seen as one
+    matrix of `u.shape[0]` rows (the other axes flattened), Newton-Schulz from `u / max(||u||_F, 1e-7)`.
 
-    The leaf is made whole (Explicit axes: one all-gather) and orthogonalised there, as `scale_by_muon`
-    does; the caller places what it makes of it like the parameter (`placement.placed_like`)."""
-    whole = _placement.whole(u).reshape(u.shape[0], math.prod(u.shape[1:]))
-    return whole if whole.size == 0 else newton_schulz(whole, coeffs, TORCH_NS_EPS, floor=True)
+    The formula receives the `(1, rows, cols)` result, whole on every device, and places what it makes of
+    it like the parameter (`placement.placed_like`). A leaf of rank other than 2 is made whole first
+    (Explicit axes: one all-gather): its axes are merged. `u` must not be empty."""
+    x = u if u.ndim == 2 else _placement.whole(u)
+    x = x.reshape(u.shape[0], math.prod(u.shape[1:]))
+    return MatrixWork(
+        functools.partial(newton_schulz, coeffs=coeffs, eps=TORCH_NS_EPS, floor=True),
+        x[None],
+        ("torch_newton_schulz", coeffs),
+    )
 
 
 def shape_ratio(shape: tuple[int, ...], use_adjusted_lr: bool) -> float:

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from gradtx._algorithms.adam import scale_by_bias_corrected_adam
-from gradtx._algorithms.newton_schulz import coefficient_schedule, orthogonalize_rows, shape_ratio
+from gradtx._algorithms.newton_schulz import coefficient_schedule, rows_work, shape_ratio
 from gradtx._core import checks as _checks
 from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
@@ -122,7 +122,7 @@ def _normuon_leaf(g, m, v, h, *, coeffs, nesterov, update_scale, use_adjusted_lr
     if g.size == 0:
         return g, m, v
     u, m = momentum_direction(m, g, h.beta, nesterov)
-    o = orthogonalize_rows(u, coeffs)
+    o = (yield rows_work(u, coeffs))[0]
     norm = jnp.linalg.norm(o)
     v, v_placed = _formulas.optax_moment(_placement.whole(v), jnp.mean(o * o, axis=-1), h.b2), v
     o = o / (jnp.sqrt(v)[:, None] + h.eps)

@@ -10,7 +10,7 @@ from typing import Any, Mapping, NamedTuple
 
 import jax.numpy as jnp
 
-from gradtx._algorithms.newton_schulz import coefficient_schedule, orthogonalize_rows
+from gradtx._algorithms.newton_schulz import coefficient_schedule, rows_work
 from gradtx._core import checks as _checks
 from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
@@ -87,7 +87,7 @@ def _spectral(d, num_steps: int, factor: float):
     """The Newton-Schulz polar factor of `d` (a matrix of `shape[0]` rows) times `factor`."""
     if d.size == 0:
         return d
-    out = orthogonalize_rows(d, coefficient_schedule("scion", "original", num_steps)).reshape(d.shape)
+    out = (yield rows_work(d, coefficient_schedule("scion", "original", num_steps)))[0].reshape(d.shape)
     return _placement.placed_like(out * factor, d)
 
 
@@ -100,7 +100,8 @@ def _rank(norm: LMONorm, d, ranks: tuple[int, ...]) -> None:
 
 
 def lmo(d, norm: LMONorm, options: Mapping[str, Any]):
-    """The direction of steepest descent of unit `norm` along `d` (pytorch-optimizer's `Norm.lmo`)."""
+    """The direction of steepest descent of unit `norm` along `d` (pytorch-optimizer's `Norm.lmo`): a
+    generator that yields its matrix work, if any (`gradtx._core.matrix_work.evaluate` runs it here)."""
     if norm == LMONorm.AUTO:
         if d.ndim <= 1:
             norm = LMONorm.BIAS
@@ -116,11 +117,12 @@ def lmo(d, norm: LMONorm, options: Mapping[str, Any]):
     if norm == LMONorm.SPECTRAL:
         _rank(norm, d, (2,))
         scale = math.sqrt(d.shape[0] / d.shape[1]) if options["normalize"] else math.sqrt(d.shape[0])
-        return _spectral(d, options["num_steps"], max(1.0, scale) if options["max_scale"] else scale)
+        scale = max(1.0, scale) if options["max_scale"] else scale
+        return (yield from _spectral(d, options["num_steps"], scale))
     if norm == LMONorm.SPECTRALCONV:
         _rank(norm, d, (2, 3, 4))
         factor = math.sqrt(d.shape[0] / d.shape[1]) / math.prod(d.shape[2:])
-        return _spectral(d, options["num_steps"], factor)
+        return (yield from _spectral(d, options["num_steps"], factor))
     if norm == LMONorm.SIGN:
         _rank(norm, d, (2, 3, 4))
         return jnp.sign(d) / d.shape[1] if options["normalize"] else jnp.sign(d)
@@ -146,7 +148,7 @@ class ScaleByScionState(NamedTuple):
 def _scion_leaf(g, d, h, *, norm, options, light):
     """One leaf: `(scale * lmo(d), d)`, `d` SCION's average or SCION-light's buffer."""
     d = g + (1 - h.momentum) * d if light else _formulas.optax_moment(d, g, 1 - h.momentum)
-    return h.scale * lmo(d, norm, options), d
+    return h.scale * (yield from lmo(d, norm, options)), d
 
 
 def _scion(

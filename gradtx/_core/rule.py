@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
+from gradtx._core import matrix_work as _matrix_work
 from gradtx._core import naming as _naming
 from gradtx._core import packed as _packed
 from gradtx._core import placement as _placement
@@ -128,6 +129,13 @@ def update_rule(
     - **the state**: `state(count, *slots, *scalars)`; with `count="if_scheduled"` and no
       schedule among the hyperparameters, `EmptyState()` (a rule without slots);
       `count="never"` keeps no count (optax's `ScaleByRmsState(nu)`; no schedules then).
+
+    A formula whose step does work on each matrix of a leaf (an orthogonalisation, an
+    eigendecomposition, a matrix root) is written as a generator that yields that work, a
+    `gradtx._core.matrix_work.MatrixWork`, and receives its results: the constructor runs every
+    leaf up to its `yield` and hands the step's work over at once, done where each leaf is by
+    default, or stacked by shape and split across the devices under
+    `gradtx.parallel.split_matrix_work`.
 
     `over="tree"` is for rules that combine all leaves (GGT's Gram matrix; the learning-rate-free rules,
     whose scalars follow sums over every element): the formula then takes lists, `leaf(gs, *slot_lists,
@@ -401,6 +409,13 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
         else:
             path_list = _leaves.key_paths(updates) if paths else None
             derived_shapes: dict[Any, Any] = {}
+            pending: dict[int, Any] = {}
+
+            def finish(i: int, res: Any) -> None:
+                outs[i] = _leaves.as_update(res[0], leaves[i])
+                for k in range(n_slots):
+                    new_slots[k][i] = _leaves.keep(res[k + 1], flat_slots[k][i])
+
             for i, g in enumerate(leaves):  # one leaf at a time: the formula is one call away
                 if g is None:
                     continue
@@ -422,9 +437,14 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
                     res = _leaves.rows(leaf, g, slot_args, w, h, kw)
                 else:
                     res = sparse(g, *slot_args, *w, h, **kw)
-                outs[i] = _leaves.as_update(res[0], g)
-                for k in range(n_slots):
-                    new_slots[k][i] = _leaves.keep(res[k + 1], slot_args[k])
+                if isinstance(res, types.GeneratorType):  # the formula yields its matrix work
+                    try:
+                        pending[i] = _matrix_work.start(res)
+                    except StopIteration as stop:  # it had none for this leaf
+                        finish(i, stop.value)
+                else:
+                    finish(i, res)
+            _matrix_work.drive(pending, finish)  # all leaves' matrix work at once
         return treedef.unflatten(outs), new_state(state, scalars_for.h, treedef, new_slots)
 
     result: _protocol.GradientTransformation

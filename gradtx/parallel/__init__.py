@@ -14,6 +14,8 @@ devices of one host and across hosts (`jax.distributed`).
   `shard_map`, or under plain `jax.jit` with a mesh); `unshard_state` / `shard_state` move
   its state to another number of devices; `restore_target` gives a checkpoint's target on
   another mesh (orbax restores into it).
+- `split_matrix_work`: each device computes the per-matrix work (Muon's Newton-Schulz, ...) of
+  1/N of the matrices, the results gathered once.
 - `step_deadline`: a watchdog around a step of a multi-process run; a process whose step
   does not finish in time (a hung peer blocks every collective) exits with a clear message.
 
@@ -68,6 +70,7 @@ from gradtx.parallel._cross_shard import (
     tower_reduce,
 )
 from gradtx.parallel._deadline import step_deadline
+from gradtx.parallel._matrix_work import split_matrix_work
 from gradtx.parallel._restore import restore_target
 from gradtx.parallel._sharded import sharded_state
 from gradtx.parallel._sharded_layout import ShardedState, shard_state, unshard_state
@@ -98,6 +101,7 @@ __all__ = [
     "restore_target",
     "shard_state",
     "sharded_state",
+    "split_matrix_work",
     "step_deadline",
     "sync_replicas",
     "tower_reduce",

@@ -1,6 +1,8 @@
 """Frontier optimizers (hessian): AdaHessian and Sophia-H, pytorch-optimizer's numbers (`Entry.reference` its
 class), and their building blocks.
 
+Sophia-H's example refreshes its estimate every other step (the `lax.cond` of a delayed refresh); the
+others every step, the default, which compiles no branch (their references cover the delayed ones).
 Their Hutchinson estimate needs the objective: the contract suite gives `obj_fn`, half the squared norm of
 any params tree (its Hessian the identity). Both densify a row-sparse gradient: their moments move every
 row. A NaN gradient reaches the params through the momentum; an infinite one too for AdaHessian, while
@@ -33,7 +35,7 @@ optimizer(
     "adahessian",
     optimizers.adahessian,
     (),
-    {"learning_rate": 0.05, "update_period": 2},
+    {"learning_rate": 0.05},
     "pytorch_optimizer.AdaHessian",
     sparse="dense",
     extra_args=_objective,
@@ -51,14 +53,14 @@ optimizer(
 transform(
     "scale_by_adahessian",
     transforms.scale_by_adahessian,
-    {"b1": 0.9, "update_period": 2},
+    {"b1": 0.9},
     sparse="dense",
     extra_args=_objective,
 )
 transform(
     "scale_by_sophia_h",
     transforms.scale_by_sophia_h,
-    {"clip_threshold": 1.0, "update_period": 2},
+    {"clip_threshold": 1.0},
     sparse="dense",
     extra_args=_objective,
     nonfinite=SIGN_OF_MOMENTUM,

@@ -20,4 +20,11 @@ optimizer(
     "pytorch_optimizer.Kron",
     sparse="dense",
 )
-transform("scale_by_psgd_kron", transforms.scale_by_psgd_kron, {"balance_prob": 0.5}, sparse="dense")
+# the building block with diagonal factors (psgd_kron's example keeps the triangular ones): the contract
+# is the state's, and each triangular factor costs its leaf a compile of solves and norms
+transform(
+    "scale_by_psgd_kron",
+    transforms.scale_by_psgd_kron,
+    {"balance_prob": 0.5, "memory_save_mode": "all_diag"},
+    sparse="dense",
+)

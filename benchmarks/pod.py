@@ -1,0 +1,115 @@
+"""Matrix work on a pod: Muon's step on 8 devices, its Newton-Schulz work as GSPMD places it (Auto axes),
+repeated on every device (Explicit axes), and split across the devices (`gradtx.parallel.split_matrix_work`).
+
+`benchmarks.sharding` calls `measure` in its process of 8 simulated CPU devices. The tree is the pod
+issue's workload: `layers` layers of an `up` (rows x cols) and a `down` (cols x rows) matrix, each sharded
+`P("data", None)` on a mesh of 8 devices `("data",)`. For each contender: the compiled step's FLOPs per
+device (XLA's cost analysis), over the single-device step's FLOPs / 8; its collective instructions; and the
+median wall time of a few steps (all 8 simulated devices share this machine's cores, so the time follows
+the total work and the data moved, not one device's share).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from benchmarks.sharding import count
+
+LR = 0.02
+
+
+def measure(layers: int, rows: int, cols: int, steps: int = 3) -> dict[str, Any]:
+    """The table's rows: `{contender: {flops, ratio, collectives, step_ms}}` and the workload."""
+    import jax
+    import numpy as np
+    import optax
+    import optax.contrib
+    from jax.sharding import AxisType, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import gradtx
+
+    rng = np.random.default_rng(0)
+    host = {
+        f"layer{i}": {
+            "up": rng.standard_normal((rows, cols)).astype(np.float32),
+            "down": rng.standard_normal((cols, rows)).astype(np.float32),
+        }
+        for i in range(layers)
+    }
+    grads_host = jax.tree.map(lambda x: 0.01 * x, host)
+
+    def flops(compiled):
+        analysis = compiled.cost_analysis()
+        return float((analysis[0] if isinstance(analysis, list) else analysis)["flops"])
+
+    def run(tx, params, grads):
+        step = jax.jit(tx.update)
+        state = tx.init(params)
+        compiled = step.lower(grads, state, params).compile()
+        jax.block_until_ready(step(grads, state, params))
+        times = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            jax.block_until_ready(step(grads, state, params))
+            times.append((time.perf_counter() - start) * 1e3)
+        median = statistics.median(times)
+        return {"flops": flops(compiled), "collectives": count(compiled.as_text()), "step_ms": median}
+
+    single_tx = gradtx.muon(LR)
+    single = flops(jax.jit(single_tx.update).lower(grads_host, single_tx.init(host), host).compile())
+    contenders = {
+        "optax.contrib.muon, Auto axes": (AxisType.Auto, lambda: optax.contrib.muon(LR)),
+        "muon, Auto axes": (AxisType.Auto, lambda: gradtx.muon(LR)),
+        "muon, Explicit axes": (AxisType.Explicit, lambda: gradtx.muon(LR)),
+        "split_matrix_work(muon), Auto axes": (
+            AxisType.Auto,
+            lambda: gradtx.parallel.split_matrix_work(gradtx.muon(LR)),
+        ),
+        "split_matrix_work(muon), Explicit axes": (
+            AxisType.Explicit,
+            lambda: gradtx.parallel.split_matrix_work(gradtx.muon(LR)),
+        ),
+    }
+    rows_out = {}
+    for name, (kind, make) in contenders.items():
+        mesh = jax.make_mesh((8,), ("data",), axis_types=(kind,))
+        with jax.set_mesh(mesh):
+            rows_sharded = NamedSharding(mesh, P("data", None))
+            placed = jax.tree.map(lambda x, s=rows_sharded: jax.device_put(x, s), (host, grads_host))
+            row = run(make(), *placed)
+        row["ratio"] = row["flops"] / (single / 8)
+        rows_out[name] = row
+    return {
+        "workload": f"{layers} layers of {rows}x{cols} + {cols}x{rows} float32 matrices sharded "
+        "P('data', None) over 8 devices",
+        "single_device_gflop": single / 1e9,
+        "rows": rows_out,
+    }
+
+
+SIZES = {"full": (8, 512, 2048), "smoke": (8, 16, 64)}
+
+
+def table(result: dict[str, Any]) -> list[str]:
+    """The Markdown table of `measure`'s result."""
+    lines = [
+        f"Muon's step on {result['workload']} (single device: {result['single_device_gflop']:.1f} GFLOP). "
+        "GFLOP per device from XLA's cost analysis, over the single-device step's / 8; the compiled step's "
+        "collective instructions as *all-gather / all-reduce / other*; the median step on this machine "
+        "(8 simulated devices share its cores: the time follows the total work). Run by "
+        "`python -m benchmarks.sharding`.",
+        "",
+        "| contender | GFLOP per device | / (single / 8) | collectives | step (ms) |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, row in result["rows"].items():
+        c = row["collectives"]
+        other = sum(v for k, v in c.items() if k not in ("all-gather", "all-reduce"))
+        lines.append(
+            f"| {name} | {row['flops'] / 1e9:.1f} | {row['ratio']:.2f}x | "
+            f"{c['all-gather']} / {c['all-reduce']} / {other} | {row['step_ms']:.0f} |"
+        )
+    return lines

@@ -1,0 +1,133 @@
+"""Per-matrix work a rule hands to the constructor, and who runs it: here, or split across devices.
+
+A rule whose step does work per matrix (Muon's Newton-Schulz iteration, an eigendecomposition, a
+matrix root) declares it by writing its formula as a generator: where the formula needs the work done,
+it yields a `MatrixWork` (a function of one matrix, a stack of matrices, the work's key) and receives
+the function's results for the whole stack:
+
+    def leaf(g, m, h):
+        m = ...                                         # element-wise: on the leaf, where it lives
+        u = yield MatrixWork(orthogonalize, m[None], ("ns", coeffs))
+        return u[0], m
+
+`update_rule` runs every leaf's formula up to its `yield`, hands all the work of the step to `run` at
+once, and sends each formula its results (a formula may yield again). Nothing else in the formula
+changes. By default `run` does each leaf's work where the leaf is, as a plain call would (whole on
+every device under Explicit axes, GSPMD's choice under Auto axes). Inside `spreading(spread)`
+(`gradtx.parallel.split_matrix_work` sets it), `spread` receives all of the step's work instead and
+may stack the works of one key, shape and dtype and split the stack across the devices; the numbers are
+the same work's, done elsewhere. Type casts and stacking only here: the collectives live in
+`gradtx.parallel`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import types
+from typing import Any, Callable, Hashable, Iterator, NamedTuple, Sequence
+
+import jax
+
+from gradtx._core import placement as _placement
+
+
+class MatrixWork(NamedTuple):
+    """Work done on each matrix of a stack, independently of the others.
+
+    Attributes:
+      fn: one matrix `(rows, cols)` -> its result (an array or a tuple of arrays).
+      stack: the matrices, `(n, rows, cols)`.
+      key: what else `fn` depends on (its static settings): works with equal keys, matrix shapes and
+        dtypes compute the same function and may run as one stack. The step's traced scalars a
+        formula closes over are the same for every leaf of one dtype.
+    """
+
+    fn: Callable[[jax.Array], Any]
+    stack: jax.Array
+    key: Hashable
+
+
+Spread = Callable[[Sequence[MatrixWork]], list[Any]]
+"""All of one step's work -> each work's results (`jax.vmap(work.fn)(work.stack)`), in order."""
+
+_SPREAD: contextvars.ContextVar[Spread | None] = contextvars.ContextVar("gradtx_matrix_spread", default=None)
+
+
+@contextlib.contextmanager
+def spreading(spread: Spread) -> Iterator[None]:
+    """Within this block (at trace time), the matrix work of every rule is run by `spread`."""
+    token = _SPREAD.set(spread)
+    try:
+        yield
+    finally:
+        _SPREAD.reset(token)
+
+
+def here(work: MatrixWork) -> Any:
+    """`work` done where its leaf is: the stack whole on every device under Explicit axes (one
+    all-gather), GSPMD's choice under Auto axes, each device's own under `shard_map`."""
+    return jax.vmap(work.fn)(_placement.whole(work.stack))
+
+
+def run(works: Sequence[MatrixWork]) -> list[Any]:
+    """The results of `works`: by the `spread` of the enclosing `spreading` block, else each `here`."""
+    spread = _SPREAD.get()
+    if spread is None or not works:
+        return [here(w) for w in works]
+    return spread(works)
+
+
+def group_key(work: MatrixWork) -> tuple[Any, ...]:
+    """Works with equal group keys run as one stack: the same function on matrices of one shape and dtype."""
+    return (work.key, tuple(work.stack.shape[1:]), work.stack.dtype)
+
+
+def groups(works: Sequence[MatrixWork]) -> list[list[int]]:
+    """The indices of `works`, grouped by `group_key`, in first-seen order."""
+    by_key: dict[Any, list[int]] = {}
+    for i, w in enumerate(works):
+        by_key.setdefault(group_key(w), []).append(i)
+    return list(by_key.values())
+
+
+def drive(pending: dict[int, Any], finish: Callable[[int, Any], None]) -> None:
+    """Run the generators of `pending` (`{leaf index: (generator, its first MatrixWork)}`) to their ends:
+    each round hands every open generator's work to `run` at once and sends each its results; a
+    generator's return value goes to `finish(index, value)`."""
+    while pending:
+        order = list(pending)
+        results = run([pending[i][1] for i in order])
+        for i, result in zip(order, results, strict=True):
+            generator = pending.pop(i)[0]
+            try:
+                pending[i] = (generator, _checked(generator.send(result)))
+            except StopIteration as stop:
+                finish(i, stop.value)
+
+
+def evaluate(result: Any) -> Any:
+    """A formula's result with its matrix work done `here`: `result` itself unless it is a generator."""
+    if not isinstance(result, types.GeneratorType):
+        return result
+    out: list[Any] = []
+    try:
+        pending = {0: start(result)}
+    except StopIteration as stop:  # no work after all
+        return stop.value
+    drive(pending, lambda i, value: out.append(value))
+    return out[0]
+
+
+def start(generator: Any) -> tuple[Any, MatrixWork]:
+    """`(generator, the first MatrixWork it yields)`."""
+    return generator, _checked(next(generator))
+
+
+def _checked(work: Any) -> MatrixWork:
+    if not isinstance(work, MatrixWork) or jax.numpy.ndim(work.stack) != 3:
+        raise TypeError(f"A rule's formula must yield a MatrixWork of a (n, rows, cols) stack, got {work!r}.")
+    return work
+
+
+__all__: list[str] = []
