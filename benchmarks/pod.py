@@ -1,6 +1,10 @@
 """Matrix work on a pod: Muon's step on 8 devices, its Newton-Schulz work as GSPMD places it (Auto axes),
 repeated on every device (Explicit axes), and split across the devices (`gradtx.parallel.split_matrix_work`).
 
+Shampoo is not timed here: on 8 simulated CPU devices its SVDs keep some device threads from an
+all-gather past XLA:CPU's rendezvous timeout (the process aborts); tests/parallel/test_matrix_work.py
+checks its split numbers.
+
 `benchmarks.sharding` calls `measure` in its process of 8 simulated CPU devices. The tree is the pod
 issue's workload: `layers` layers of an `up` (rows x cols) and a `down` (cols x rows) matrix, each sharded
 `P("data", None)` on a mesh of 8 devices `("data",)`. For each contender: the compiled step's FLOPs per
@@ -58,34 +62,38 @@ def measure(layers: int, rows: int, cols: int, steps: int = 3) -> dict[str, Any]
         median = statistics.median(times)
         return {"flops": flops(compiled), "collectives": count(compiled.as_text()), "step_ms": median}
 
-    single_tx = gradtx.muon(LR)
-    single = flops(jax.jit(single_tx.update).lower(grads_host, single_tx.init(host), host).compile())
-    contenders = {
-        "optax.contrib.muon, Auto axes": (AxisType.Auto, lambda: optax.contrib.muon(LR)),
-        "muon, Auto axes": (AxisType.Auto, lambda: gradtx.muon(LR)),
-        "muon, Explicit axes": (AxisType.Explicit, lambda: gradtx.muon(LR)),
-        "split_matrix_work(muon), Auto axes": (
-            AxisType.Auto,
-            lambda: gradtx.parallel.split_matrix_work(gradtx.muon(LR)),
-        ),
-        "split_matrix_work(muon), Explicit axes": (
-            AxisType.Explicit,
-            lambda: gradtx.parallel.split_matrix_work(gradtx.muon(LR)),
+    def single_flops(tx):
+        return flops(jax.jit(tx.update).lower(grads_host, tx.init(host), host).compile())
+
+    split = gradtx.parallel.split_matrix_work
+    families = {  # each optimizer: its single-device step, then its contenders on the 8 devices
+        "muon": (
+            lambda: gradtx.muon(LR),
+            {
+                "optax.contrib.muon, Auto axes": (AxisType.Auto, lambda: optax.contrib.muon(LR)),
+                "muon, Auto axes": (AxisType.Auto, lambda: gradtx.muon(LR)),
+                "muon, Explicit axes": (AxisType.Explicit, lambda: gradtx.muon(LR)),
+                "split_matrix_work(muon), Auto axes": (AxisType.Auto, lambda: split(gradtx.muon(LR))),
+                "split_matrix_work(muon), Explicit axes": (AxisType.Explicit, lambda: split(gradtx.muon(LR))),
+            },
         ),
     }
     rows_out = {}
-    for name, (kind, make) in contenders.items():
-        mesh = jax.make_mesh((8,), ("data",), axis_types=(kind,))
-        with jax.set_mesh(mesh):
-            rows_sharded = NamedSharding(mesh, P("data", None))
-            placed = jax.tree.map(lambda x, s=rows_sharded: jax.device_put(x, s), (host, grads_host))
-            row = run(make(), *placed)
-        row["ratio"] = row["flops"] / (single / 8)
-        rows_out[name] = row
+    singles = {}
+    for family, (make_single, contenders) in families.items():
+        single = singles[family] = single_flops(make_single())
+        for name, (kind, make) in contenders.items():
+            mesh = jax.make_mesh((8,), ("data",), axis_types=(kind,))
+            with jax.set_mesh(mesh):
+                rows_sharded = NamedSharding(mesh, P("data", None))
+                placed = jax.tree.map(lambda x, s=rows_sharded: jax.device_put(x, s), (host, grads_host))
+                row = run(make(), *placed)
+            row["ratio"] = row["flops"] / (single / 8)
+            rows_out[name] = row
     return {
         "workload": f"{layers} layers of {rows}x{cols} + {cols}x{rows} float32 matrices sharded "
         "P('data', None) over 8 devices",
-        "single_device_gflop": single / 1e9,
+        "single_device_gflop": {k: v / 1e9 for k, v in singles.items()},
         "rows": rows_out,
     }
 
@@ -96,10 +104,11 @@ SIZES = {"full": (8, 512, 2048), "smoke": (8, 16, 64)}
 def table(result: dict[str, Any]) -> list[str]:
     """The Markdown table of `measure`'s result."""
     lines = [
-        f"Muon's step on {result['workload']} (single device: {result['single_device_gflop']:.1f} GFLOP). "
-        "GFLOP per device from XLA's cost analysis, over the single-device step's / 8; the compiled step's "
-        "collective instructions as *all-gather / all-reduce / other*; the median step on this machine "
-        "(8 simulated devices share its cores: the time follows the total work). Run by "
+        f"Muon's step on {result['workload']} (single device: "
+        + ", ".join(f"{k} {v:.1f} GFLOP" for k, v in result["single_device_gflop"].items())
+        + "). GFLOP per device from XLA's cost analysis, over the single-device step's / 8; the compiled "
+        "step's collective instructions as *all-gather / all-reduce / other*; the median step on this "
+        "machine (8 simulated devices share its cores: the time follows the total work). Run by "
         "`python -m benchmarks.sharding`.",
         "",
         "| contender | GFLOP per device | / (single / 8) | collectives | step (ms) |",

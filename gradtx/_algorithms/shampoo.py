@@ -15,6 +15,7 @@ from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
+from gradtx._core.matrix_work import MatrixWork
 from gradtx._core.rule import update_rule
 from gradtx._core.scalars import at_least_float32
 from gradtx.combinators._scale import scale_by_learning_rate
@@ -181,12 +182,16 @@ def _matrix_dimension(pg, x, i, mat_g_i, mat_h_i, scalars, config):
     if config.precond_update_interval > 1:
         value = jnp.where(scalars.update_stats, value, statistic)
         slot = jnp.where(scalars.update_stats, slot, statistic)
-    root = _root(x.shape[i], scalars, config, x.ndim)
-    if config.svd_interval > 1:
-        kept = _placement.whole(mat_h_i)
-        h = jax.lax.cond(scalars.update_roots, root, lambda v: kept, value)
-    else:
-        h = root(value)
+    delayed = config.svd_interval > 1  # the root renewed every svd_interval steps, else kept
+    kept = _placement.whole(mat_h_i) if delayed else None
+    roots = yield MatrixWork(  # the matrix root: where the constructor runs the step's matrix work
+        _root(x.shape[i], scalars, config, x.ndim),
+        value[None],
+        ("shampoo_root", x.ndim, config.use_iterative_root),
+        when=scalars.update_roots if delayed else None,
+        otherwise=kept[None] if delayed else None,
+    )
+    h = roots[0]
     pg = jnp.tensordot(pg, h, axes=([0], [0]), precision=_HIGHEST)
     new_root = _placement.placed_like(h, mat_h_i) if config.svd_interval > 1 else mat_h_i
     return pg, _placement.placed_like(slot, mat_g_i), new_root
@@ -253,8 +258,10 @@ def _shampoo_leaf(g, gbar, mat_g, mat_h, h, *, config):
     scalars = _Scalars(md_t, mw_t, eps_t, neg_alpha, update_stats, update_roots)
     new_g, new_h = [], []
     for i, d in enumerate(dims):
-        step = _matrix_dimension if d <= config.max_matrix_size else _diagonal_dimension
-        pg, slot, root = step(pg, x, i, mat_g[i], mat_h[i], scalars, config)
+        if d <= config.max_matrix_size:  # one round of matrix work per such dimension
+            pg, slot, root = yield from _matrix_dimension(pg, x, i, mat_g[i], mat_h[i], scalars, config)
+        else:
+            pg, slot, root = _diagonal_dimension(pg, x, i, mat_g[i], mat_h[i], scalars, config)
         new_g.append(slot)
         new_h.append(root)
     update = _placement.placed_like(pg.reshape(g.shape), g)  # a whole one is sliced (no communication)

@@ -40,12 +40,17 @@ class MatrixWork(NamedTuple):
       stack: the matrices, `(n, rows, cols)`.
       key: what else `fn` depends on (its static settings): works with equal keys, matrix shapes and
         dtypes compute the same function and may run as one stack. The step's traced scalars a
-        formula closes over are the same for every leaf of one dtype.
+        formula closes over (`when` among them) are the same for every leaf of one dtype.
+      when: None (always), or a traced boolean scalar: the work is done on this step only when it is
+        true (a `lax.cond`; a refresh every k steps), else the results are `otherwise`.
+      otherwise: the results when `when` is false, shaped like `fn`'s over the stack.
     """
 
     fn: Callable[[jax.Array], Any]
     stack: jax.Array
     key: Hashable
+    when: Any = None
+    otherwise: Any = None
 
 
 Spread = Callable[[Sequence[MatrixWork]], list[Any]]
@@ -66,8 +71,22 @@ def spreading(spread: Spread) -> Iterator[None]:
 
 def here(work: MatrixWork) -> Any:
     """`work` done where its leaf is: the stack whole on every device under Explicit axes (one
-    all-gather), GSPMD's choice under Auto axes, each device's own under `shard_map`."""
-    return jax.vmap(work.fn)(_placement.whole(work.stack))
+    all-gather), GSPMD's choice under Auto axes, each device's own under `shard_map`; a stack of one
+    matrix as that matrix (no batch axis), and only `when` it is asked for."""
+
+    def compute(stack):
+        if stack.shape[0] == 1:
+            return jax.tree.map(lambda r: r[None], work.fn(stack[0]))
+        return jax.vmap(work.fn)(stack)
+
+    return when(work, compute, _placement.whole(work.stack))
+
+
+def when(work: MatrixWork, compute: Callable[[jax.Array], Any], stack: jax.Array) -> Any:
+    """`compute(stack)`, or `work.otherwise` on a step where `work.when` is false (a `lax.cond`)."""
+    if work.when is None:
+        return compute(stack)
+    return jax.lax.cond(work.when, compute, lambda _: work.otherwise, stack)
 
 
 def run(works: Sequence[MatrixWork]) -> list[Any]:
@@ -79,8 +98,9 @@ def run(works: Sequence[MatrixWork]) -> list[Any]:
 
 
 def group_key(work: MatrixWork) -> tuple[Any, ...]:
-    """Works with equal group keys run as one stack: the same function on matrices of one shape and dtype."""
-    return (work.key, tuple(work.stack.shape[1:]), work.stack.dtype)
+    """Works with equal group keys run as one stack: the same function on matrices of one shape and dtype,
+    conditional or not."""
+    return (work.key, tuple(work.stack.shape[1:]), work.stack.dtype, work.when is None)
 
 
 def groups(works: Sequence[MatrixWork]) -> list[list[int]]:

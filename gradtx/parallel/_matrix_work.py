@@ -1,5 +1,5 @@
 """`split_matrix_work`: each device computes the matrix work of 1/N of the matrices, the results are
-gathered once (Muon's Newton-Schulz iterations, and every rule that yields a `MatrixWork`)."""
+gathered once (Muon's Newton-Schulz iterations, Shampoo's roots, every rule that yields a `MatrixWork`)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def split_matrix_work(
 ) -> _protocol.GradientTransformation:
     r"""Split the per-matrix work of `tx`'s rules across the devices: each computes 1/N of the matrices.
 
-    Muon's Newton-Schulz iterations (and the work of every rule that declares its matrix work, see
-    `gradtx.update_rule`) otherwise run as the leaves lie: under `jax.jit` with Auto axes GSPMD
+    Muon's Newton-Schulz iterations, Shampoo's matrix roots (and the work of every rule that declares
+    its matrix work, see `gradtx.update_rule`) otherwise run as the leaves lie: under `jax.jit` with Auto axes GSPMD
     shards each matmul of each iteration (a collective per matmul); with Explicit axes every device
     gathers every matrix and computes all of them; under `shard_map` every replica repeats all of
     them. Here the matrices of one shape are stacked (the works of one rule, key, shape and dtype:
@@ -39,8 +39,9 @@ def split_matrix_work(
 
     - under `jax.jit` (Auto or Explicit axes; the mesh of `jax.set_mesh`, or `mesh`): the stack is
       placed with its stack axis sharded over `mesh_axes` (all of the mesh's axes by default: one
-      all-to-all from the leaves' own layout), each device computes its matrices, and the results
-      are gathered (one all-gather per result array); each leaf then takes its own slice;
+      all-to-all from the leaves' own layout), each device computes its matrices (a `shard_map` over
+      those axes: a per-device program), and the results are gathered (one all-gather per result
+      array); each leaf then takes its own slice;
     - inside `jax.shard_map` / `jax.pmap` over `axis_name`: replica `i` computes the matrices
       `[i k, (i + 1) k)` of the stack (`k = ceil(n / N)`) and one all-gather gives every replica
       all of them. The matrices must be the same on every replica (data parallelism after
@@ -48,7 +49,10 @@ def split_matrix_work(
       `axis_name` is refused.
 
     Per device, the work of a group of `n` matrices is that of `ceil(n / N)` matrices instead of
-    `n`, at the price of two collectives per group (jit; one inside `shard_map`). The numbers are
+    `n`, at the price of two collectives per group (jit; one inside `shard_map`). Work a rule does
+    only on some steps (Shampoo's roots with `svd_interval` > 1) stays in its `lax.cond`: on the
+    other steps nothing is computed or moved. A rule with several rounds of work (Shampoo: a root
+    per dimension, each used by the next) has two collectives per group and round. The numbers are
     the single-device run's: the same function of the same matrix, computed on another device.
 
     Args:
@@ -127,6 +131,14 @@ def _explicit_sharding(x: jax.Array) -> NamedSharding | None:
     return None
 
 
+def _otherwise(works: Sequence[_matrix_work.MatrixWork], idx: list[int], place: Any) -> Any:
+    """The group's results on a step that skips its work (each work's `otherwise`, concatenated and placed
+    as the computed results are); None for unconditional work."""
+    if works[idx[0]].when is None:
+        return None
+    return jax.tree.map(lambda *parts: place(jnp.concatenate(parts)), *(works[i].otherwise for i in idx))
+
+
 def _split(works: Sequence[_matrix_work.MatrixWork], idx: list[int], results: list[Any], out: Any) -> None:
     """Each work of the group takes its matrices' results from the group's `out`."""
     start = 0
@@ -166,8 +178,18 @@ def _over_mesh(mesh: Any, mesh_axes: tuple[Hashable, ...] | None) -> _matrix_wor
         results: list[Any] = [None] * len(works)
         for idx in _matrix_work.groups(works):
             x, n = _stacked(works, idx, size)
-            y = jax.vmap(works[idx[0]].fn)(place(x, P(axes)))  # each device: its 1/size of the stack
-            _split(works, idx, results, jax.tree.map(lambda t, n=n: place(t, P())[:n], y))  # gathered once
+            first = works[idx[0]]
+
+            def compute(x, fn=first.fn, n=n):
+                # each device its 1/size of the stack, as a per-device program: a loop, an SVD or an
+                # eigendecomposition is then never partitioned (nor its types checked) by the compiler
+                local = jax.shard_map(
+                    jax.vmap(fn), mesh=m, in_specs=P(axes), out_specs=P(axes), axis_names=set(axes)
+                )
+                return jax.tree.map(lambda t: place(t, P())[:n], local(place(x, P(axes))))  # gathered once
+
+            otherwise = _otherwise(works, idx, lambda t: place(t, P()))
+            _split(works, idx, results, _matrix_work.when(first._replace(otherwise=otherwise), compute, x))
         return results
 
     return spread
@@ -192,11 +214,15 @@ def _over_replicas(names: tuple[Hashable, ...]) -> _matrix_work.Spread:
         results: list[Any] = [None] * len(works)
         for idx in _matrix_work.groups(works):
             x, n = _stacked(works, idx, size)
-            k = x.shape[0] // size
-            mine = jax.lax.dynamic_slice_in_dim(x, index * k, k)
-            y = jax.vmap(works[idx[0]].fn)(mine)
-            gathered = jax.tree.map(lambda t, n=n: _axes.all_gather(t, names, checked)[:n], y)
-            _split(works, idx, results, gathered)
+            first = works[idx[0]]
+
+            def compute(x, fn=first.fn, n=n):
+                k = x.shape[0] // size
+                y = jax.vmap(fn)(jax.lax.dynamic_slice_in_dim(x, index * k, k))  # this replica's slice
+                return jax.tree.map(lambda t: _axes.all_gather(t, names, checked)[:n], y)
+
+            otherwise = _otherwise(works, idx, lambda t: t)
+            _split(works, idx, results, _matrix_work.when(first._replace(otherwise=otherwise), compute, x))
         return results
 
     return spread

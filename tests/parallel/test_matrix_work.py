@@ -34,8 +34,9 @@ def _problem(n=3, dtype=jnp.float32):
     return params, grads
 
 
-def _steps(tx, params, grads, update=None, steps=2):
-    """Two steps of `tx` (the second sees a momentum); the updates of the last."""
+def _steps(tx, params, grads, update=None, steps=3):
+    """Three steps of `tx` (the second sees a momentum, the third a delayed root renewed); the updates of
+    the last."""
     update = update or jax.jit(tx.update)
     state = tx.init(params)
     for _ in range(steps):
@@ -71,6 +72,9 @@ OPTIMIZERS = {
     "adamuon": lambda: gradtx.adamuon(0.02, eps=1e-3),
     "muon_clip": lambda: gradtx.muon_clip(0.02),
     "scion": lambda: gradtx.scion(0.02),
+    "shampoo": lambda: gradtx.shampoo(0.1),  # two rounds: the roots of each dimension's statistic
+    # roots renewed every other step (the skipped step's `lax.cond`), by Newton's iteration
+    "shampoo_delayed_iterative": lambda: gradtx.shampoo(0.1, svd_interval=2, use_iterative_root=True),
 }
 
 
@@ -99,7 +103,9 @@ def test_under_jit_every_mode_gives_the_single_device_numbers(name, mode):
 
 
 @pytest.mark.parametrize(
-    ("name", "mode"), [("muon", m) for m in MAPPED_MODES] + [("normuon", "shard_map_vma"), ("scion", "pmap")]
+    ("name", "mode"),
+    [("muon", m) for m in MAPPED_MODES]
+    + [("normuon", "shard_map_vma"), ("scion", "pmap"), ("shampoo_delayed_iterative", "shard_map_vma")],
 )
 def test_inside_a_mapped_axis_every_mode_gives_the_single_device_numbers(name, mode):
     params, grads = _problem()
