@@ -30,10 +30,10 @@ def split_matrix_work(
     r"""Split the per-matrix work of `tx`'s rules across the devices: each computes 1/N of the matrices.
 
     Muon's Newton-Schulz iterations, Shampoo's matrix roots (and the work of every rule that declares
-    its matrix work, see `gradtx.update_rule`) otherwise run as the leaves lie: under `jax.jit` with Auto axes GSPMD
-    shards each matmul of each iteration (a collective per matmul); with Explicit axes every device
-    gathers every matrix and computes all of them; under `shard_map` every replica repeats all of
-    them. Here the matrices of one shape are stacked (the works of one rule, key, shape and dtype:
+    its matrix work, see `gradtx.update_rule`) otherwise run as the leaves lie: under `jax.jit` with
+    Auto axes GSPMD shards each matmul of each iteration (a collective per matmul); with Explicit axes
+    every device gathers every matrix and computes all of them; under `shard_map` every replica
+    repeats all of them. Here the matrices of one shape are stacked (the works of one rule, key, shape and dtype:
     a group), the stack is padded to a multiple of the device count N with copies of its first
     matrix, and
 
