@@ -33,9 +33,9 @@ def split_matrix_work(
     its matrix work, see `gradtx.update_rule`) otherwise run as the leaves lie: under `jax.jit` with
     Auto axes GSPMD shards each matmul of each iteration (a collective per matmul); with Explicit axes
     every device gathers every matrix and computes all of them; under `shard_map` every replica
-    repeats all of them. Here the matrices of one shape are stacked (the works of one rule, key, shape and dtype:
-    a group), the stack is padded to a multiple of the device count N with copies of its first
-    matrix, and
+    repeats all of them. Here the matrices of one shape are stacked (the works of one rule, key,
+    shape and dtype: a group), the stack is padded to a multiple of the device count N with copies of
+    its first matrix, and
 
     - under `jax.jit` (Auto or Explicit axes; the mesh of `jax.set_mesh`, or `mesh`): the stack is
       placed with its stack axis sharded over `mesh_axes` (all of the mesh's axes by default: one
