@@ -55,12 +55,17 @@ def _muon_leaf(g, m, h, *, coeffs, nesterov, adaptive, preconditioning, dims=Non
         _check_dims("scale_by_muon", d, g.shape, path)
     stacked, back = _as_matrices(m_hat, d)
     ortho = yield MatrixWork(  # each matrix orthogonalised where the constructor runs the step's matrix work
-        functools.partial(newton_schulz, coeffs=coeffs, eps=h.eps, preconditioning=preconditioning),
+        functools.partial(_orthogonalized, coeffs=coeffs, preconditioning=preconditioning),
         stacked,
         ("newton_schulz", coeffs, preconditioning),
+        args=(h.eps,),
     )
     out = _placement.placed_like(back(ortho), m_hat)
     return (jnp.sum(m_hat * out) * out if adaptive else out), m
+
+
+def _orthogonalized(x, eps, *, coeffs, preconditioning):
+    return newton_schulz(x, coeffs, eps, preconditioning)
 
 
 @_registry.transform()

@@ -156,14 +156,15 @@ def _diagonal_dimension(pg, x, i, mat_g_i, mat_h_i, scalars, config):
     return pg, _placement.placed_like(slot, mat_g_i), mat_h_i
 
 
-def _root(d, scalars, config, rank):
-    """The function `G -> (G + eps I)^neg_alpha` for a `d x d` statistic of a rank-`rank` leaf."""
+def _root(d, config, rank):
+    """The function `(G, eps, neg_alpha) -> (G + eps I)^neg_alpha` for a `d x d` statistic of a rank-`rank`
+    leaf."""
     if d == 1:
-        return lambda v: jnp.power(v + scalars.eps, scalars.neg_alpha)
+        return lambda v, eps, neg_alpha: jnp.power(v + eps, neg_alpha)
     if config.use_iterative_root:
         p = _root_order(config.fn, rank, config.alpha)
-        return lambda v: _root_iterative(v, scalars.eps, scalars.neg_alpha, p)
-    return lambda v: _root_svd(v, scalars.eps, scalars.neg_alpha)
+        return lambda v, eps, neg_alpha: _root_iterative(v, eps, neg_alpha, p)
+    return _root_svd
 
 
 def _matrix_dimension(pg, x, i, mat_g_i, mat_h_i, scalars, config):
@@ -185,11 +186,12 @@ def _matrix_dimension(pg, x, i, mat_g_i, mat_h_i, scalars, config):
     delayed = config.svd_interval > 1  # the root renewed every svd_interval steps, else kept
     kept = _placement.whole(mat_h_i) if delayed else None
     roots = yield MatrixWork(  # the matrix root: where the constructor runs the step's matrix work
-        _root(x.shape[i], scalars, config, x.ndim),
+        _root(x.shape[i], config, x.ndim),
         value[None],
-        ("shampoo_root", x.ndim, config.use_iterative_root),
+        ("shampoo_root", x.ndim, config.use_iterative_root, x.shape[i] == 1),
         when=scalars.update_roots if delayed else None,
         otherwise=kept[None] if delayed else None,
+        args=(scalars.eps, scalars.neg_alpha),
     )
     h = roots[0]
     pg = jnp.tensordot(pg, h, axes=([0], [0]), precision=_HIGHEST)

@@ -15,6 +15,7 @@ from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
+from gradtx._core.matrix_work import MatrixWork
 from gradtx._core.rule import update_rule
 from gradtx._core.scalars import at_least_float32
 
@@ -132,19 +133,22 @@ def _eigenbasis(m: jax.Array) -> jax.Array:
     return jnp.linalg.eigh(m + 1e-30 * jnp.eye(n, dtype=m.dtype))[1][:, ::-1]
 
 
-def _refreshed(gg: tuple[Any, ...], q: tuple[Any, ...], v: jax.Array) -> tuple[tuple[Any, ...], jax.Array]:
+def _refreshed(s: jax.Array, o: jax.Array) -> tuple[jax.Array, jax.Array]:
     """One power iteration `GG Q`, its columns sorted by decreasing estimated eigenvalue `diag(Q^T GG Q)`,
-    orthonormalized by QR; the second moment's entries are permuted with the columns."""
-    new_q: list[jax.Array | None] = []
-    for axis, (s, o) in enumerate(zip(gg, q, strict=True)):
-        if s is None:
-            new_q.append(None)
-            continue
-        product = jnp.matmul(s, o, precision=_HIGHEST)
-        order = jnp.argsort(jnp.sum(o * product, axis=0), descending=True)
-        v = jnp.take(v, order, axis=axis)
-        new_q.append(jnp.linalg.qr(jnp.take(product, order, axis=1))[0])
-    return tuple(new_q), v
+    orthonormalized by QR: `(new Q, the order)`; the second moment's entries follow the columns."""
+    product = jnp.matmul(s, o, precision=_HIGHEST)
+    order = jnp.argsort(jnp.sum(o * product, axis=0), descending=True).astype(jnp.int32)
+    return jnp.linalg.qr(jnp.take(product, order, axis=1))[0], order
+
+
+def _new_basis(pair: jax.Array, first: Any) -> tuple[jax.Array, jax.Array]:
+    """A factor's matrix work: from `[GG | Q]` (one `(d, 2d)` matrix), the eigenbasis of `GG` at the first
+    step (its columns in order), else the power-iteration refresh of `Q`: `(new Q, the columns' order)`."""
+    d = pair.shape[0]
+    s, o = pair[:, :d], pair[:, d:]
+    return jax.lax.cond(
+        first, lambda: (_eigenbasis(s), jnp.arange(d, dtype=jnp.int32)), lambda: _refreshed(s, o)
+    )
 
 
 def _statistics(p: Any, config: _Config, fill: Any) -> tuple[jax.Array | None, ...]:
@@ -189,16 +193,25 @@ def _soap_leaf(g, exp_avg, exp_avg_sq, gg, q, h, *, config: _Config):
     new_stats = tuple(
         None if s is None else _lerp(s, _outer(x_l, i), 1 - h.shampoo_beta) for i, s in enumerate(stats)
     )
-    new_basis = basis
-    if any(layout.preconditioned):
-        branch = jnp.where(first, 0, jnp.where(h.count % config.precondition_frequency == 0, 1, 2))
-        new_basis, new_v = jax.lax.switch(
-            branch,
-            [
-                lambda: (tuple(None if s is None else _eigenbasis(s) for s in new_stats), new_v),
-                lambda: _refreshed(new_stats, basis, new_v),
-                lambda: (basis, new_v),
-            ],
+    new_basis = list(basis)
+    renew = first | (h.count % config.precondition_frequency == 0)  # else the basis is kept
+    for i, (s, o) in enumerate(zip(new_stats, basis, strict=True)):
+        if s is None or o is None:
+            continue
+        d = s.shape[0]
+        results = yield MatrixWork(  # each factor's eigh or QR, where the constructor runs the matrix work
+            _new_basis,
+            jnp.concatenate([s, o], axis=1)[None],
+            "soap_basis",
+            when=renew,
+            otherwise=(o[None], jnp.arange(d, dtype=jnp.int32)[None]),
+            args=(first,),
+        )
+        new_basis[i] = results[0][0]
+        # the columns' order (the identity unless the basis was refreshed), permuted only on a renewal: a
+        # gather by computed indices on every step would leave the slot unsharded under GSPMD
+        new_v = jax.lax.cond(
+            renew, lambda v, order=results[1][0], i=i: jnp.take(v, order, axis=i), lambda v: v, new_v
         )
 
     def back(new, old):
@@ -209,7 +222,7 @@ def _soap_leaf(g, exp_avg, exp_avg_sq, gg, q, h, *, config: _Config):
         back(new_m, exp_avg),
         back(_from_layout(new_v, layout), exp_avg_sq),
         tuple(back(n, o) for n, o in zip(new_stats, gg, strict=True)),
-        tuple(back(n, o) for n, o in zip(new_basis, q, strict=True)),
+        tuple(back(n, o) for n, o in zip(tuple(new_basis), q, strict=True)),
     )
 
 

@@ -36,21 +36,24 @@ class MatrixWork(NamedTuple):
     """Work done on each matrix of a stack, independently of the others.
 
     Attributes:
-      fn: one matrix `(rows, cols)` -> its result (an array or a tuple of arrays).
+      fn: `fn(matrix, *args)`: one matrix `(rows, cols)` -> its result (an array or a tuple of arrays).
       stack: the matrices, `(n, rows, cols)`.
       key: what else `fn` depends on (its static settings): works with equal keys, matrix shapes and
-        dtypes compute the same function and may run as one stack. The step's traced scalars a
-        formula closes over (`when` among them) are the same for every leaf of one dtype.
+        dtypes compute the same function and may run as one stack.
+      args: the traced scalars `fn` reads (the step's hyperparameters, a flag of the count), the same
+        for every leaf of one dtype; given here, not closed over, so that a device's share can run as
+        a per-device program (`shard_map` takes no closed-over values typed with Explicit axes).
       when: None (always), or a traced boolean scalar: the work is done on this step only when it is
         true (a `lax.cond`; a refresh every k steps), else the results are `otherwise`.
       otherwise: the results when `when` is false, shaped like `fn`'s over the stack.
     """
 
-    fn: Callable[[jax.Array], Any]
+    fn: Callable[..., Any]
     stack: jax.Array
     key: Hashable
     when: Any = None
     otherwise: Any = None
+    args: tuple[Any, ...] = ()
 
 
 Spread = Callable[[Sequence[MatrixWork]], list[Any]]
@@ -71,15 +74,15 @@ def spreading(spread: Spread) -> Iterator[None]:
 
 def here(work: MatrixWork) -> Any:
     """`work` done where its leaf is: the stack whole on every device under Explicit axes (one
-    all-gather), GSPMD's choice under Auto axes, each device's own under `shard_map`; a stack of one
-    matrix as that matrix (no batch axis), and only `when` it is asked for."""
+    all-gather), GSPMD's choice under Auto axes, each device's own under `shard_map`; only `when` it
+    is asked for. The stack is mapped (`jax.vmap`), a stack of one matrix too: Muon's numbers are then
+    optax's bit for bit."""
+    return when(work, lambda stack: mapped(work.fn, stack, *work.args), _placement.whole(work.stack))
 
-    def compute(stack):
-        if stack.shape[0] == 1:
-            return jax.tree.map(lambda r: r[None], work.fn(stack[0]))
-        return jax.vmap(work.fn)(stack)
 
-    return when(work, compute, _placement.whole(work.stack))
+def mapped(fn: Callable[..., Any], stack: jax.Array, *args: Any) -> Any:
+    """`fn(matrix, *args)` of each matrix of `stack` (`jax.vmap` over the stack, the same `args`)."""
+    return jax.vmap(lambda m: fn(m, *args))(stack)
 
 
 def when(work: MatrixWork, compute: Callable[[jax.Array], Any], stack: jax.Array) -> Any:

@@ -1,8 +1,10 @@
 """`split_matrix_work`: each device computes the matrix work of 1/N of the matrices, the results are
-gathered once (Muon's Newton-Schulz iterations, Shampoo's roots, every rule that yields a `MatrixWork`)."""
+gathered once (Muon's Newton-Schulz iterations, Shampoo's roots, SOAP's bases: every rule that yields a
+`MatrixWork`)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Hashable, Sequence
 
@@ -29,11 +31,11 @@ def split_matrix_work(
 ) -> _protocol.GradientTransformation:
     r"""Split the per-matrix work of `tx`'s rules across the devices: each computes 1/N of the matrices.
 
-    Muon's Newton-Schulz iterations, Shampoo's matrix roots (and the work of every rule that declares
-    its matrix work, see `gradtx.update_rule`) otherwise run as the leaves lie: under `jax.jit` with
-    Auto axes GSPMD shards each matmul of each iteration (a collective per matmul); with Explicit axes
-    every device gathers every matrix and computes all of them; under `shard_map` every replica
-    repeats all of them. Here the matrices of one shape are stacked (the works of one rule, key,
+    Muon's Newton-Schulz iterations, Shampoo's matrix roots, SOAP's eigenbases (and the work of every
+    rule that declares its matrix work, see `gradtx.update_rule`) otherwise run as the leaves lie: under
+    `jax.jit` with Auto axes GSPMD shards each matmul of each iteration (a collective per matmul); with
+    Explicit axes every device gathers every matrix and computes all of them; under `shard_map` every
+    replica repeats all of them. Here the matrices of one shape are stacked (the works of one rule, key,
     shape and dtype: a group), the stack is padded to a multiple of the device count N with copies of
     its first matrix, and
 
@@ -50,7 +52,8 @@ def split_matrix_work(
 
     Per device, the work of a group of `n` matrices is that of `ceil(n / N)` matrices instead of
     `n`, at the price of two collectives per group (jit; one inside `shard_map`). Work a rule does
-    only on some steps (Shampoo's roots with `svd_interval` > 1) stays in its `lax.cond`: on the
+    only on some steps (Shampoo's roots with `svd_interval` > 1, SOAP's bases) stays in its
+    `lax.cond`: on the
     other steps nothing is computed or moved. A rule with several rounds of work (Shampoo: a root
     per dimension, each used by the next) has two collectives per group and round. The numbers are
     the single-device run's: the same function of the same matrix, computed on another device.
@@ -180,13 +183,18 @@ def _over_mesh(mesh: Any, mesh_axes: tuple[Hashable, ...] | None) -> _matrix_wor
             x, n = _stacked(works, idx, size)
             first = works[idx[0]]
 
-            def compute(x, fn=first.fn, n=n):
+            def compute(x, fn=first.fn, args=first.args, n=n):
                 # each device its 1/size of the stack, as a per-device program: a loop, an SVD or an
                 # eigendecomposition is then never partitioned (nor its types checked) by the compiler
                 local = jax.shard_map(
-                    jax.vmap(fn), mesh=m, in_specs=P(axes), out_specs=P(axes), axis_names=set(axes)
+                    functools.partial(_matrix_work.mapped, fn),
+                    mesh=m,
+                    in_specs=(P(axes), *(P() for _ in args)),
+                    out_specs=P(axes),
+                    axis_names=set(axes),
                 )
-                return jax.tree.map(lambda t: place(t, P())[:n], local(place(x, P(axes))))  # gathered once
+                y = local(place(x, P(axes)), *(place(jnp.asarray(a), P()) for a in args))
+                return jax.tree.map(lambda t: place(t, P())[:n], y)  # gathered once
 
             otherwise = _otherwise(works, idx, lambda t: place(t, P()))
             _split(works, idx, results, _matrix_work.when(first._replace(otherwise=otherwise), compute, x))
@@ -216,9 +224,9 @@ def _over_replicas(names: tuple[Hashable, ...]) -> _matrix_work.Spread:
             x, n = _stacked(works, idx, size)
             first = works[idx[0]]
 
-            def compute(x, fn=first.fn, n=n):
+            def compute(x, fn=first.fn, args=first.args, n=n):
                 k = x.shape[0] // size
-                y = jax.vmap(fn)(jax.lax.dynamic_slice_in_dim(x, index * k, k))  # this replica's slice
+                y = _matrix_work.mapped(fn, jax.lax.dynamic_slice_in_dim(x, index * k, k), *args)  # its slice
                 return jax.tree.map(lambda t: _axes.all_gather(t, names, checked)[:n], y)
 
             otherwise = _otherwise(works, idx, lambda t: t)

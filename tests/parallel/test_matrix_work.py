@@ -75,9 +75,14 @@ OPTIMIZERS = {
     "shampoo": lambda: gradtx.shampoo(0.1),  # two rounds: the roots of each dimension's statistic
     # roots renewed every other step (the skipped step's `lax.cond`), by Newton's iteration
     "shampoo_delayed_iterative": lambda: gradtx.shampoo(0.1, svd_interval=2, use_iterative_root=True),
+    # the eigenbasis at the first step, a QR refresh at the third, the basis kept at the second
+    "soap": lambda: gradtx.soap(0.01, precondition_frequency=3),
 }
 
 
+# Polar Express's first coefficients (8.2, -23.2, 16.7) and the adaptive scale (an inner product over a
+# sharded leaf: partial sums, then an all-reduce) amplify float32 round-off ten times more than the quintic
+TOLERANCE = {"muon_adaptive_polar_express": {"rtol": 2e-4, "atol": 2e-5}}
 JIT_MODES = ("auto_mesh_argument", "auto_set_mesh", "explicit")
 MAPPED_MODES = ("shard_map_vma", "shard_map_novma", "pmap", "two_axes")
 
@@ -99,13 +104,14 @@ def test_under_jit_every_mode_gives_the_single_device_numbers(name, mode):
             u = _steps(tx, _placed(params, mesh), _placed(grads, mesh))
         if mode == "explicit":  # each update placed like its parameter
             assert all(tuple(u[k].sharding.spec)[:1] == ("data",) for k in u)
-    _close(u, want)
+    _close(u, want, TOLERANCE.get(name, helpers.MUON_TOLERANCE))
 
 
 @pytest.mark.parametrize(
     ("name", "mode"),
     [("muon", m) for m in MAPPED_MODES]
-    + [("normuon", "shard_map_vma"), ("scion", "pmap"), ("shampoo_delayed_iterative", "shard_map_vma")],
+    + [("normuon", "shard_map_vma"), ("scion", "pmap"), ("shampoo_delayed_iterative", "shard_map_vma")]
+    + [("soap", "shard_map_novma")],
 )
 def test_inside_a_mapped_axis_every_mode_gives_the_single_device_numbers(name, mode):
     params, grads = _problem()
