@@ -129,22 +129,25 @@ def drive(pending: dict[int, Any], finish: Callable[[int, Any], None]) -> None:
                 finish(i, stop.value)
 
 
+def begin(i: int, result: Any, pending: dict[int, Any], finish: Callable[[int, Any], None]) -> None:
+    """A formula's `result` for leaf `i`: a generator is run to its first `MatrixWork` and put in `pending`
+    (for `drive`); a plain result, or a generator that returns without work, goes to `finish`."""
+    if not isinstance(result, types.GeneratorType):
+        finish(i, result)
+        return
+    try:
+        pending[i] = (result, _checked(next(result)))
+    except StopIteration as stop:  # no work for this leaf
+        finish(i, stop.value)
+
+
 def evaluate(result: Any) -> Any:
     """A formula's result with its matrix work done `here`: `result` itself unless it is a generator."""
-    if not isinstance(result, types.GeneratorType):
-        return result
-    out: list[Any] = []
-    try:
-        pending = {0: start(result)}
-    except StopIteration as stop:  # no work after all
-        return stop.value
-    drive(pending, lambda i, value: out.append(value))
+    out: dict[int, Any] = {}
+    pending: dict[int, Any] = {}
+    begin(0, result, pending, out.__setitem__)
+    drive(pending, out.__setitem__)
     return out[0]
-
-
-def start(generator: Any) -> tuple[Any, MatrixWork]:
-    """`(generator, the first MatrixWork it yields)`."""
-    return generator, _checked(next(generator))
 
 
 def _checked(work: Any) -> MatrixWork:

@@ -67,7 +67,7 @@ def _if_explicit(sharding: Any) -> NamedSharding | None:
     return None
 
 
-def _explicit(x: Any) -> NamedSharding | None:
+def explicit_sharding(x: Any) -> NamedSharding | None:
     """The sharding in the type of `x` (an array, a tracer, a `jax.ShapeDtypeStruct`) under Explicit axes."""
     if isinstance(x, jax.ShapeDtypeStruct):
         return _if_explicit(x.sharding)
@@ -82,7 +82,7 @@ def whole_sharding(x: Any) -> NamedSharding | None:
 
     Example: `jnp.tensordot(a, b, axes, out_sharding=whole_sharding(a))`.
     """
-    sharding = _explicit(x)
+    sharding = explicit_sharding(x)
     return None if sharding is None else sharding.update(spec=P())
 
 
@@ -92,7 +92,7 @@ def whole(x: jax.Array) -> jax.Array:
     For what needs a whole matrix (an SVD, a Newton-Schulz iteration); `placed_like` puts the
     result back.
     """
-    sharding = _explicit(x)
+    sharding = explicit_sharding(x)
     if sharding is None or all(s is None for s in sharding.spec):
         return x
     return jax.sharding.reshard(x, sharding.update(spec=P()))
@@ -108,11 +108,11 @@ def placed_like(y: jax.Array, p: Any) -> jax.Array:
     Returns:
       `y`, placed like `p`.
     """
-    sharding = _explicit(p)
+    sharding = explicit_sharding(p)
     if sharding is None:
         return y
     want = _spec(sharding, jnp.ndim(p))
-    got = _explicit(y)
+    got = explicit_sharding(y)
     if got is not None and _spec(got, jnp.ndim(y)) == want:
         return y
     return jax.sharding.reshard(y, sharding.update(spec=P(*want)))
@@ -135,7 +135,7 @@ def eval_shape(fn: Any, *args: Any) -> Any:
 def zeros_of(t: Any) -> jax.Array:
     """Zeros of the abstract value `t` (a `jax.ShapeDtypeStruct` from `eval_shape` inside a trace), with the
     sharding in its type under Explicit axes: the branches of a `lax.cond` must agree on it."""
-    return jnp.zeros(t.shape, t.dtype, out_sharding=_explicit(t))
+    return jnp.zeros(t.shape, t.dtype, out_sharding=explicit_sharding(t))
 
 
 def filled(p: Any, value: Any, dtype: Any = None) -> jax.Array:

@@ -437,13 +437,7 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
                     res = _leaves.rows(leaf, g, slot_args, w, h, kw)
                 else:
                     res = sparse(g, *slot_args, *w, h, **kw)
-                if isinstance(res, types.GeneratorType):  # the formula yields its matrix work
-                    try:
-                        pending[i] = _matrix_work.start(res)
-                    except StopIteration as stop:  # it had none for this leaf
-                        finish(i, stop.value)
-                else:
-                    finish(i, res)
+                _matrix_work.begin(i, res, pending, finish)  # a formula may yield its matrix work
             _matrix_work.drive(pending, finish)  # all leaves' matrix work at once
         return treedef.unflatten(outs), new_state(state, scalars_for.h, treedef, new_slots)
 

@@ -16,6 +16,7 @@ from jax.sharding import PartitionSpec as P
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import matrix_work as _matrix_work
+from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx.parallel import _axes
 
@@ -116,7 +117,7 @@ def _stacked(works: Sequence[_matrix_work.MatrixWork], idx: list[int], size: int
     """The group's stacks as one, padded to a multiple of `size` with copies of its first matrix; its
     length before padding."""
     parts = [works[i].stack for i in idx]
-    first = _explicit_sharding(parts[0])
+    first = _placement.explicit_sharding(parts[0])
     if first is not None:  # Explicit axes: one layout for the concatenation (no move when they agree)
         parts = [jax.sharding.reshard(x, first) for x in parts]
     x = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
@@ -125,13 +126,6 @@ def _stacked(works: Sequence[_matrix_work.MatrixWork], idx: list[int], size: int
     if pad:
         x = jnp.concatenate([x, jnp.broadcast_to(x[:1], (pad, *x.shape[1:]))])
     return x, n
-
-
-def _explicit_sharding(x: jax.Array) -> NamedSharding | None:
-    sharding = getattr(jax.typeof(x), "sharding", None)
-    if isinstance(sharding, NamedSharding) and AxisType.Explicit in sharding.mesh.axis_types:
-        return sharding
-    return None
 
 
 def _otherwise(works: Sequence[_matrix_work.MatrixWork], idx: list[int], place: Any) -> Any:
