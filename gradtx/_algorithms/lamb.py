@@ -26,7 +26,7 @@ class ScaleByTrustRatioState(NamedTuple):
 
 def _norm_at_least(x: jax.Array, floor: Any) -> jax.Array:
     """`max(||x||, floor)` of one leaf (the norm of an all-zero leaf is 0 when `floor` is 0)."""
-    norm = jnp.sqrt(_formulas.squared_norm(x))
+    norm = _formulas.leaf_norm(x)
     return jnp.where(norm <= floor, floor, norm)
 
 
@@ -96,7 +96,7 @@ def scale_by_trust_ratio(
         _trust_ratio_leaf,
         hyper={"min_norm": min_norm, "trust_coefficient": trust_coefficient, "eps": eps},
         reads_params=True,
-        kind=_protocol.LeafWise,  # the norms are the whole tensor's
+        kind=_protocol.SliceWise,  # the norms are the whole tensor's (on ZeRO's slices too: `leaf_norm`)
         count="if_scheduled",
     )
 

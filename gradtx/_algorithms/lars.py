@@ -29,8 +29,8 @@ class ScaleByLarsState(NamedTuple):
 
 def _trust_ratio(var: jax.Array, grad: jax.Array, eeta, weight_decay, eps) -> jax.Array:
     """`eeta * |w| / (|g| + weight_decay * |w| + eps)`, or 1 if `|w|` or `|g|` is 0 (contrib's compute_lr)."""
-    w_norm = jnp.sqrt(_formulas.squared_norm(var))
-    g_norm = jnp.sqrt(_formulas.squared_norm(grad))
+    w_norm = _formulas.leaf_norm(var)
+    g_norm = _formulas.leaf_norm(grad)
     ratio = eeta * w_norm / (g_norm + weight_decay * w_norm + eps)
     return jnp.where(w_norm > 0, jnp.where(g_norm > 0, ratio, 1.0), 1.0)
 
@@ -126,7 +126,7 @@ def scale_by_lars(
         slots={"momentum": 0.0},
         sparse=functools.partial(_lars_rows, nesterov=nesterov),
         reads_params=True,
-        kind=_protocol.LeafWise,
+        kind=_protocol.SliceWise,  # per-tensor norms through `leaf_norm`, skipped by key path
         paths=True,
         tf_scalars=True,
     )

@@ -124,8 +124,10 @@ def update_rule(
       the formula sees the current values in `h`, and `prepare(h, state, extra_args)` returns
       the new values under the same names (and anything else the formula needs), once per step.
     - **the kind**: `kind` is `ElementWise` (the formula treats elements alike; runs on
-      packed parameters as they are) or `LeafWise` (it needs whole leaves: a norm, a shape;
-      on packed parameters it runs on per-leaf views, `gradtx.packing.leaf_wise`).
+      packed parameters as they are), `LeafWise` (it needs whole leaves: a norm, a shape;
+      on packed parameters it runs on per-leaf views, `gradtx.packing.leaf_wise`) or
+      `SliceWise` (a `LeafWise` rule whose per-leaf reductions go through
+      `gradtx._core.sliced.total`, e.g. `formulas.leaf_norm`: ZeRO runs it on slices).
     - **the state**: `state(count, *slots, *scalars)`; with `count="if_scheduled"` and no
       schedule among the hyperparameters, `EmptyState()` (a rule without slots);
       `count="never"` keeps no count (optax's `ScaleByRmsState(nu)`; no schedules then).
@@ -156,7 +158,7 @@ def update_rule(
       prepare: `prepare(h, state, extra_args) -> {name: value}`, once per step.
       sparse: `"densify"`, `"rows"` or a sparse formula, as above.
       reads_params: the formula reads the parameter (`update` then needs `params`).
-      kind: `gradtx.ElementWise` or `gradtx.LeafWise`.
+      kind: `gradtx.ElementWise`, `gradtx.LeafWise` or `gradtx.SliceWise`.
       count: `"always"`, `"if_scheduled"` for a stateless rule with schedules, or `"never"`.
       tf_scalars: TF's float32 scalar arithmetic, as above.
       extra: `{name: default}` of extra arguments the formula reads.
@@ -446,5 +448,7 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
         result = _protocol.ElementWise(init_fn, update_fn)
     else:
         result = _packed.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn))  # per-leaf views
+        if kind is _protocol.SliceWise:
+            result = _protocol.SliceWise(*result)
     result.init._gradtx_rule = declaration  # type: ignore[attr-defined]
     return _naming.named(result, name)  # a public factory returning it names it after itself

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import masks as _masks
+from gradtx._core import packed as _packed
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
@@ -25,6 +26,17 @@ whose own tree fits the params (an equinox Module of bools) is a tree, not a fun
 def _is_empty_tree(mask: Any) -> bool:
     """An empty container (`[]`, `()`, `{}`, ...): the mask of empty params, as `optax.masked` takes it."""
     return mask is not None and not callable(mask) and not jax.tree.leaves(mask)
+
+
+def by_structure(raw: Any, routing: Any, members: Any) -> _protocol.GradientTransformation:
+    """`raw`, a transform routing by `routing`: `SliceWise` when that is a tree or key-path patterns and
+    every member runs on slices -- ZeRO's flat slices keep the tree and its key paths, so they are routed
+    as the whole leaves are (`parallel.sharded_state` takes it inside `shard_map`); leaf-wise when it is a
+    function of the params, which may read their shapes."""
+    on_slices = (_protocol.ElementWise, _protocol.SliceWise)
+    if callable(routing) or not all(isinstance(m, on_slices) for m in members):
+        return raw
+    return _protocol.SliceWise(*_packed.leaf_wise(raw))
 
 
 def _check_mask(fn: str, mask: Any) -> None:
@@ -74,6 +86,7 @@ def masked(inner: Any, mask: Mask) -> _protocol.GradientTransformation:
         lambda updates, params: _masks.resolve_mask("masked", mask, updates if params is None else params),
         functools.partial(_masks.select, "masked"),
         functools.partial(_masks.merge, "masked"),
+        routing=mask,
     )
 
 
@@ -83,12 +96,13 @@ def route(
     hide: Callable[[Any, Any], Any],
     merge: Callable[[Any, Any, Any], Any],
     *,
+    routing: Any,
     mask_extra_args: bool = False,
 ) -> _protocol.GradientTransformation:
-    """`masked`'s transform: `layout(updates, params)` resolves the mask, `hide(m, tree)` is what `inner`
-    sees of a tree (gradtx: `None` for a masked-out leaf; optax_compat's: optax's `MaskedNode()`),
-    `merge(m, new, updates)` the updates out; with `mask_extra_args`, an extra argument shaped like the
-    updates is hidden as they are."""
+    """`masked`'s transform: `layout(updates, params)` resolves the mask `routing`, `hide(m, tree)` is
+    what `inner` sees of a tree (gradtx: `None` for a masked-out leaf; optax_compat's: optax's
+    `MaskedNode()`), `merge(m, new, updates)` the updates out; with `mask_extra_args`, an extra argument
+    shaped like the updates is hidden as they are. Its kind: `by_structure`."""
     inner = _factory.member(inner)
 
     def init_fn(params):
@@ -107,7 +121,7 @@ def route(
         new, inner_state = inner.update(hide(m, updates), state.inner_state, sub_params, **extra_args)
         return merge(m, new, updates), MaskedState(inner_state)
 
-    return _protocol.GradientTransformation(init_fn, update_fn)
+    return by_structure(_protocol.GradientTransformation(init_fn, update_fn), routing, [inner])
 
 
 @_registry.transform()
@@ -151,7 +165,7 @@ def freeze(mask: Mask) -> _protocol.GradientTransformation:
             "freeze", lambda frozen, g: zero(g) if frozen else g, m, updates, names=("mask", "updates")
         ), state
 
-    return _protocol.GradientTransformation(init_fn, update_fn)
+    return by_structure(_protocol.GradientTransformation(init_fn, update_fn), mask, [])
 
 
 def check_partition(transforms: Any, param_labels: Any) -> None:
@@ -245,4 +259,4 @@ def partition(
             out = _masks.merge("partition", masks[k], u, out)
         return out, new_state
 
-    return _protocol.GradientTransformation(init_fn, update_fn)
+    return by_structure(_protocol.GradientTransformation(init_fn, update_fn), param_labels, txs.values())

@@ -13,6 +13,7 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
 from gradtx._core.chain import chain
+from gradtx.combinators import _masking
 from gradtx.combinators._masking import Mask
 from gradtx.combinators._scale import scale_by_learning_rate
 
@@ -86,11 +87,9 @@ def add_decayed_weights(
         out = _walk.map_updates(fn, leaf, updates, params, m, names=("updates", "params", "mask"))
         return out, (AddDecayedWeightsState(_hyper.increment(state.count)) if scheduled else state)
 
-    return (
-        _protocol.ElementWise(init_fn, update_fn)
-        if mask is None
-        else _protocol.GradientTransformation(init_fn, update_fn)
-    )
+    if mask is None:
+        return _protocol.ElementWise(init_fn, update_fn)
+    return _masking.by_structure(_protocol.GradientTransformation(init_fn, update_fn), mask, [])
 
 
 class DecoupledWeightDecayState(NamedTuple):
@@ -184,8 +183,8 @@ def decoupled_weight_decay(
         )
         return out, DecoupledWeightDecayState(_hyper.increment(state.count), inner_state)
 
-    if mask is not None:  # key paths: leaf-wise (the mask is resolved on unpacked params)
-        return _protocol.GradientTransformation(init_fn, update_fn)
+    if mask is not None:  # a key-path mask: leaf-wise (resolved on unpacked params), exact on ZeRO's slices
+        return _masking.by_structure(_protocol.GradientTransformation(init_fn, update_fn), mask, [inner])
     return _factory.composite(init_fn, update_fn, inner)
 
 

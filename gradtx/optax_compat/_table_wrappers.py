@@ -85,6 +85,7 @@ def masked(a):
         lambda updates, params: _layout(a.mask, updates),
         _hide,
         lambda layout, new, updates: jax.tree.map(lambda keep, u, g: u if keep else g, layout, new, updates),
+        routing=a.mask,
         mask_extra_args=a.mask_compatible_extra_args,
     )
 

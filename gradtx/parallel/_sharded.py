@@ -80,13 +80,16 @@ def sharded_state(
     `chain(clip_by_global_norm(c), adamw(...))` adds one scalar all-reduce to the step.
     `add_noise` has each replica draw every leaf's whole noise and keep its slice: the same
     numbers as unsharded, at the cost of drawing (not storing) the whole gradient's noise
-    on every replica. Rules that need whole tensors (LARS, LAMB's trust ratio, Shampoo,
-    Adafactor, key-path masks) are refused when built, naming the member, and an
-    element-wise one that mixes elements otherwise (GGT, optax's own clip declared
-    `ElementWise`) is refused when traced (the jaxpr of its update is read): on slices
-    they would see 1/N of each tensor. The padding never reaches the parameters. Row-sparse
-    gradients are densified. `init` must run inside the mapped function too (it needs N
-    and the replica's index); its state leaves it with `out_specs=P(axis_name)`.
+    on every replica. LARS's and LAMB's trust ratios take each tensor's norms the same way
+    (one scalar all-reduce per tensor), and masks and labels given as trees or key-path
+    patterns route the slices as the whole leaves. Rules that need whole tensors (Shampoo,
+    Adafactor, SM3, Muon, a mask that is a function of the params) are refused when built,
+    naming the member, and an element-wise one that mixes elements otherwise (GGT, optax's
+    own clip declared `ElementWise`) is refused when traced (the jaxpr of its update is
+    read): on slices they would see 1/N of each tensor. The padding never reaches the
+    parameters. Row-sparse gradients are densified. `init` must run inside the mapped
+    function too (it needs N and the replica's index); its state leaves it with
+    `out_specs=P(axis_name)`.
 
     The gradients follow `cross_shard`'s contract: each replica's own (any `check_vma`
     mode; under `check_vma=True` differentiate with respect to

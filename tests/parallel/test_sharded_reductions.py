@@ -1,7 +1,8 @@
 """`sharded_state` (ZeRO-1) inside shard_map / pmap with rules that reduce over all the gradients: a
 global-norm clip, `apply_if_finite`, `zero_nans` and gradient noise run on the replicas' slices with the
-unsharded chain's numbers, each global reduction one all-reduce of its slices' partial results; per-tensor
-rules are refused, naming the member."""
+unsharded chain's numbers, each global reduction one all-reduce of its slices' partial results; so do
+LAMB's and LARS's per-tensor norms and masks by key path; rules that need whole tensors are refused, naming
+the member."""
 
 from __future__ import annotations
 
@@ -202,6 +203,42 @@ def _all(params):
     return jax.tree.map(lambda _: True, params)
 
 
+def _routed():
+    """Routing by key paths and by a tree of labels: a replica's slices keep the tree, so they are routed as
+    the whole leaves are."""
+    return gradtx.chain(
+        gradtx.masked(gradtx.clip_by_norm(0.3), ["w"]),
+        gradtx.partition(
+            {"adam": gradtx.adam(0.1), "sgd": gradtx.sgd(0.1)}, {"w": "adam", "b": "sgd", "s": "adam"}
+        ),
+        gradtx.freeze(["s"]),
+    )
+
+
+@pytest.mark.parametrize("mode", _util.MODES)
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: gradtx.lamb(0.1, weight_decay=0.01, mask=["w"]),
+        lambda: gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.lars(0.1, skip=["b"])),
+        lambda: ox.lamb(0.1, weight_decay=0.01, mask={"w": True, "b": False, "s": False}),
+        _routed,
+    ],
+    ids=["lamb", "lars", "optax_compat_lamb", "masks_by_key_path"],
+)
+def test_per_tensor_norms_and_key_path_masks_equal_the_unsharded_run(make, mode):
+    """LAMB's and LARS's trust ratios take each tensor's norms from its slices' sums of squares added over
+    the replicas (`formulas.leaf_norm`); masks and labels given as trees or key-path patterns route the
+    slices as the leaves."""
+    params, grads = _problem(2)
+    grads = {k: np.nan_to_num(g, posinf=0.0) for k, g in grads.items()}
+    got, _ = _sharded(sharded_state(make(), _util.AXIS), params, grads, mode, observe=lambda s: ())
+    ref = _unsharded(make(), params, grads, observe=lambda s: ())[0]
+    assert all(np.isfinite(v).all() for v in ref.values())
+    assert not np.allclose(ref["w"][-1], params["w"])  # it trained
+    _assert_all_replicas(got, ref)
+
+
 @pytest.mark.parametrize(
     "inner, member",
     [
@@ -209,13 +246,15 @@ def _all(params):
             lambda: gradtx.chain(gradtx.clip_by_norm(1.0), gradtx.masked(gradtx.adam(0.1), _all)),
             r"masked\(adam\)",
         ),
-        (lambda: gradtx.lamb(0.1), "scale_by_trust_ratio"),
+        (lambda: gradtx.lamb(0.1, weight_decay=0.01, mask=_all), "add_decayed_weights"),
         (lambda: ox.adafactor(0.1), "optax_compat.scale_by_factored_rms"),
-        (lambda: gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.lars(0.1)), "scale_by_lars"),
+        (lambda: gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.sm3(0.1)), "scale_by_sm3"),
     ],
-    ids=["mask", "lamb", "adafactor", "lars"],
+    ids=["mask_function", "lamb_mask_function", "adafactor", "sm3"],
 )
 def test_per_tensor_members_are_refused_by_name(inner, member):
+    """A mask that is a function of the params may read their shapes; a factored statistic needs a
+    matrix's rows and columns: refused inside `shard_map`, naming the member."""
     with pytest.raises(
         ValueError, match=rf"`sharded_state`: `{member}`.* is leaf-wise: it needs whole tensors.*mesh=mesh"
     ):
