@@ -119,16 +119,18 @@ def run(
     """
     state = tx.init(params)
 
-    def step(params, state, grads, extra):  # under jit, extra args are traced: one compilation
-        updates, state = tx.update(grads, state, params, **extra)
+    def step(params, state, grads, extra, functions=()):  # under jit, extra arrays are traced: 1 compile
+        updates, state = tx.update(grads, state, params, **extra, **dict(functions))
         return gradtx.apply_updates(params, updates), state
 
     if jit:
-        step = jax.jit(step)
+        step = jax.jit(step, static_argnums=4)  # extra functions (Sophia's `obj_fn`) are static
     out = []
     for i, grads in enumerate(grads_seq):
         extra = extra_args_seq[i] if extra_args_seq is not None else {}
-        params, state = step(params, state, grads, extra)
+        functions = tuple(sorted((k, v) for k, v in extra.items() if callable(v)))
+        extra = {k: v for k, v in extra.items() if not callable(v)}
+        params, state = step(params, state, grads, extra, functions)
         out.append(jax.tree.map(np.asarray, params))
     return out, state
 

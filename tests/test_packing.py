@@ -121,14 +121,15 @@ def test_every_registered_factory_gives_its_per_leaf_numbers_on_packed_params(en
     params = _params()
     grads = [_grads(params, seed) for seed in range(1, 5)]
     extra = [entry.extra(t) for t in range(len(grads))]
-    expected, state = helpers.run(_build(entry), params, grads, extra_args_seq=extra)
+    # compiled, as a packed model trains: 2 programs instead of every op's own (the cheaper way here)
+    expected, state = helpers.run(_build(entry), params, grads, jit=True, extra_args_seq=extra)
     packed = packing.pack(params)
     packed_grads = [packing.pack(g, layout=packed.layout) for g in grads]
     tx = _build(entry)
-    actual, packed_state = helpers.run(tx, packed, packed_grads, extra_args_seq=extra)
-    tol = (
-        helpers.GGT_TOLERANCE if "ggt" in entry.name else {"rtol": 2e-7, "atol": 1e-7}
-    )  # sign decays: exp's last bit
+    actual, packed_state = helpers.run(tx, packed, packed_grads, jit=True, extra_args_seq=extra)
+    # XLA vectorizes a packed buffer and the leaves differently: exp, log and divisions differ in their last
+    # bits (a few float32 ulps: 2.4e-7 on values near 0.3, 1.2e-7 on values near 0.01)
+    tol = helpers.GGT_TOLERANCE if "ggt" in entry.name else {"rtol": 2e-6, "atol": 3e-7}
     for t, (a, e) in enumerate(zip(actual, expected, strict=True)):
         assert packing.is_packed(a)
         helpers.assert_trees_close(packing.unpack(a), e, msg=f"{entry.name}: step {t + 1}", **tol)

@@ -121,3 +121,22 @@ def test_a_traced_slot_is_folded_to_a_constant():
     assert "select" not in hlo
     state = jax.jit(gradtx.adam(0.1).init)(params)
     np.testing.assert_array_equal(np.asarray(state[0].m["layer"]["w"]), 0.0)
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["jit_auto", "jit_explicit"])
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_init_under_jit_never_makes_a_whole_slot_on_one_device(entry, explicit):
+    """The compiled `init` of each device holds its shard of a sharded kernel's slots only: no array of the
+    kernel's whole shape is ever made (optax issue #548), with Auto axes (GSPMD partitions the slots'
+    fills by the params' shardings) and with Explicit axes (the slots' types)."""
+    shape, spec = (48, 40), P("data", "model")  # 12 x 20 on each device; no other state has this shape
+    mesh = _mesh(explicit)
+    kernel = jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, spec))
+    params = {"layer": {"w": kernel, "ln": jax.ShapeDtypeStruct((48,), jnp.float32)}}
+    tx = entry.build()
+    with jax.set_mesh(mesh):
+        hlo = jax.jit(tx.init).lower(params).compile().as_text()
+        abstract = jax.eval_shape(tx.init, params)
+    if any(x.shape == shape for x in jax.tree.leaves(abstract)):  # a kernel-shaped slot: its shard is made
+        assert "f32[12,20]" in hlo, entry.name
+    assert "f32[48,40]" not in hlo, f"{entry.name}: init makes a whole {shape} array on a device"
