@@ -9,21 +9,15 @@ import tempfile
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-# Compiling is most of the suite's time and its programs are tiny: XLA's CPU backend without its expensive
-# passes compiles them in about half the time (no fast math: NaN stays NaN; only Muon's comparisons needed
-# a wider tolerance, `helpers.MUON_TOLERANCE`). The notebooks' kernels compile with them too (see
-# `_NotebookFlags`), but for the ones in `NOTEBOOKS_WITH_XLA_DEFAULTS`; the multi-process workers compile
-# with XLA's defaults, as users do. GRADTX_TEST_XLA_DEFAULT=1 runs the whole suite with the defaults.
-FAST_COMPILE_FLAGS = " ".join(
-    (
-        "--xla_backend_optimization_level=0",
-        "--xla_llvm_disable_expensive_passes=true",
-        "--xla_cpu_use_fusion_emitters=false",
-    )
-)
+from tests import fast_xla  # noqa: E402
+
+# Compiling is most of the suite's time and its programs are tiny: this process compiles with
+# `fast_xla`'s options (only Muon's comparisons needed a wider tolerance, `helpers.MUON_TOLERANCE`), and
+# so do the notebooks' kernels (`_NotebookFlags`; but for `NOTEBOOKS_WITH_XLA_DEFAULTS`) and the
+# multi-process workers (`tests.parallel._worker.environment`). Other subprocesses get the user's flags.
 _flags = os.environ.get("XLA_FLAGS")
-if not os.environ.get("GRADTX_TEST_XLA_DEFAULT"):
-    os.environ["XLA_FLAGS"] = f"{_flags or ''} {FAST_COMPILE_FLAGS}".strip()
+if fast_xla.wanted():
+    os.environ["XLA_FLAGS"] = fast_xla.xla_flags(_flags)
 
 import jax  # noqa: E402
 
@@ -86,8 +80,8 @@ class _NotebookFlags:
 
     def pytest_runtest_setup(self, item):
         if item.nodeid.startswith("notebooks/") and item.path.name not in NOTEBOOKS_WITH_XLA_DEFAULTS:
-            if not os.environ.get("GRADTX_TEST_XLA_DEFAULT"):
-                os.environ["XLA_FLAGS"] = f"{_flags or ''} {FAST_COMPILE_FLAGS}".strip()
+            if fast_xla.wanted():
+                os.environ["XLA_FLAGS"] = fast_xla.xla_flags(_flags)
 
     def pytest_runtest_teardown(self, item):
         if item.nodeid.startswith("notebooks/"):

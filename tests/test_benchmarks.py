@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks import contenders, report, run, workloads
 from gradtx import packing
-from tests import conftest
+from tests import fast_xla
 
 ROOT = pathlib.Path(__file__).parent.parent
 
@@ -60,8 +60,9 @@ def test_every_contender_computes_the_same_parameters(name, monkeypatch):
 def test_smoke_run_writes_results_and_report(tmp_path, monkeypatch):
     # its subprocesses (the sharding counts, the first calls) compile with the suite's fast options: the
     # smoke run checks that every suite runs and reports, not its timings
-    flags = os.environ.get("XLA_FLAGS")
-    monkeypatch.setenv("XLA_FLAGS", f"{flags or ''} {conftest.FAST_COMPILE_FLAGS}".strip())
+    flags = fast_xla.xla_flags(os.environ.get("XLA_FLAGS"))
+    if flags is not None:
+        monkeypatch.setenv("XLA_FLAGS", flags)
     out = run.main(
         [
             "--sizes",

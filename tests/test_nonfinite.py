@@ -26,7 +26,7 @@ from jax.sharding import PartitionSpec as P
 
 import gradtx
 from gradtx._core import walk as _walk
-from tests import catalog
+from tests import catalog, fast_xla
 
 STEPS = 7
 BAD = 2  # an even count: the example conditions of `conditionally_*` run the inner transform there
@@ -37,12 +37,6 @@ RUNS = (*VALUES, "+finite", "-finite", "skip")
 """The gradient sequences each transform runs on; "skip" leaves step `BAD` out."""
 TOL = {"rtol": 1e-5, "atol": 1e-5}  # round-off: one transform compiled twice may fuse differently
 GROUP = 16
-FAST_COMPILE = {
-    "xla_backend_optimization_level": 0,
-    "xla_llvm_disable_expensive_passes": True,
-    "xla_cpu_use_fusion_emitters": False,
-}
-"""The runs are tiny and compilation is the cost: these options halve it (no fast math: NaN stays NaN)."""
 
 ENTRIES = catalog.entries()
 GROUPS = [ENTRIES[i : i + GROUP] for i in range(0, len(ENTRIES), GROUP)]
@@ -132,7 +126,7 @@ def _group_runs(names):
                 errors[name] = e
         return out
 
-    compiled = jax.jit(all_runs, compiler_options=FAST_COMPILE)
+    compiled = jax.jit(all_runs, compiler_options=fast_xla.OPTIONS)
     results = [jax.tree.map(np.asarray, compiled(*inputs)) for inputs in _inputs()]  # traced once
     out = dict(errors)
     for name in set(names) - set(errors):

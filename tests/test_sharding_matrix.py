@@ -46,7 +46,7 @@ from jax.sharding import PartitionSpec as P
 import gradtx
 from gradtx._core.vma import varying
 from tests import catalog, helpers
-from tests.test_nonfinite import FAST_COMPILE
+from tests.fast_xla import OPTIONS as FAST_COMPILE
 from tests.test_sharding import OPTAX
 
 AXIS = "data"

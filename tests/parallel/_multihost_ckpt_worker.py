@@ -258,8 +258,7 @@ def _main(argv: list[str]) -> int:
 
 def _start(workdir: pathlib.Path, phase: str, num_processes: int, devices: int, checkpoints: Any):
     coordinator = f"127.0.0.1:{_worker.free_port()}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_FLAGS", "PYTEST_"))}
-    env.update(JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="2")
+    env = _worker.environment()
     procs: list[subprocess.Popen] = []
     logs = []
     try:

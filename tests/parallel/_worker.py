@@ -33,6 +33,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tests import fast_xla
+
 NUM_PROCESSES = 2
 DEVICES_PER_PROCESS = 4
 KINDS = ("cross_shard", "sharded_state")
@@ -221,11 +223,9 @@ def _tail(path: pathlib.Path, lines: int = 25) -> str:
     return "\n".join("    " + t for t in text[-lines:]) or "    <empty>"
 
 
-def _start(
-    workdir: pathlib.Path, num_processes: int, extra: Callable[[int], list[str]]
-) -> tuple[list[subprocess.Popen], list[pathlib.Path]]:
-    """Start the workers (`extra(pid)`: more arguments for worker `pid`); their `Popen`s and stderr files."""
-    coordinator = f"127.0.0.1:{free_port()}"
+def environment() -> dict[str, str]:
+    """A worker's environment: this one's without JAX's and pytest's settings, the repository on the path,
+    and the suite's compile options (`tests.fast_xla`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_FLAGS", "PYTEST_"))}
     env.update(
         JAX_PLATFORMS="cpu",
@@ -234,6 +234,18 @@ def _start(
             [str(pathlib.Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")]
         ),
     )
+    flags = fast_xla.xla_flags(None)
+    if flags is not None:
+        env["XLA_FLAGS"] = flags
+    return env
+
+
+def _start(
+    workdir: pathlib.Path, num_processes: int, extra: Callable[[int], list[str]]
+) -> tuple[list[subprocess.Popen], list[pathlib.Path]]:
+    """Start the workers (`extra(pid)`: more arguments for worker `pid`); their `Popen`s and stderr files."""
+    coordinator = f"127.0.0.1:{free_port()}"
+    env = environment()
     procs: list[subprocess.Popen] = []
     logs = []
     try:
