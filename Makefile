@@ -3,10 +3,7 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-# --no-compile: the packages' modules are byte-compiled when first imported (only those used), not all
-# of them at install (TensorFlow's thousands: 13 of a fresh install's 44 seconds)
 PIP    := $(PY) -m pip --disable-pip-version-check -q
-PIP_INSTALL := $(PIP) install --no-compile
 PYTEST_ARGS ?= -n 2
 
 .PHONY: test demo bench lint install clean release floor docs references
@@ -16,19 +13,19 @@ $(PY):
 	$(PIP) install --upgrade pip
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
-	$(PIP_INSTALL) -e '.[test,demo]'
+	$(PIP) install -e '.[test,demo]'
 	touch $@
 
 $(VENV)/.installed-lint: pyproject.toml | $(PY)
-	$(PIP_INSTALL) -e '.[lint]'
+	$(PIP) install -e '.[lint]'
 	touch $@
 
 $(VENV)/.installed-demo: pyproject.toml | $(PY)
-	$(PIP_INSTALL) -e '.[demo]'
+	$(PIP) install -e '.[demo]'
 	touch $@
 
 $(VENV)/.installed-docs: pyproject.toml | $(PY)
-	$(PIP_INSTALL) -e '.[test,docs]'
+	$(PIP) install -e '.[test,docs]'
 	touch $@
 
 install: $(VENV)/.installed-test

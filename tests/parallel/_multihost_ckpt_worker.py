@@ -1,10 +1,11 @@
 """Multi-host checkpoints of a ZeRO-1 run with orbax: the training, its worker processes, and their launcher.
 
-The run: an MLP on fixed random data, trained with `sharded_state(chain(clip_by_global_norm,
-adam), "data", mesh=mesh)` under plain `jax.jit` on a mesh that spans every process (the
-optimizer state split over all devices; each leaf keeps its shape, so a checkpoint does
-not depend on the device count). Saved with `orbax.checkpoint.CheckpointManager`: every
-process writes the shards its own devices hold.
+The run: an MLP on fixed random data, trained with distributed Muon under ZeRO-1,
+`sharded_state(split_matrix_work(chain(clip_by_global_norm, muon)), "data", mesh=mesh)`, under
+plain `jax.jit` on a mesh that spans every process: the optimizer state split over all
+devices (each leaf keeps its shape, so a checkpoint does not depend on the device count),
+each matrix's Newton-Schulz iterations on one device (its biases take Muon's AdamW). Saved
+with `orbax.checkpoint.CheckpointManager`: every process writes the shards its own devices hold.
 
 - `first_run` (2 processes x 4 devices): `SAVED_AT` steps, a checkpoint, the other steps
   (the uninterrupted run, whose results it writes out), then a save of a large dummy leaf
@@ -73,7 +74,12 @@ def problem() -> tuple[dict[str, Any], Any, Any]:
 def inner_tx():
     import gradtx
 
-    return gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.adam(0.02))
+    return gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.muon(0.05))
+
+
+def momentum_w1(state: Any) -> Any:
+    """Muon's momentum of `w1` in the run's state."""
+    return state.inner[1]["muon"][0].momentum["w1"]
 
 
 class Run:
@@ -86,7 +92,8 @@ class Run:
         import gradtx
 
         self.mesh = jax.make_mesh((jax.device_count(),), (AXIS,))
-        self.tx = gradtx.parallel.sharded_state(inner_tx(), AXIS, mesh=self.mesh)
+        matrix_work = gradtx.parallel.split_matrix_work(inner_tx(), mesh=self.mesh)
+        self.tx = gradtx.parallel.sharded_state(matrix_work, AXIS, mesh=self.mesh)
         self.params0, self.x, self.y = problem()
 
         def loss_fn(p, x, y):
@@ -179,7 +186,7 @@ def first_run(directory: Any, out: Any) -> None:
     params, state, more = run.train(params, state, SAVED_AT, STEPS)
     results = run.results(params, state, losses + more)
     results["compilations"] = np.asarray(run.step._cache_size())
-    results["layout"] = np.asarray(str(state.inner[1][0].m["w1"].sharding.spec))
+    results["layout"] = np.asarray(str(momentum_w1(state).sharding.spec))
     np.savez(out, **results)
     say(f"trained to step {STEPS}")
     big = jax.make_array_from_callback(  # one row per device, written by the device's own process
@@ -203,7 +210,7 @@ def resume(directory: Any) -> dict[str, Any]:
     step = mngr.latest_step()
     restored = mngr.restore(step, args=ocp.args.StandardRestore(run.target()))
     mngr.close()
-    layout = str(restored["opt_state"].inner[1][0].m["w1"].sharding.spec)
+    layout = str(momentum_w1(restored["opt_state"]).sharding.spec)
     params, state, losses = run.train(restored["params"], restored["opt_state"], step, STEPS)
     results = run.results(params, state, losses)
     results["restored_step"] = np.asarray(step)

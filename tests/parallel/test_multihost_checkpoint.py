@@ -1,6 +1,7 @@
-"""A ZeRO-1 state saved with orbax by 2 processes x 4 devices (each writing its own shards) restores on
-1 process x 8 devices and on 2 x 2, and the resumed runs end where the uninterrupted one did; a process
-killed (SIGKILL) in the middle of a later save leaves the earlier checkpoint the latest, and restorable."""
+"""Distributed Muon under ZeRO-1 (`sharded_state(split_matrix_work(chain(clip, muon)))`): its state saved
+with orbax by 2 processes x 4 devices (each writing its own shards) restores on 1 process x 8 devices and
+on 2 x 2, and the resumed runs end where the uninterrupted one did; a process killed (SIGKILL) in the
+middle of a later save leaves the earlier checkpoint the latest, and restorable."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def _chunks(database, key):
 def _same(got, expected, what, *, resumed=True):
     """The final parameters and state of two runs, and the losses of the steps `got` ran."""
     names = [k for k in expected if k.startswith(("param/", "state/"))] + ["loss"]
-    assert len(names) == 4 + 13 + 1, names  # 4 parameters; 2 + 3 scalars and 2 x 4 Adam slots
+    # 4 parameters; the clip's 2 scalars, the biases' AdamW (a count, 2 x 2 slots), Muon's count and momenta
+    assert len(names) == 4 + (2 + 5 + 3) + 1, names
     for name in names:
         want = expected[name][w.SAVED_AT :] if name == "loss" and resumed else expected[name]
         np.testing.assert_allclose(got[name], want, rtol=1e-6, atol=1e-6, err_msg=f"{what}: {name}")
@@ -46,11 +48,11 @@ def test_a_zero_state_saved_by_two_hosts_resumes_on_other_topologies_and_survive
     _same(other, uninterrupted, "process 1 of the first run", resumed=False)
     assert uninterrupted["compilations"] == 1
     assert uninterrupted["loss"][-1] < 0.5 * uninterrupted["loss"][0]
-    # Each process wrote the shards of its own devices: Adam's `m` of w1 (12 x 16) is split over the 8
+    # Each process wrote the shards of its own devices: Muon's momentum of w1 (12 x 16) is split over the 8
     # devices on its columns (16 = 8 x 2; 12 rows do not divide by 8): chunks 0-3 on process 0, 4-7 on 1.
     item = ckpt / str(w.SAVED_AT) / "default"
     for process in (0, 1):
-        chunks = _chunks(item / f"ocdbt.process_{process}", "opt_state.inner.1.0.m.w1")
+        chunks = _chunks(item / f"ocdbt.process_{process}", "opt_state.inner.1.muon.0.momentum.w1")
         assert chunks == {(0, c) for c in range(4 * process, 4 * process + 4)}, (process, chunks)
 
     # (4) Process 1 was killed while it wrote step KILLED_AT; process 0 could not finish that save alone.
