@@ -26,7 +26,7 @@ from gradtx._core import protocol as _protocol
 from gradtx._core.rule import restated
 from gradtx.combinators import _conditional
 from gradtx.combinators._lookahead import sync_step
-from gradtx.combinators._masking import check_partition, route
+from gradtx.combinators._masking import by_structure, check_partition, route
 from gradtx.optax_compat._mirror import MARKERS, recipe
 
 
@@ -132,7 +132,9 @@ def partition(a):
             )
         return updates, PartitionState(new)
 
-    return _factory.composite(init_fn, update_fn, *map(_factory.member, a.transforms.values()))
+    # routed by labels, as `gradtx.partition`: never element-wise (a labels function may read shapes)
+    raw = _protocol.GradientTransformation(init_fn, update_fn)
+    return by_structure(raw, a.param_labels, [_factory.member(t) for t in a.transforms.values()])
 
 
 @recipe("multi_transform", partition, example='multi_transform({"a": optax.sgd(0.1)}, {"w": "a"})')
