@@ -19,7 +19,7 @@ import statistics
 import time
 from typing import Any
 
-from benchmarks.sharding import count
+from benchmarks.collectives import count
 
 LR = 0.02
 

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import gradtx
+from benchmarks.collectives import KINDS
 from gradtx.sparse import RowSparse
 
 SHAPES = [(6, 3), (5,)]
@@ -26,7 +27,7 @@ vs the whole leaf, the suite's fast-compile options): five Newton-Schulz iterati
 the products' round-off to ~2e-6 of the update."""
 
 
-COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "collective-permute", "all-to-all")
+COLLECTIVES = KINDS  # the kinds of collective the sharding tables count (`benchmarks.collectives`)
 
 
 def collectives_by_scope(hlo: str, kinds=COLLECTIVES) -> dict[tuple[str | None, str], int]:

@@ -5,7 +5,6 @@ constructor's protocol (a formula that yields its matrix work) and the errors.""
 
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
 
 import jax
@@ -16,6 +15,7 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import gradtx
+from benchmarks.collectives import count
 from gradtx._core.matrix_work import MatrixWork
 from gradtx.parallel import split_matrix_work
 from tests import helpers
@@ -48,11 +48,6 @@ def _close(u, want, tolerance=helpers.MUON_TOLERANCE):
     """Muon's tolerance: the suite's fast-compile options round a gathered shard's products otherwise."""
     for k in want:
         np.testing.assert_allclose(np.asarray(u[k]), np.asarray(want[k]), err_msg=k, **tolerance)
-
-
-def _collectives(compiled_text):
-    """`{kind: instructions}` of a compiled HLO module."""
-    return {k: len(re.findall(rf"\b{k}(?:-start)?\(", compiled_text)) for k in helpers.COLLECTIVES}
 
 
 def _mesh(kind, shape=(4, 2)):
@@ -141,7 +136,7 @@ def test_each_device_computes_one_eighth_with_two_collectives_per_group():
         compiled = jax.jit(tx.update).lower(*args).compile()
         analysis = compiled.cost_analysis()
         analysis = analysis[0] if isinstance(analysis, list) else analysis
-        return analysis["flops"], _collectives(compiled.as_text())
+        return analysis["flops"], count(compiled.as_text())
 
     single, _ = cost(muon, grads, muon.init(params), params)
     for kind in (AxisType.Auto, AxisType.Explicit):
@@ -174,7 +169,7 @@ def test_groups_by_shape_and_dtype_and_pads_a_short_stack():
         text = jax.jit(tx.update).lower(gs, tx.init(ps), ps).compile().as_text()
     _close(u, want)
     assert u["half"].dtype == jnp.bfloat16
-    assert _collectives(text)["all-gather"] == 3  # (16, 24) f32, (24, 16) f32, (16, 24) bf16
+    assert count(text)["all-gather"] == 3  # (16, 24) f32, (24, 16) f32, (16, 24) bf16
 
 
 class _TwoRoundsState(NamedTuple):

@@ -1,0 +1,13 @@
+"""Collective instructions of a compiled program, by kind: what the sharding and pod tables count."""
+
+from __future__ import annotations
+
+import re
+
+KINDS = ("all-gather", "all-reduce", "reduce-scatter", "collective-permute", "all-to-all")
+
+
+def count(hlo: str) -> dict[str, int]:
+    """Collective instructions of a compiled HLO module, by kind (an asynchronous start/done pair counts
+    once)."""
+    return {k: len(re.findall(rf"\b{k}(?:-start)?\(", hlo)) for k in KINDS}
