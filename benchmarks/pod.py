@@ -1,5 +1,6 @@
-"""Matrix work on a pod: Muon's step on 8 devices, its Newton-Schulz work as GSPMD places it (Auto axes),
-repeated on every device (Explicit axes), and split across the devices (`gradtx.parallel.split_matrix_work`).
+"""Matrix work on a pod: Muon's and PSGD Kron's steps on 8 devices, their per-matrix work (Newton-Schulz;
+Kron's factor update and preconditioning) as GSPMD places it (Auto axes), repeated on every device
+(Explicit axes), and split across the devices (`gradtx.parallel.split_matrix_work`).
 
 Shampoo is not timed here: on 8 simulated CPU devices its SVDs keep some device threads from an
 all-gather past XLA:CPU's rendezvous timeout (the process aborts); tests/parallel/test_matrix_work.py
@@ -22,10 +23,12 @@ from typing import Any
 from benchmarks.collectives import count
 
 LR = 0.02
+KRON_LR = 0.001
 
 
-def measure(layers: int, rows: int, cols: int, steps: int = 3) -> dict[str, Any]:
-    """The table's rows: `{contender: {flops, ratio, collectives, step_ms}}` and the workload."""
+def measure(layers: int, rows: int, cols: int, optimizers: tuple[str, ...], steps: int = 3) -> dict[str, Any]:
+    """The table's rows for `optimizers` (of `muon`, `psgd_kron`): `{contender: {flops, ratio, collectives,
+    step_ms}}` and the workload."""
     import jax
     import numpy as np
     import optax
@@ -77,10 +80,26 @@ def measure(layers: int, rows: int, cols: int, steps: int = 3) -> dict[str, Any]
                 "split_matrix_work(muon), Explicit axes": (AxisType.Explicit, lambda: split(gradtx.muon(LR))),
             },
         ),
+        "psgd_kron": (  # the first steps: each updates the factors (probability 1 for 500 steps)
+            lambda: gradtx.psgd_kron(KRON_LR),
+            {
+                "psgd_kron, Auto axes": (AxisType.Auto, lambda: gradtx.psgd_kron(KRON_LR)),
+                "psgd_kron, Explicit axes": (AxisType.Explicit, lambda: gradtx.psgd_kron(KRON_LR)),
+                "split_matrix_work(psgd_kron), Auto axes": (
+                    AxisType.Auto,
+                    lambda: split(gradtx.psgd_kron(KRON_LR)),
+                ),
+                "split_matrix_work(psgd_kron), Explicit axes": (
+                    AxisType.Explicit,
+                    lambda: split(gradtx.psgd_kron(KRON_LR)),
+                ),
+            },
+        ),
     }
     rows_out = {}
     singles = {}
-    for family, (make_single, contenders) in families.items():
+    for family in optimizers:
+        make_single, contenders = families[family]
         single = singles[family] = single_flops(make_single())
         for name, (kind, make) in contenders.items():
             mesh = jax.make_mesh((8,), ("data",), axis_types=(kind,))
@@ -98,13 +117,14 @@ def measure(layers: int, rows: int, cols: int, steps: int = 3) -> dict[str, Any]
     }
 
 
-SIZES = {"full": (8, 512, 2048), "smoke": (8, 16, 64)}
+SIZES = {"full": (8, 512, 2048, ("muon", "psgd_kron")), "smoke": (8, 16, 64, ("muon",))}
+"""`measure`'s arguments: the smoke run (the suite's) takes Muon only, whose path is the same."""
 
 
 def table(result: dict[str, Any]) -> list[str]:
     """The Markdown table of `measure`'s result."""
     lines = [
-        f"Muon's step on {result['workload']} (single device: "
+        f"Muon's and PSGD Kron's steps on {result['workload']} (single device: "
         + ", ".join(f"{k} {v:.1f} GFLOP" for k, v in result["single_device_gflop"].items())
         + "). GFLOP per device from XLA's cost analysis, over the single-device step's / 8; the compiled "
         "step's collective instructions as *all-gather / all-reduce / other*; the median step on this "

@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import collections
 import functools
-import string
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradtx._algorithms import kron_factors as _factors_math
 from gradtx._core import checks as _checks
 from gradtx._core import docs as _docs
 from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
+from gradtx._core.matrix_work import MatrixWork
 from gradtx._core.rule import Slot, update_rule
 from gradtx.combinators._weight_decay import torch_weight_decay
 
-_LETTERS = string.ascii_lowercase + string.ascii_uppercase
 _HIGHEST = jax.lax.Precision.HIGHEST
 MEMORY_SAVE_MODES = (None, "one_diag", "smart_one_diag", "all_diag")
 """`memory_save_mode`: every factor triangular where allowed; the largest dimension's diagonal (`one_diag`;
@@ -85,139 +85,79 @@ def _replicated(p, x):
     return x + _placement.reduced(p, (), x.dtype)
 
 
-def _expressions(qs):
-    """A leaf's einsum expressions (psgd-jax's): `A = Q x`, each factor's statistics, `Q^T Q m`."""
-    if len(qs) == 1 and qs[0].ndim == 0:
-        return ",->", (",->",), ",,->"
-    n, L = len(qs), _LETTERS  # noqa: N806
-    qa, qp, qp2, ga, oa, gp, op, stats = [], [], [], "", "", "", "", []
-    for i, q in enumerate(qs):
-        a, b, c = L[i], L[i + 13], L[i + 26]
-        left = "".join(b if j == i else L[j] for j in range(n))
-        if q.ndim < 2:  # diagonal
-            qa, ga, oa = [*qa, a], ga + a, oa + a
-            qp, qp2, gp, op = [*qp, b], [*qp2, b], gp + b, op + b
-            stats.append(f"{left},{left}->{b}")
-        else:
-            qa, ga, oa = [*qa, a + b], ga + b, oa + a
-            qp, qp2, gp, op = [*qp, a + b], [*qp2, a + c], gp + c, op + b
-            stats.append(f"{left},{''.join(c if j == i else L[j] for j in range(n))}->{b}{c}")
-    return f"{','.join(qa)},{ga}->{oa}", tuple(stats), f"{','.join(qp)},{','.join(qp2)},{gp}->{op}"
-
-
-def _norm_lower_bound(a):
-    """A cheap lower bound of the spectral norm of `a` (within a factor ~sqrt(2) of it)."""
-    max_abs = jnp.max(jnp.abs(a))
-
-    def calc(a):
-        a = a / max_abs
-        aa = a * a
-        s0, s1 = jnp.sum(aa, axis=0), jnp.sum(aa, axis=1)
-        i, j = jnp.argmax(s0), jnp.argmax(s1)
-
-        def by_column():
-            x = jnp.matmul(jax.lax.dynamic_index_in_dim(a, i, 1, keepdims=False), a, precision=_HIGHEST)
-            return max_abs * jnp.linalg.norm(jnp.matmul(x / jnp.linalg.norm(x), a.T, precision=_HIGHEST))
-
-        def by_row():
-            x = jnp.matmul(a, jax.lax.dynamic_index_in_dim(a, j, 0, keepdims=False), precision=_HIGHEST)
-            return max_abs * jnp.linalg.norm(jnp.matmul(a.T, x / jnp.linalg.norm(x), precision=_HIGHEST))
-
-        return jax.lax.cond(s0[i] > s1[j], by_column, by_row)
-
-    return jax.lax.cond(max_abs > 0, calc, lambda _: max_abs, a)
-
-
-def _conj_b(qs, v):
-    """`V` times the inverse of the preconditioner's factor, axis by axis (triangular solves)."""
-    order = v.ndim
-    p = list(range(order))
-    b = jnp.transpose(v, p[1:] + p[:1])
-    for i, q in enumerate(qs):
-        if q.ndim < 2:
-            b = b / q
-        else:
-            flat = b.reshape(-1, b.shape[-1])
-            b = jax.lax.linalg.triangular_solve(q, flat, left_side=False, lower=False).reshape(b.shape)
-        if i < order - 1:
-            b = jnp.swapaxes(b, i, order - 1)
-    return b
-
-
-def _update_factors(qs, g, v, lr):
-    """One step of the factors towards `P E[g g^T] P = E[v v^T]` (Li's Lie-group update)."""
-    expr_a, expr_gs, _ = _expressions(qs)
-    a = jnp.einsum(expr_a, *qs, g, precision=_HIGHEST)
-    b = _conj_b(qs, v)
-    out = []
-    for expr, q in zip(expr_gs, qs, strict=True):
-        term1 = jnp.einsum(expr, a, a, precision=_HIGHEST)
-        term2 = jnp.einsum(expr, b, b, precision=_HIGHEST)
-        tmp = (term1 - term2) * lr
-        tiny = jnp.finfo(q.dtype).tiny
-        if q.ndim < 2:
-            q = q - tmp * q / (jnp.max(jnp.abs(term1 + term2)) + tiny)
-        else:
-            step = jnp.triu(tmp) / (_norm_lower_bound(term1 + term2) + tiny)
-            q = q - jnp.matmul(step, q, precision=_HIGHEST)
-        out.append(q)
-    return tuple(out)
-
-
-def _balance(qs):
-    """The factors rescaled to equal largest magnitudes (their product unchanged)."""
-    if len(qs) < 2 or any(q.size == 0 for q in qs):
-        return qs
-    norms = jnp.stack([jnp.max(jnp.abs(q)).astype(jnp.float32) for q in qs])
-    gmean = jnp.prod(norms) ** (1 / len(qs))
-    return tuple(q * (gmean / n).astype(q.dtype) for q, n in zip(qs, norms, strict=True))
-
-
-def _draws(seed, count, like):
-    """The step's random numbers: a uniform (balance the factors when below `balance_prob`) and one normal
-    array per leaf shaped like `like`; psgd-jax's keys (`fold_in(PRNGKey(seed), count)`, split as it does)."""
+def _draws(seed, count, n):
+    """The step's random numbers: a uniform (balance the factors when below `balance_prob`) and a key per
+    leaf for its normal array (`_normal`, drawn only on a step that updates the factors); psgd-jax's keys
+    (`fold_in(PRNGKey(seed), count)`, split as it does)."""
     _, key = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), count))
     key, sub = jax.random.split(key)
     u = jax.random.uniform(sub)
     _, sub = jax.random.split(key)
-    keys = jax.random.split(sub, len(like))
-    return u, [jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, like, strict=True)]
+    return u, list(jax.random.split(sub, n))
+
+
+def _normal(key, like):
+    """A leaf's normal array, shaped like `like`, from its key of `_draws`."""
+    return jax.random.normal(key, like.shape, like.dtype)
+
+
+def _leaf_step(parts, lr, balance, update, *, config, dtype):
+    """One leaf's work: its factors after an update (on a step that draws one: balanced when `balance`, then
+    one step towards `P E[g g^T] P = E[v v^T]` from the input `x`, damped, and a normal `v`), and its
+    direction `Q^T Q m` in `dtype`, its RMS clipped to 1.1. `parts`: the factors, the leaf's key, its
+    momentum `m` and, unless the momentum is the input, its input `x`."""
+    if config.momentum_into:
+        *qs, key, m = parts
+        x = m
+    else:
+        *qs, key, m, x = parts
+
+    def new_factors(qs):
+        qs = jax.lax.cond(balance, _factors_math.balance_factors, lambda q: q, qs)
+        v = _normal(key, x)
+        damped = x + (config.damping * jnp.mean(jnp.abs(x))).astype(x.dtype) * v if config.damping else x
+        return _factors_math.update_factors(qs, damped, v, lr)
+
+    qs = jax.lax.cond(update, new_factors, lambda q: q, tuple(qs))
+    pg = jnp.einsum(_factors_math.expressions(qs)[2], *qs, *qs, m, precision=_HIGHEST).astype(dtype)
+    rms = jnp.sqrt(jnp.mean(jnp.square(pg)))
+    return qs, pg * jnp.minimum(1.1 / (rms + config.clip_eps), 1.0)
 
 
 def _kron_tree(gs, mus, qss, h, *, config):
-    """One step over the leaves with a gradient: `(updates, momenta, factors, {"update_counter": ...})`."""
+    """One step over the leaves with a gradient: `(updates, momenta, factors, {"update_counter": ...})`.
+
+    A generator: each leaf's factor update (on the steps that draw one) and preconditioning are its matrix
+    work, yielded as one list (`gradtx.parallel.split_matrix_work` splits it across the devices)."""
     mus = [_formulas.optax_moment(m, g.astype(m.dtype), h.b1) for g, m in zip(gs, mus, strict=True)]
     dts = [qs[0].dtype for qs in qss]
     momenta = [(m / (1 - h.b1**h.t)).astype(dt) for m, dt in zip(mus, dts, strict=True)]
-    inputs = momenta if config.momentum_into else [g.astype(dt) for g, dt in zip(gs, dts, strict=True)]
     prob = h.precond_update_probability
     counter = h.update_counter + 1
     threshold = (
         1 / prob if isinstance(prob, (int, float)) and prob > 0 else 1 / jnp.asarray(prob, jnp.float32)
     )
     do_update = (jnp.asarray(prob) > 0) & (counter >= threshold)
+    live = [i for i, g in enumerate(gs) if g.size]  # empty leaves draw nothing, keep their factors
+    u, keys = _draws(config.seed, h.count, len(live))
 
-    def update(qss):
-        live = [i for i, x in enumerate(inputs) if x.size]  # empty leaves draw nothing, keep their factors
-        u, vs = _draws(config.seed, h.count, [inputs[i] for i in live])
-        qss = jax.lax.cond(u < h.balance_prob, lambda q: [_balance(x) for x in q], lambda q: q, qss)
-        new = list(qss)
-        for i, v in zip(live, vs, strict=True):
-            x = _placement.whole(inputs[i])  # whole statistics (gathered under Explicit axes)
-            if config.damping:
-                x = x + (config.damping * jnp.mean(jnp.abs(x))).astype(x.dtype) * v
-            new[i] = _update_factors(qss[i], x, v, h.precond_lr)
-        return new
+    def parts(i, key):
+        own_input = () if config.momentum_into else (gs[i].astype(dts[i])[None],)
+        return (*(q[None] for q in qss[i]), key[None], momenta[i][None], *own_input)
 
-    qss = jax.lax.cond(do_update, update, lambda q: list(q), list(qss))
-    updates = []
-    for g, qs, m in zip(gs, qss, momenta, strict=True):
-        if g.size == 0:
-            updates.append(jnp.zeros_like(g))
-            continue
-        pg = jnp.einsum(_expressions(qs)[2], *qs, *qs, m, precision=_HIGHEST).astype(g.dtype)
-        rms = jnp.sqrt(jnp.mean(jnp.square(pg)))
-        updates.append(_placement.placed_like(pg * jnp.minimum(1.1 / (rms + config.clip_eps), 1.0), g))
+    results = yield [
+        MatrixWork(  # each leaf whole (gathered under Explicit axes), with its factors
+            functools.partial(_leaf_step, config=config, dtype=gs[i].dtype),
+            parts(i, key),
+            ("psgd_kron", config.damping, config.clip_eps, config.momentum_into, jnp.dtype(gs[i].dtype).name),
+            args=(h.precond_lr, u < h.balance_prob, do_update),
+        )
+        for i, key in zip(live, keys, strict=True)
+    ]
+    qss, updates = list(qss), [jnp.zeros_like(g) for g in gs]
+    for i, (qs, direction) in zip(live, results, strict=True):
+        qss[i] = tuple(q[0] for q in qs)
+        updates[i] = _placement.placed_like(direction[0], gs[i])
     return updates, mus, qss, {"update_counter": jnp.where(do_update, 0, counter)}
 
 

@@ -11,7 +11,10 @@ the function's results for the whole stack:
         return u[0], m
 
 `update_rule` runs every leaf's formula up to its `yield`, hands all the work of the step to `run` at
-once, and sends each formula its results (a formula may yield again). Nothing else in the formula
+once, and sends each formula its results (a formula may yield again). A formula over the whole tree
+(`over="tree"`) yields a list of works, one per leaf, and receives the list of their results. The
+matrices of a work may come with other per-matrix arrays (its `stack` is then a tuple of parts of one
+leading length: PSGD Kron's factors, its leaf and its random key). Nothing else in the formula
 changes. By default `run` does each leaf's work where the leaf is, as a plain call would (whole on
 every device under Explicit axes, GSPMD's choice under Auto axes). Inside `spreading(spread)`
 (`gradtx.parallel.split_matrix_work` sets it), `spread` receives all of the step's work instead and
@@ -36,8 +39,10 @@ class MatrixWork(NamedTuple):
     """Work done on each matrix of a stack, independently of the others.
 
     Attributes:
-      fn: `fn(matrix, *args)`: one matrix `(rows, cols)` -> its result (an array or a tuple of arrays).
-      stack: the matrices, `(n, rows, cols)`.
+      fn: `fn(matrix, *args)`: one matrix `(rows, cols)` (or one matrix's parts, a tuple) -> its result
+        (an array or a tuple of arrays).
+      stack: the matrices, `(n, rows, cols)`; or a tuple of the matrices' parts, each `(n, ...)` (the
+        arrays `fn` reads per matrix: a matrix and its factors, or a leaf of any rank and its key).
       key: what else `fn` depends on (its static settings): works with equal keys, matrix shapes and
         dtypes compute the same function and may run as one stack.
       args: the traced scalars `fn` reads (the step's hyperparameters, a flag of the count), the same
@@ -77,15 +82,17 @@ def here(work: MatrixWork) -> Any:
     all-gather), GSPMD's choice under Auto axes, each device's own under `shard_map`; only `when` it
     is asked for. The stack is mapped (`jax.vmap`), a stack of one matrix too: Muon's numbers are then
     optax's bit for bit."""
-    return when(work, lambda stack: mapped(work.fn, stack, *work.args), _placement.whole(work.stack))
+    stack = jax.tree.map(_placement.whole, work.stack)
+    return when(work, lambda stack: mapped(work.fn, stack, *work.args), stack)
 
 
-def mapped(fn: Callable[..., Any], stack: jax.Array, *args: Any) -> Any:
-    """`fn(matrix, *args)` of each matrix of `stack` (`jax.vmap` over the stack, the same `args`)."""
+def mapped(fn: Callable[..., Any], stack: Any, *args: Any) -> Any:
+    """`fn(matrix, *args)` of each matrix of `stack` (`jax.vmap` over the stack and its parts, the same
+    `args`)."""
     return jax.vmap(lambda m: fn(m, *args))(stack)
 
 
-def when(work: MatrixWork, compute: Callable[[jax.Array], Any], stack: jax.Array) -> Any:
+def when(work: MatrixWork, compute: Callable[[Any], Any], stack: Any) -> Any:
     """`compute(stack)`, or `work.otherwise` on a step where `work.when` is false (a `lax.cond`)."""
     if work.when is None:
         return compute(stack)
@@ -103,7 +110,13 @@ def run(works: Sequence[MatrixWork]) -> list[Any]:
 def group_key(work: MatrixWork) -> tuple[Any, ...]:
     """Works with equal group keys run as one stack: the same function on matrices of one shape and dtype,
     conditional or not."""
-    return (work.key, tuple(work.stack.shape[1:]), work.stack.dtype, work.when is None)
+    parts, structure = jax.tree.flatten(work.stack)
+    return (work.key, structure, tuple((x.shape[1:], x.dtype) for x in parts), work.when is None)
+
+
+def length(work: MatrixWork) -> int:
+    """How many matrices `work` holds: the leading length of its stack (of each of its parts)."""
+    return jax.tree.leaves(work.stack)[0].shape[0]
 
 
 def groups(works: Sequence[MatrixWork]) -> list[list[int]]:
@@ -115,13 +128,16 @@ def groups(works: Sequence[MatrixWork]) -> list[list[int]]:
 
 
 def drive(pending: dict[int, Any], finish: Callable[[int, Any], None]) -> None:
-    """Run the generators of `pending` (`{leaf index: (generator, its first MatrixWork)}`) to their ends:
-    each round hands every open generator's work to `run` at once and sends each its results; a
-    generator's return value goes to `finish(index, value)`."""
+    """Run the generators of `pending` (`{leaf index: (generator, the MatrixWork or list of them it
+    yielded)}`) to their ends: each round hands every open generator's work to `run` at once and sends
+    each its results (a list for a list); a generator's return value goes to `finish(index, value)`."""
     while pending:
         order = list(pending)
-        results = run([pending[i][1] for i in order])
-        for i, result in zip(order, results, strict=True):
+        asked = [pending[i][1] for i in order]
+        flat = run([w for a in asked for w in (a if isinstance(a, list) else [a])])
+        for i, a in zip(order, asked, strict=True):
+            k = len(a) if isinstance(a, list) else 1
+            result, flat = (flat[:k] if isinstance(a, list) else flat[0]), flat[k:]
             generator = pending.pop(i)[0]
             try:
                 pending[i] = (generator, _checked(generator.send(result)))
@@ -142,7 +158,7 @@ def begin(i: int, result: Any, pending: dict[int, Any], finish: Callable[[int, A
 
 
 def evaluate(result: Any) -> Any:
-    """A formula's result with its matrix work done `here`: `result` itself unless it is a generator."""
+    """A formula's result with its matrix work done (by `run`): `result` itself unless it is a generator."""
     out: dict[int, Any] = {}
     pending: dict[int, Any] = {}
     begin(0, result, pending, out.__setitem__)
@@ -150,10 +166,23 @@ def evaluate(result: Any) -> Any:
     return out[0]
 
 
-def _checked(work: Any) -> MatrixWork:
-    if not isinstance(work, MatrixWork) or jax.numpy.ndim(work.stack) != 3:
-        raise TypeError(f"A rule's formula must yield a MatrixWork of a (n, rows, cols) stack, got {work!r}.")
-    return work
+def _checked(asked: Any) -> MatrixWork | list[MatrixWork]:
+    """What a formula yielded, if it is a `MatrixWork` or a list of them, each of a (n, rows, cols) stack or
+    of parts of one leading length n."""
+    for work in asked if isinstance(asked, list) else [asked]:
+        parts = jax.tree.leaves(work.stack) if isinstance(work, MatrixWork) else []
+        n = {jax.numpy.shape(x)[:1] for x in parts}
+        if (
+            not parts
+            or len(n) != 1
+            or () in n
+            or (not isinstance(work.stack, tuple) and jax.numpy.ndim(work.stack) != 3)
+        ):
+            raise TypeError(
+                "A rule's formula must yield a MatrixWork (or a list of them) of a (n, rows, cols) stack "
+                f"or of a tuple of parts of one leading length n, got {work!r}."
+            )
+    return asked
 
 
 __all__: list[str] = []

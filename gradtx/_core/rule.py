@@ -143,10 +143,11 @@ def update_rule(
     whose scalars follow sums over every element): the formula then takes lists, `leaf(gs, *slot_lists,
     [ws], h) -> (updates, *new_slot_lists[, {scalar: new value}])`, of the leaves that have a gradient
     (row-sparse ones densified); such a formula passes every sum over elements through
-    `gradtx._core.formulas.total_sum`, which stays exact on ZeRO's slices. `paths=True` gives the formula
-    the leaf's key path (`path=`, a `jax.tree_util` key path); `real_only` (a reason) refuses complex
-    gradients and parameters at trace time. `extra` names the extra arguments of `update` that the formula
-    reads, with defaults.
+    `gradtx._core.formulas.total_sum`, which stays exact on ZeRO's slices. It may yield its matrix work
+    too, as a list of `MatrixWork` (PSGD Kron: each leaf's factor update and preconditioning).
+    `paths=True` gives the formula the leaf's key path (`path=`, a `jax.tree_util` key path);
+    `real_only` (a reason) refuses complex gradients and parameters at trace time. `extra` names the
+    extra arguments of `update` that the formula reads, with defaults.
 
     Args:
       name: the building block's public name (errors name the function the user called).

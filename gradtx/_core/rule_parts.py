@@ -9,6 +9,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from gradtx._core import matrix_work as _matrix_work
 from gradtx._core import protocol as _protocol
 from gradtx._core import scalars as _scalars
 from gradtx._core import sparse_rows as _sparse_rules
@@ -44,7 +45,8 @@ def per_dtype(h: dict[str, Any], compute_dtype: Callable[[Any], Any] | None) -> 
 
 def over_tree(leaf, leaves, flat_slots, flat_params, scalars_for, outs, new_slots) -> dict[str, Any]:
     """A rule over all leaves (`over="tree"`): the formula gets lists of the leaves that have a gradient, and
-    may return, after the new slot lists, a dict of the state's new scalars (returned here)."""
+    may return, after the new slot lists, a dict of the state's new scalars (returned here). It may yield
+    its matrix work, a list of `MatrixWork` (one per leaf), as a leaf's formula does."""
     idx = [i for i, g in enumerate(leaves) if g is not None]
     if not idx:
         return {}
@@ -52,7 +54,8 @@ def over_tree(leaf, leaves, flat_slots, flat_params, scalars_for, outs, new_slot
     args = [[s[i] for i in idx] for s in flat_slots]
     if flat_params is not None:
         args.append([flat_params[i] for i in idx])
-    res = leaf(gs, *args, scalars_for(jnp.result_type(*(_walk.values_of(g) for g in gs))))
+    h = scalars_for(jnp.result_type(*(_walk.values_of(g) for g in gs)))
+    res = _matrix_work.evaluate(leaf(gs, *args, h))
     for j, i in enumerate(idx):
         outs[i] = as_update(res[0][j], gs[j])
         for k in range(len(flat_slots)):

@@ -1,12 +1,12 @@
 """`split_matrix_work`: each device computes the matrix work of 1/N of the matrices, the results are
-gathered once (Muon's Newton-Schulz iterations, Shampoo's roots, SOAP's bases: every rule that yields a
-`MatrixWork`)."""
+gathered once (Muon's Newton-Schulz iterations, Shampoo's roots, SOAP's bases, PSGD Kron's factors: every
+rule that yields a `MatrixWork`)."""
 
 from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Hashable, Sequence
+from typing import Any, Hashable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -32,8 +32,9 @@ def split_matrix_work(
 ) -> _protocol.GradientTransformation:
     r"""Split the per-matrix work of `tx`'s rules across the devices: each computes 1/N of the matrices.
 
-    Muon's Newton-Schulz iterations, Shampoo's matrix roots, SOAP's eigenbases (and the work of every
-    rule that declares its matrix work, see `gradtx.update_rule`) otherwise run as the leaves lie: under
+    Muon's Newton-Schulz iterations, Shampoo's matrix roots, SOAP's eigenbases, PSGD Kron's factor
+    updates and preconditioning (and the work of every rule that declares its matrix work, see
+    `gradtx.update_rule`) otherwise run as the leaves lie: under
     `jax.jit` with Auto axes GSPMD shards each matmul of each iteration (a collective per matmul); with
     Explicit axes every device gathers every matrix and computes all of them; under `shard_map` every
     replica repeats all of them. Here the matrices of one shape are stacked (the works of one rule, key,
@@ -43,21 +44,24 @@ def split_matrix_work(
     - under `jax.jit` (Auto or Explicit axes; the mesh of `jax.set_mesh`, or `mesh`): the stack is
       placed with its stack axis sharded over `mesh_axes` (all of the mesh's axes by default: one
       all-to-all from the leaves' own layout), each device computes its matrices (a `shard_map` over
-      those axes: a per-device program), and the results are gathered (one all-gather per result
-      array); each leaf then takes its own slice;
+      those axes: a per-device program), and the results are gathered (with Explicit axes one
+      all-gather of one buffer per dtype; with Auto axes one per result array); each leaf then takes
+      its own slice. A work whose matrices come with other per-matrix parts (PSGD Kron's factors and
+      momentum) moves each part that is split with Explicit axes, and each part with Auto axes;
     - inside `jax.shard_map` / `jax.pmap` over `axis_name`: replica `i` computes the matrices
-      `[i k, (i + 1) k)` of the stack (`k = ceil(n / N)`) and one all-gather gives every replica
-      all of them. The matrices must be the same on every replica (data parallelism after
-      `cross_shard`, not local steps): under `check_vma=True` a matrix that varies over
-      `axis_name` is refused.
+      `[i k, (i + 1) k)` of the stack (`k = ceil(n / N)`) and one all-gather (of one buffer per
+      dtype) gives every replica all of them. The matrices must be the same on every replica (data
+      parallelism after `cross_shard`, not local steps): under `check_vma=True` a matrix that varies
+      over `axis_name` is refused.
 
     Per device, the work of a group of `n` matrices is that of `ceil(n / N)` matrices instead of
     `n`, at the price of two collectives per group (jit; one inside `shard_map`). Work a rule does
-    only on some steps (Shampoo's roots with `svd_interval` > 1, SOAP's bases) stays in its
-    `lax.cond`: on the
-    other steps nothing is computed or moved. A rule with several rounds of work (Shampoo: a root
-    per dimension, each used by the next) has two collectives per group and round. The numbers are
-    the single-device run's: the same function of the same matrix, computed on another device.
+    only on some steps (Shampoo's roots with `svd_interval` > 1, SOAP's bases, PSGD Kron's factor
+    updates) stays in its `lax.cond`: on the other steps nothing is computed (Kron's direction is
+    computed on every step, with the factors in the same work). A rule with several rounds of work
+    (Shampoo: a root per dimension, each used by the next) has two collectives per group and round.
+    The numbers are the single-device run's: the same function of the same matrix, computed on
+    another device.
 
     Args:
       tx: the transform whose rules' matrix work is split (a whole optimizer: `gradtx.muon(...)`).
@@ -113,19 +117,68 @@ def split_matrix_work(
     return _factory.composite(inner.init, update_fn, inner)
 
 
-def _stacked(works: Sequence[_matrix_work.MatrixWork], idx: list[int], size: int) -> tuple[jax.Array, int]:
-    """The group's stacks as one, padded to a multiple of `size` with copies of its first matrix; its
-    length before padding."""
-    parts = [works[i].stack for i in idx]
+def _stacked(
+    works: Sequence[_matrix_work.MatrixWork], idx: list[int], size: int, hold: Any = None
+) -> tuple[Any, int]:
+    """The group's stacks as one (part by part), padded to a multiple of `size` with copies of its first
+    matrix; its length before padding. `hold`, if given, places each work's part before it is joined."""
+    n = sum(_matrix_work.length(works[i]) for i in idx)
+    join = functools.partial(_concatenated, pad=-n % size, hold=hold)
+    return jax.tree.map(lambda *parts: join(parts), *(works[i].stack for i in idx)), n
+
+
+def _concatenated(parts: Sequence[jax.Array], pad: int, hold: Any) -> jax.Array:
+    if hold is not None:
+        parts = [hold(x) for x in parts]
     first = _placement.explicit_sharding(parts[0])
     if first is not None:  # Explicit axes: one layout for the concatenation (no move when they agree)
         parts = [jax.sharding.reshard(x, first) for x in parts]
     x = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
-    n = x.shape[0]
-    pad = -n % size
     if pad:
         x = jnp.concatenate([x, jnp.broadcast_to(x[:1], (pad, *x.shape[1:]))])
-    return x, n
+    return x
+
+
+class _Packing(NamedTuple):
+    """How a tree of stacked arrays (each `(n, ...)`) travels: one buffer `(n, size)` per dtype (`joined`),
+    or each array as it is."""
+
+    treedef: Any
+    shapes: tuple[tuple[int, ...], ...]  # each array's shape after its stack axis
+    buffers: tuple[tuple[int, ...], ...]  # each buffer's arrays (their indices)
+    joined: bool
+
+    @classmethod
+    def of(cls, tree: Any, joined: bool) -> _Packing:
+        leaves, treedef = jax.tree.flatten(tree)
+        by_dtype: dict[Any, list[int]] = {}
+        for j, x in enumerate(leaves):
+            by_dtype.setdefault(jnp.dtype(x.dtype) if joined else j, []).append(j)
+        return cls(treedef, tuple(x.shape[1:] for x in leaves), tuple(map(tuple, by_dtype.values())), joined)
+
+    def pack(self, tree: Any) -> tuple[jax.Array, ...]:
+        leaves = jax.tree.leaves(tree)
+        if not self.joined:
+            return tuple(leaves)
+        flat = [x.reshape(x.shape[0], -1) for x in leaves]
+        return tuple(jnp.concatenate([flat[i] for i in j], axis=1) for j in self.buffers)
+
+    def unpack(self, buffers: Sequence[jax.Array]) -> Any:
+        if not self.joined:
+            return self.treedef.unflatten(buffers)
+        leaves: list[Any] = [None] * len(self.shapes)
+        for buffer, members in zip(buffers, self.buffers, strict=True):
+            start = 0
+            for j in members:
+                size = math.prod(self.shapes[j])
+                leaves[j] = buffer[:, start : start + size].reshape(buffer.shape[0], *self.shapes[j])
+                start += size
+        return self.treedef.unflatten(leaves)
+
+
+def _unplaced(x: Any) -> jax.ShapeDtypeStruct:
+    """`x`'s shape and dtype, without its sharding (to trace a work's function as on one device)."""
+    return jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x))
 
 
 def _otherwise(works: Sequence[_matrix_work.MatrixWork], idx: list[int], place: Any) -> Any:
@@ -140,7 +193,7 @@ def _split(works: Sequence[_matrix_work.MatrixWork], idx: list[int], results: li
     """Each work of the group takes its matrices' results from the group's `out`."""
     start = 0
     for i in idx:
-        n = works[i].stack.shape[0]
+        n = _matrix_work.length(works[i])
         results[i] = jax.tree.map(lambda y, s=start, n=n: y[s : s + n], out)
         start += n
 
@@ -172,23 +225,38 @@ def _over_mesh(mesh: Any, mesh_axes: tuple[Hashable, ...] | None) -> _matrix_wor
                 return jax.sharding.reshard(x, sharding)
             return jax.lax.with_sharding_constraint(x, sharding)
 
+        def hold(x):
+            # under Auto axes, a work's own stack is not split on its stack axis: GSPMD would otherwise
+            # carry the stack's split back into each work's few matrices and move them one by one
+            return place(x, P(None, *(P.UNCONSTRAINED for _ in x.shape[1:])))
+
         results: list[Any] = [None] * len(works)
         for idx in _matrix_work.groups(works):
-            x, n = _stacked(works, idx, size)
+            x, n = _stacked(works, idx, size, None if explicit else hold)
             first = works[idx[0]]
 
             def compute(x, fn=first.fn, args=first.args, n=n):
-                # each device its 1/size of the stack, as a per-device program: a loop, an SVD or an
-                # eigendecomposition is then never partitioned (nor its types checked) by the compiler
+                # the results gathered as one buffer per dtype under Explicit axes; under Auto axes one by
+                # one (GSPMD would move the buffer's slices again, with a collective each)
+                bare = jax.tree.map(_unplaced, (x, args))
+                shapes = jax.eval_shape(lambda s, a: _matrix_work.mapped(fn, s, *a), *bare)  # unplaced
+                outputs = _Packing.of(shapes, joined=explicit)
+
+                def per_device(stack, *args):
+                    # its 1/size of the stack, as a per-device program: a loop, an SVD or an
+                    # eigendecomposition is then never partitioned (nor its types checked) by the compiler
+                    return outputs.pack(_matrix_work.mapped(fn, stack, *args))
+
                 local = jax.shard_map(
-                    functools.partial(_matrix_work.mapped, fn),
+                    per_device,
                     mesh=m,
                     in_specs=(P(axes), *(P() for _ in args)),
                     out_specs=P(axes),
                     axis_names=set(axes),
                 )
-                y = local(place(x, P(axes)), *(place(jnp.asarray(a), P()) for a in args))
-                return jax.tree.map(lambda t: place(t, P())[:n], y)  # gathered once
+                stack = jax.tree.map(lambda t: place(t, P(axes)), x)
+                y = local(stack, *(place(jnp.asarray(a), P()) for a in args))
+                return outputs.unpack(tuple(place(t, P())[:n] for t in y))  # gathered once
 
             otherwise = _otherwise(works, idx, lambda t: place(t, P()))
             _split(works, idx, results, _matrix_work.when(first._replace(otherwise=otherwise), compute, x))
@@ -205,7 +273,8 @@ def _over_replicas(names: tuple[Hashable, ...]) -> _matrix_work.Spread:
         checked = _axes.vma_checked(names)
         if checked:
             for w in works:
-                varying = _axes.varying_axes(w.stack, names, checked)
+                parts = jax.tree.leaves(w.stack)
+                varying = tuple(dict.fromkeys(a for x in parts for a in _axes.varying_axes(x, names, True)))
                 if varying:
                     raise ValueError(
                         f"`gradtx.parallel.{_FN}`: a matrix varies over {varying}: each replica has its own, "
@@ -219,9 +288,11 @@ def _over_replicas(names: tuple[Hashable, ...]) -> _matrix_work.Spread:
             first = works[idx[0]]
 
             def compute(x, fn=first.fn, args=first.args, n=n):
-                k = x.shape[0] // size
-                y = _matrix_work.mapped(fn, jax.lax.dynamic_slice_in_dim(x, index * k, k), *args)  # its slice
-                return jax.tree.map(lambda t: _axes.all_gather(t, names, checked)[:n], y)
+                k = jax.tree.leaves(x)[0].shape[0] // size
+                mine = jax.tree.map(lambda t: jax.lax.dynamic_slice_in_dim(t, index * k, k), x)  # its slice
+                y = _matrix_work.mapped(fn, mine, *args)
+                outputs = _Packing.of(y, joined=True)  # the results gathered as one buffer per dtype
+                return outputs.unpack(tuple(_axes.all_gather(t, names, checked)[:n] for t in outputs.pack(y)))
 
             otherwise = _otherwise(works, idx, lambda t: t)
             _split(works, idx, results, _matrix_work.when(first._replace(otherwise=otherwise), compute, x))

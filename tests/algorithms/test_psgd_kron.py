@@ -2,7 +2,7 @@
 
 The fixture (tools/references/psgd_kron.py) holds 20-step trajectories of both. psgd-jax's are replayed
 with gradtx's own random numbers, drawn with psgd-jax's keys; pytorch-optimizer's with the normal arrays
-and uniforms it drew, fed through the module's `_draws` (patched here: a test seam, not an API).
+and uniforms it drew, fed through the module's `_draws` and `_normal` (patched here: a test seam, not an API).
 """
 
 from __future__ import annotations
@@ -44,17 +44,24 @@ def _psgd_jax(kwargs):
     return gradtx.psgd_kron(**args, damping=kron_module.PSGD_JAX_DAMPING, clip_eps=0.0, mask=every_leaf)
 
 
-def _replayed_draws(case):
-    """`_draws` giving the case's recorded numbers at each count: the uniform, one normal array per leaf."""
+def _replayed_draws(case, monkeypatch):
+    """`_draws` and `_normal` giving the case's recorded numbers at each count: the uniform, and as a leaf's
+    "key" its count, by which `_normal` takes the leaf's recorded normal array (the leaves' shapes differ)."""
     steps = len(case.params)
     uniforms = jnp.asarray(case.draws[-1], jnp.float32)
     normals = [jnp.stack([case.draws[len(LEAVES) * t + i] for t in range(steps)]) for i in range(len(LEAVES))]
+    by_shape = {v.shape[1:]: v for v in normals}
+    assert len(by_shape) == len(LEAVES)
 
-    def draws(seed, count, like):
-        assert len(like) == len(LEAVES)
-        return uniforms[count], [v[count].astype(x.dtype) for v, x in zip(normals, like, strict=True)]
+    def draws(seed, count, n):
+        assert n == len(LEAVES)
+        return uniforms[count], [jnp.asarray(count, jnp.int32)] * n
 
-    return draws
+    def normal(count, like):
+        return by_shape[like.shape][count].astype(like.dtype)
+
+    monkeypatch.setattr(kron_module, "_draws", draws)
+    monkeypatch.setattr(kron_module, "_normal", normal)
 
 
 @pytest.mark.parametrize("case", JAX, ids=repr)
@@ -64,7 +71,7 @@ def test_psgd_kron_equals_psgd_jax_with_its_own_random_numbers(case):
 
 @pytest.mark.parametrize("case", TORCH, ids=repr)
 def test_psgd_kron_equals_pytorch_optimizer_given_its_draws(case, monkeypatch):
-    monkeypatch.setattr(kron_module, "_draws", _replayed_draws(case))
+    _replayed_draws(case, monkeypatch)
     _references.check_case(case)
 
 
