@@ -13,7 +13,7 @@ import pathlib
 
 import numpy as np
 
-from benchmarks import catalogue, compat, frontier, pod, reasons, tracing
+from benchmarks import catalogue, compat, depth, frontier, pod, reasons, tracing
 
 HERE = pathlib.Path(__file__).parent
 ORDER = ["cpu", "gpu", "cuda", "rocm", "tpu"]
@@ -192,6 +192,8 @@ def platform_section(results: dict, chart: str | None) -> list[str]:
         lines += ["### An optax program, import switched", "", *compat.program_table(results["programs"]), ""]
     if results.get("tracing"):
         lines += ["### Tracing and lowering", "", *tracing.table(results["tracing"]["rows"]), ""]
+    if results.get("depth"):
+        lines += ["### Matrix optimizers at depth: trace and compile", "", *depth.table(results["depth"]), ""]
     if results.get("sharding"):
         lines += ["### Collectives per step on a 2-D mesh", "", *sharding_table(results["sharding"]), ""]
         lines += [

@@ -8,8 +8,9 @@
 It also runs every optimizer optax also has beside optax's on a transformer-like tree
 (`benchmarks.catalogue`: step and compile time), the optimizers optax does not have beside its AdamW
 (`benchmarks.frontier`: step time and state bytes), times tracing and lowering an Adam step over
-thousands of leaves (`benchmarks.tracing`), and counts the collectives of a few optimizers'
-steps on a 2-D mesh of 8 devices (`benchmarks.sharding`, in a process of its own).
+thousands of leaves (`benchmarks.tracing`), times compiling the matrix optimizers' steps on a deep tree
+beside AdamW's (`benchmarks.depth`), and counts the collectives of a few optimizers' steps on a 2-D mesh
+of 8 devices (`benchmarks.sharding`, in a process of its own).
 
 For each workload every contender is compiled (its first call is the compile time), then
 all contenders run in interleaved rounds; a round runs enough back-to-back steps of one
@@ -37,9 +38,9 @@ import numpy as np
 import optax
 
 import gradtx
-from benchmarks import _timing, catalogue, compat, frontier, reasons, tracing, workloads
+from benchmarks import _timing, catalogue, compat, depth, frontier, reasons, tracing, workloads
 
-SUITES = ("catalogue", "compat", "frontier", "programs", "tracing")
+SUITES = ("catalogue", "compat", "depth", "frontier", "programs", "tracing")
 """What runs besides the workloads (`--only` names them too)."""
 
 RESULTS_DIR = pathlib.Path(__file__).parent / "results"
@@ -286,6 +287,10 @@ def main(argv: list[str] | None = None) -> dict:
         suites["tracing"] = {"rows": rows}
         for r in rows:
             print(f"  tracing {r['leaves']} leaves of {tuple(r['shape'])}: {r['ratio']:.2f}x", flush=True)
+    if not args.only or "depth" in args.only:
+        suites["depth"] = depth.measure(*depth.SIZES[args.sizes])
+        for r in suites["depth"]["rows"]:
+            print(f"  depth {r['optimizer']}: {r['median_s']:.2f} s, {r['ratio']:.2f}x AdamW's", flush=True)
     targets = [t for w in results for t in w["targets"]] + [memory_target(results)]
     if suites["catalogue"]:
         targets += catalogue.targets(suites["catalogue"])
@@ -295,6 +300,8 @@ def main(argv: list[str] | None = None) -> dict:
         targets += compat.program_targets(suites["programs"])
     if suites["tracing"]:
         targets += tracing.targets(suites["tracing"]["rows"])
+    if suites["depth"]:
+        targets += depth.targets(suites["depth"])
     command = "python -m benchmarks.run " + " ".join(argv if argv is not None else sys.argv[1:])
     out = {
         "machine": info,

@@ -83,9 +83,10 @@ def test_smoke_run_writes_results_and_report(tmp_path, monkeypatch):
             assert row["peak_bytes"] >= row["live_bytes"]  # the step holds at least its arguments
     labels = [t["label"] for t in out["targets"]]
     # the workloads' 17, the catalogue's 3 pairs and optax_compat's 2 (step and compile each), the
-    # program's 3 (HLO of the optimizer and the step, first call), the tracing case's 1
-    assert any("peak memory" in label for label in labels) and len(labels) == 17 + 3 * 2 + 2 * 2 + 3 + 1
+    # program's 3 (HLO of the optimizer and the step, first call), the tracing case's 1, depth's 1 (muon)
+    assert any("peak memory" in label for label in labels) and len(labels) == 17 + 3 * 2 + 2 * 2 + 3 + 1 + 1
     assert len(out["catalogue"]["rows"]) == 3 and len(out["tracing"]["rows"]) == 1
+    assert [r["optimizer"] for r in out["depth"]["rows"]] == ["muon"] and out["depth"]["rows"][0]["ratio"] > 0
     assert len(out["compat"]["rows"]) == 2 and set(out["programs"]) == {"hlo", "first_call_s"}
     frontier = out["frontier"]["rows"]  # optax's AdamW and Muon, gradtx's Muon
     assert len(frontier) == 3 and frontier["adamw (optax)"]["state_ratio"] == 1.0

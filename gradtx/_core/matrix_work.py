@@ -15,8 +15,9 @@ once, and sends each formula its results (a formula may yield again). A formula 
 (`over="tree"`) yields a list of works, one per leaf, and receives the list of their results. The
 matrices of a work may come with other per-matrix arrays (its `stack` is then a tuple of parts of one
 leading length: PSGD Kron's factors, its leaf and its random key). Nothing else in the formula
-changes. By default `run` does each leaf's work where the leaf is, as a plain call would (whole on
-every device under Explicit axes, GSPMD's choice under Auto axes). Inside `spreading(spread)`
+changes. By default `run` does each leaf's work where the leaf is (whole on every device under Explicit
+axes, GSPMD's choice under Auto axes), the works of one key, shape and dtype as one stack: a deep
+model's step holds one program of matrix work per shape, not one per matrix. Inside `spreading(spread)`
 (`gradtx.parallel.split_matrix_work` sets it), `spread` receives all of the step's work instead and
 may stack the works of one key, shape and dtype and split the stack across the devices; the numbers are
 the same work's, done elsewhere. Type casts and stacking only here: the collectives live in
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import types
 from typing import Any, Callable, Hashable, Iterator, NamedTuple, Sequence
 
@@ -77,19 +79,29 @@ def spreading(spread: Spread) -> Iterator[None]:
         _SPREAD.reset(token)
 
 
-def here(work: MatrixWork) -> Any:
-    """`work` done where its leaf is: the stack whole on every device under Explicit axes (one
-    all-gather), GSPMD's choice under Auto axes, each device's own under `shard_map`; only `when` it
-    is asked for. The stack is mapped (`jax.vmap`), a stack of one matrix too: Muon's numbers are then
-    optax's bit for bit."""
-    stack = jax.tree.map(_placement.whole, work.stack)
-    return when(work, lambda stack: mapped(work.fn, stack, *work.args), stack)
+def here(works: Sequence[MatrixWork]) -> list[Any]:
+    """`works` done where their leaves are: each matrix whole on every device under Explicit axes (one
+    all-gather), GSPMD's choice under Auto axes, each device's own under `shard_map`; only `when` it is
+    asked for. The works of one group (`groups`) run as one stack, mapped (`jax.vmap`): the step's
+    program holds one Newton-Schulz iteration (one root, one factor update) per shape and dtype, not one
+    per matrix, so that a deep model's step compiles in about the time of a shallow one."""
+    results: list[Any] = [None] * len(works)
+    for idx in groups(works):
+        first = works[idx[0]]
+        stack, _ = stacked(works, idx, 1, _placement.whole)
+        compute = functools.partial(_mapped_with, first.fn, first.args)
+        split(works, idx, results, when(first._replace(otherwise=otherwise(works, idx)), compute, stack))
+    return results
 
 
 def mapped(fn: Callable[..., Any], stack: Any, *args: Any) -> Any:
     """`fn(matrix, *args)` of each matrix of `stack` (`jax.vmap` over the stack and its parts, the same
     `args`)."""
     return jax.vmap(lambda m: fn(m, *args))(stack)
+
+
+def _mapped_with(fn: Callable[..., Any], args: tuple[Any, ...], stack: Any) -> Any:
+    return mapped(fn, stack, *args)
 
 
 def when(work: MatrixWork, compute: Callable[[Any], Any], stack: Any) -> Any:
@@ -100,10 +112,10 @@ def when(work: MatrixWork, compute: Callable[[Any], Any], stack: Any) -> Any:
 
 
 def run(works: Sequence[MatrixWork]) -> list[Any]:
-    """The results of `works`: by the `spread` of the enclosing `spreading` block, else each `here`."""
+    """The results of `works`: by the `spread` of the enclosing `spreading` block, else `here`."""
     spread = _SPREAD.get()
     if spread is None or not works:
-        return [here(w) for w in works]
+        return here(works)
     return spread(works)
 
 
@@ -125,6 +137,45 @@ def groups(works: Sequence[MatrixWork]) -> list[list[int]]:
     for i, w in enumerate(works):
         by_key.setdefault(group_key(w), []).append(i)
     return list(by_key.values())
+
+
+def stacked(works: Sequence[MatrixWork], idx: list[int], size: int, hold: Any = None) -> tuple[Any, int]:
+    """The stacks of the works `idx` (a group) as one, part by part, padded to a multiple of `size` with
+    copies of its first matrix; its length before padding. `hold`, if given, places each work's part
+    before it is joined."""
+    n = sum(length(works[i]) for i in idx)
+    join = functools.partial(_concatenated, pad=-n % size, hold=hold)
+    return jax.tree.map(lambda *parts: join(parts), *(works[i].stack for i in idx)), n
+
+
+def _concatenated(parts: Sequence[jax.Array], pad: int, hold: Any) -> jax.Array:
+    if hold is not None:
+        parts = [hold(x) for x in parts]
+    first = _placement.explicit_sharding(parts[0])
+    if first is not None:  # Explicit axes: one layout for the concatenation (no move when they agree)
+        parts = [jax.sharding.reshard(x, first) for x in parts]
+    x = parts[0] if len(parts) == 1 else jax.numpy.concatenate(parts)
+    if pad:
+        x = jax.numpy.concatenate([x, jax.numpy.broadcast_to(x[:1], (pad, *x.shape[1:]))])
+    return x
+
+
+def otherwise(works: Sequence[MatrixWork], idx: list[int], place: Callable[[Any], Any] | None = None) -> Any:
+    """The group's results on a step that skips its work (each work's `otherwise`, concatenated, and
+    placed by `place` as the computed results are); None for unconditional work."""
+    if works[idx[0]].when is None:
+        return None
+    joined = jax.tree.map(lambda *parts: jax.numpy.concatenate(parts), *(works[i].otherwise for i in idx))
+    return joined if place is None else jax.tree.map(place, joined)
+
+
+def split(works: Sequence[MatrixWork], idx: list[int], results: list[Any], out: Any) -> None:
+    """Each work of the group `idx` takes its matrices' results from the group's `out`, into `results`."""
+    start = 0
+    for i in idx:
+        n = length(works[i])
+        results[i] = jax.tree.map(lambda y, s=start, n=n: y[s : s + n], out)
+        start += n
 
 
 def drive(pending: dict[int, Any], finish: Callable[[int, Any], None]) -> None:

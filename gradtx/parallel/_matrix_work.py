@@ -4,7 +4,6 @@ rule that yields a `MatrixWork`)."""
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, Hashable, NamedTuple, Sequence
 
@@ -16,7 +15,6 @@ from jax.sharding import PartitionSpec as P
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import matrix_work as _matrix_work
-from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx.parallel import _axes
 
@@ -117,28 +115,6 @@ def split_matrix_work(
     return _factory.composite(inner.init, update_fn, inner)
 
 
-def _stacked(
-    works: Sequence[_matrix_work.MatrixWork], idx: list[int], size: int, hold: Any = None
-) -> tuple[Any, int]:
-    """The group's stacks as one (part by part), padded to a multiple of `size` with copies of its first
-    matrix; its length before padding. `hold`, if given, places each work's part before it is joined."""
-    n = sum(_matrix_work.length(works[i]) for i in idx)
-    join = functools.partial(_concatenated, pad=-n % size, hold=hold)
-    return jax.tree.map(lambda *parts: join(parts), *(works[i].stack for i in idx)), n
-
-
-def _concatenated(parts: Sequence[jax.Array], pad: int, hold: Any) -> jax.Array:
-    if hold is not None:
-        parts = [hold(x) for x in parts]
-    first = _placement.explicit_sharding(parts[0])
-    if first is not None:  # Explicit axes: one layout for the concatenation (no move when they agree)
-        parts = [jax.sharding.reshard(x, first) for x in parts]
-    x = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
-    if pad:
-        x = jnp.concatenate([x, jnp.broadcast_to(x[:1], (pad, *x.shape[1:]))])
-    return x
-
-
 class _Packing(NamedTuple):
     """How a tree of stacked arrays (each `(n, ...)`) travels: one buffer `(n, size)` per dtype (`joined`),
     or each array as it is."""
@@ -181,23 +157,6 @@ def _unplaced(x: Any) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x))
 
 
-def _otherwise(works: Sequence[_matrix_work.MatrixWork], idx: list[int], place: Any) -> Any:
-    """The group's results on a step that skips its work (each work's `otherwise`, concatenated and placed
-    as the computed results are); None for unconditional work."""
-    if works[idx[0]].when is None:
-        return None
-    return jax.tree.map(lambda *parts: place(jnp.concatenate(parts)), *(works[i].otherwise for i in idx))
-
-
-def _split(works: Sequence[_matrix_work.MatrixWork], idx: list[int], results: list[Any], out: Any) -> None:
-    """Each work of the group takes its matrices' results from the group's `out`."""
-    start = 0
-    for i in idx:
-        n = _matrix_work.length(works[i])
-        results[i] = jax.tree.map(lambda y, s=start, n=n: y[s : s + n], out)
-        start += n
-
-
 def _over_mesh(mesh: Any, mesh_axes: tuple[Hashable, ...] | None) -> _matrix_work.Spread:
     """The spread under `jax.jit`: each group's stack sharded over the mesh, computed, gathered."""
 
@@ -232,7 +191,7 @@ def _over_mesh(mesh: Any, mesh_axes: tuple[Hashable, ...] | None) -> _matrix_wor
 
         results: list[Any] = [None] * len(works)
         for idx in _matrix_work.groups(works):
-            x, n = _stacked(works, idx, size, None if explicit else hold)
+            x, n = _matrix_work.stacked(works, idx, size, None if explicit else hold)
             first = works[idx[0]]
 
             def compute(x, fn=first.fn, args=first.args, n=n):
@@ -258,8 +217,9 @@ def _over_mesh(mesh: Any, mesh_axes: tuple[Hashable, ...] | None) -> _matrix_wor
                 y = local(stack, *(place(jnp.asarray(a), P()) for a in args))
                 return outputs.unpack(tuple(place(t, P())[:n] for t in y))  # gathered once
 
-            otherwise = _otherwise(works, idx, lambda t: place(t, P()))
-            _split(works, idx, results, _matrix_work.when(first._replace(otherwise=otherwise), compute, x))
+            otherwise = _matrix_work.otherwise(works, idx, lambda t: place(t, P()))
+            out = _matrix_work.when(first._replace(otherwise=otherwise), compute, x)
+            _matrix_work.split(works, idx, results, out)
         return results
 
     return spread
@@ -284,7 +244,7 @@ def _over_replicas(names: tuple[Hashable, ...]) -> _matrix_work.Spread:
         index = jax.lax.axis_index(names if len(names) > 1 else names[0])
         results: list[Any] = [None] * len(works)
         for idx in _matrix_work.groups(works):
-            x, n = _stacked(works, idx, size)
+            x, n = _matrix_work.stacked(works, idx, size)
             first = works[idx[0]]
 
             def compute(x, fn=first.fn, args=first.args, n=n):
@@ -294,8 +254,8 @@ def _over_replicas(names: tuple[Hashable, ...]) -> _matrix_work.Spread:
                 outputs = _Packing.of(y, joined=True)  # the results gathered as one buffer per dtype
                 return outputs.unpack(tuple(_axes.all_gather(t, names, checked)[:n] for t in outputs.pack(y)))
 
-            otherwise = _otherwise(works, idx, lambda t: t)
-            _split(works, idx, results, _matrix_work.when(first._replace(otherwise=otherwise), compute, x))
+            out = _matrix_work.when(first._replace(otherwise=_matrix_work.otherwise(works, idx)), compute, x)
+            _matrix_work.split(works, idx, results, out)
         return results
 
     return spread

@@ -155,16 +155,17 @@ def test_each_device_computes_one_eighth_with_few_collectives_per_group(name):
             ps, gs = _placed(params, mesh), _placed(grads, mesh)
             tx = split_matrix_work(opt)
             flops, collectives = cost(tx, gs, tx.init(ps), ps)
-            plain_flops, plain_collectives = cost(opt, gs, opt.init(ps), ps)
+            plain_flops, _ = cost(opt, gs, opt.init(ps), ps)
         limit = COLLECTIVES_PER_GROUP[name]["explicit" if kind == AxisType.Explicit else "auto"]
         assert flops <= 1.2 * single / N, (kind, flops / (single / N))
         assert sum(collectives.values()) <= limit * 2, (kind, collectives)  # two groups: (64, 256), (256, 64)
-        # what it replaces: Explicit axes compute every matrix everywhere; Auto axes, a collective per matmul
+        # what it replaces: Explicit axes compute every matrix everywhere; Auto axes more than a 1/N share
+        # (GSPMD partitions each matmul of the stacked work, and repeats what it cannot)
         if kind == AxisType.Explicit:
             assert collectives["all-gather"] == 2, collectives  # each group's results, gathered once
             assert plain_flops > 0.9 * single
         else:
-            assert sum(plain_collectives.values()) > 3 * sum(collectives.values())
+            assert plain_flops > 1.3 * single / N, plain_flops / (single / N)
 
 
 def test_groups_by_shape_and_dtype_and_pads_a_short_stack():
