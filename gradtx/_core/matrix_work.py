@@ -82,11 +82,15 @@ def spreading(spread: Spread) -> Iterator[None]:
 def here(works: Sequence[MatrixWork]) -> list[Any]:
     """`works` done where their leaves are: each matrix whole on every device under Explicit axes (one
     all-gather), GSPMD's choice under Auto axes, each device's own under `shard_map`; only `when` it is
-    asked for. The works of one group (`groups`) run as one stack, mapped (`jax.vmap`): the step's
-    program holds one Newton-Schulz iteration (one root, one factor update) per shape and dtype, not one
-    per matrix, so that a deep model's step compiles in about the time of a shallow one."""
+    asked for. On one device the works of one group (`groups`) run as one stack, mapped (`jax.vmap`):
+    the step's program holds one Newton-Schulz iteration (one root, one factor update) per shape and
+    dtype, not one per matrix, and a deep model's step compiles in a fraction of the time. On a mesh
+    each work runs as its own stack (of its matrices, mapped): GSPMD would split a group's stack over
+    the devices, and XLA:CPU's simulated devices can then wait forever on a split batch of SVDs
+    (`gradtx.parallel.split_matrix_work` splits the groups on purpose)."""
     results: list[Any] = [None] * len(works)
-    for idx in groups(works):
+    together = all(_on_one_device(w) for w in works)
+    for idx in groups(works) if together else [[i] for i in range(len(works))]:
         first = works[idx[0]]
         stack, _ = stacked(works, idx, 1, _placement.whole)
         compute = functools.partial(_mapped_with, first.fn, first.args)
@@ -98,6 +102,12 @@ def mapped(fn: Callable[..., Any], stack: Any, *args: Any) -> Any:
     """`fn(matrix, *args)` of each matrix of `stack` (`jax.vmap` over the stack and its parts, the same
     `args`)."""
     return jax.vmap(lambda m: fn(m, *args))(stack)
+
+
+def _on_one_device(work: MatrixWork) -> bool:
+    """Whether `work`'s matrices are typed as on one device (no mesh of more than one device)."""
+    mesh = getattr(getattr(jax.typeof(jax.tree.leaves(work.stack)[0]), "sharding", None), "mesh", None)
+    return mesh is None or mesh.empty or mesh.size == 1
 
 
 def _mapped_with(fn: Callable[..., Any], args: tuple[Any, ...], stack: Any) -> Any:
