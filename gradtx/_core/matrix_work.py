@@ -92,7 +92,7 @@ def here(works: Sequence[MatrixWork]) -> list[Any]:
     together = all(_on_one_device(w) for w in works)
     for idx in groups(works) if together else [[i] for i in range(len(works))]:
         first = works[idx[0]]
-        stack, _ = stacked(works, idx, 1, _placement.whole)
+        stack, _ = stacked(works, idx, 1, _wholes)
         compute = functools.partial(_mapped_with, first.fn, first.args)
         split(works, idx, results, when(first._replace(otherwise=otherwise(works, idx)), compute, stack))
     return results
@@ -149,21 +149,25 @@ def groups(works: Sequence[MatrixWork]) -> list[list[int]]:
     return list(by_key.values())
 
 
-def stacked(works: Sequence[MatrixWork], idx: list[int], size: int, hold: Any = None) -> tuple[Any, int]:
+Place = Callable[[Sequence[jax.Array]], Sequence[jax.Array]]
+"""The parts of one position of a group's works (one per work) -> the same, placed to be joined."""
+
+
+def stacked(works: Sequence[MatrixWork], idx: list[int], size: int, place: Place) -> tuple[Any, int]:
     """The stacks of the works `idx` (a group) as one, part by part, padded to a multiple of `size` with
-    copies of its first matrix; its length before padding. `hold`, if given, places each work's part
-    before it is joined."""
+    copies of its first matrix; its length before padding. `place` puts each position's parts where they
+    are joined (here: each whole; `gradtx.parallel` moves them, the collectives are its own)."""
     n = sum(length(works[i]) for i in idx)
-    join = functools.partial(_concatenated, pad=-n % size, hold=hold)
+    join = functools.partial(_concatenated, pad=-n % size, place=place)
     return jax.tree.map(lambda *parts: join(parts), *(works[i].stack for i in idx)), n
 
 
-def _concatenated(parts: Sequence[jax.Array], pad: int, hold: Any) -> jax.Array:
-    if hold is not None:
-        parts = [hold(x) for x in parts]
-    first = _placement.explicit_sharding(parts[0])
-    if first is not None:  # Explicit axes: one layout for the concatenation (no move when they agree)
-        parts = [jax.sharding.reshard(x, first) for x in parts]
+def _wholes(parts: Sequence[jax.Array]) -> list[jax.Array]:
+    return [_placement.whole(x) for x in parts]
+
+
+def _concatenated(parts: Sequence[jax.Array], pad: int, place: Place) -> jax.Array:
+    parts = place(parts)
     x = parts[0] if len(parts) == 1 else jax.numpy.concatenate(parts)
     if pad:
         x = jax.numpy.concatenate([x, jax.numpy.broadcast_to(x[:1], (pad, *x.shape[1:]))])

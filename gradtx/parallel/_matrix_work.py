@@ -15,6 +15,7 @@ from jax.sharding import PartitionSpec as P
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import matrix_work as _matrix_work
+from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx.parallel import _axes
 
@@ -115,9 +116,10 @@ def split_matrix_work(
     return _factory.composite(inner.init, update_fn, inner)
 
 
-class _Packing(NamedTuple):
-    """How a tree of stacked arrays (each `(n, ...)`) travels: one buffer `(n, size)` per dtype (`joined`),
-    or each array as it is."""
+class _Buffers(NamedTuple):
+    """How a work's results (a tree of stacked arrays, each `(n, ...)`) travel to the other devices: one
+    buffer `(n, size)` per dtype (`joined`), or each array as it is. Results of the work only: no leaf of
+    the user's is joined."""
 
     treedef: Any
     shapes: tuple[tuple[int, ...], ...]  # each array's shape after its stack axis
@@ -125,21 +127,21 @@ class _Packing(NamedTuple):
     joined: bool
 
     @classmethod
-    def of(cls, tree: Any, joined: bool) -> _Packing:
+    def of(cls, tree: Any, joined: bool) -> _Buffers:
         leaves, treedef = jax.tree.flatten(tree)
         by_dtype: dict[Any, list[int]] = {}
         for j, x in enumerate(leaves):
             by_dtype.setdefault(jnp.dtype(x.dtype) if joined else j, []).append(j)
         return cls(treedef, tuple(x.shape[1:] for x in leaves), tuple(map(tuple, by_dtype.values())), joined)
 
-    def pack(self, tree: Any) -> tuple[jax.Array, ...]:
+    def join(self, tree: Any) -> tuple[jax.Array, ...]:
         leaves = jax.tree.leaves(tree)
         if not self.joined:
             return tuple(leaves)
         flat = [x.reshape(x.shape[0], -1) for x in leaves]
         return tuple(jnp.concatenate([flat[i] for i in j], axis=1) for j in self.buffers)
 
-    def unpack(self, buffers: Sequence[jax.Array]) -> Any:
+    def parts(self, buffers: Sequence[jax.Array]) -> Any:
         if not self.joined:
             return self.treedef.unflatten(buffers)
         leaves: list[Any] = [None] * len(self.shapes)
@@ -150,6 +152,12 @@ class _Packing(NamedTuple):
                 leaves[j] = buffer[:, start : start + size].reshape(buffer.shape[0], *self.shapes[j])
                 start += size
         return self.treedef.unflatten(leaves)
+
+
+def _aligned(parts: Sequence[jax.Array]) -> Sequence[jax.Array]:
+    """Explicit axes: the parts in the first one's layout, to be joined (no move when they agree)."""
+    first = _placement.explicit_sharding(parts[0])
+    return parts if first is None else [jax.sharding.reshard(x, first) for x in parts]
 
 
 def _unplaced(x: Any) -> jax.ShapeDtypeStruct:
@@ -184,14 +192,14 @@ def _over_mesh(mesh: Any, mesh_axes: tuple[Hashable, ...] | None) -> _matrix_wor
                 return jax.sharding.reshard(x, sharding)
             return jax.lax.with_sharding_constraint(x, sharding)
 
-        def hold(x):
+        def hold(parts):
             # under Auto axes, a work's own stack is not split on its stack axis: GSPMD would otherwise
             # carry the stack's split back into each work's few matrices and move them one by one
-            return place(x, P(None, *(P.UNCONSTRAINED for _ in x.shape[1:])))
+            return [place(x, P(None, *(P.UNCONSTRAINED for _ in x.shape[1:]))) for x in parts]
 
         results: list[Any] = [None] * len(works)
         for idx in _matrix_work.groups(works):
-            x, n = _matrix_work.stacked(works, idx, size, None if explicit else hold)
+            x, n = _matrix_work.stacked(works, idx, size, _aligned if explicit else hold)
             first = works[idx[0]]
 
             def compute(x, fn=first.fn, args=first.args, n=n):
@@ -199,12 +207,12 @@ def _over_mesh(mesh: Any, mesh_axes: tuple[Hashable, ...] | None) -> _matrix_wor
                 # one (GSPMD would move the buffer's slices again, with a collective each)
                 bare = jax.tree.map(_unplaced, (x, args))
                 shapes = jax.eval_shape(lambda s, a: _matrix_work.mapped(fn, s, *a), *bare)  # unplaced
-                outputs = _Packing.of(shapes, joined=explicit)
+                outputs = _Buffers.of(shapes, joined=explicit)
 
                 def per_device(stack, *args):
                     # its 1/size of the stack, as a per-device program: a loop, an SVD or an
                     # eigendecomposition is then never partitioned (nor its types checked) by the compiler
-                    return outputs.pack(_matrix_work.mapped(fn, stack, *args))
+                    return outputs.join(_matrix_work.mapped(fn, stack, *args))
 
                 local = jax.shard_map(
                     per_device,
@@ -215,7 +223,7 @@ def _over_mesh(mesh: Any, mesh_axes: tuple[Hashable, ...] | None) -> _matrix_wor
                 )
                 stack = jax.tree.map(lambda t: place(t, P(axes)), x)
                 y = local(stack, *(place(jnp.asarray(a), P()) for a in args))
-                return outputs.unpack(tuple(place(t, P())[:n] for t in y))  # gathered once
+                return outputs.parts(tuple(place(t, P())[:n] for t in y))  # gathered once
 
             otherwise = _matrix_work.otherwise(works, idx, lambda t: place(t, P()))
             out = _matrix_work.when(first._replace(otherwise=otherwise), compute, x)
@@ -244,15 +252,15 @@ def _over_replicas(names: tuple[Hashable, ...]) -> _matrix_work.Spread:
         index = jax.lax.axis_index(names if len(names) > 1 else names[0])
         results: list[Any] = [None] * len(works)
         for idx in _matrix_work.groups(works):
-            x, n = _matrix_work.stacked(works, idx, size)
+            x, n = _matrix_work.stacked(works, idx, size, _aligned)
             first = works[idx[0]]
 
             def compute(x, fn=first.fn, args=first.args, n=n):
                 k = jax.tree.leaves(x)[0].shape[0] // size
                 mine = jax.tree.map(lambda t: jax.lax.dynamic_slice_in_dim(t, index * k, k), x)  # its slice
                 y = _matrix_work.mapped(fn, mine, *args)
-                outputs = _Packing.of(y, joined=True)  # the results gathered as one buffer per dtype
-                return outputs.unpack(tuple(_axes.all_gather(t, names, checked)[:n] for t in outputs.pack(y)))
+                outputs = _Buffers.of(y, joined=True)  # the results gathered as one buffer per dtype
+                return outputs.parts(tuple(_axes.all_gather(t, names, checked)[:n] for t in outputs.join(y)))
 
             out = _matrix_work.when(first._replace(otherwise=_matrix_work.otherwise(works, idx)), compute, x)
             _matrix_work.split(works, idx, results, out)
