@@ -98,6 +98,8 @@ WHOLE_MATRICES = dict.fromkeys(("normuon", "adamuon", "muon_clip", "apollo"), {"
 whole gradient): the kinds of collective their steps may have; optax has none of them."""
 WHOLE_MATRICES |= dict.fromkeys(("scion", "scion_light"), {"all-gather", "all-reduce"})  # and a norm's sum
 WHOLE_MATRICES |= dict.fromkeys(("psgd_kron", "scale_by_psgd_kron"), {"all-gather", "all-reduce"})  # factors
+# a preconditioned leaf's step is its matrix work: the gradient and moments gathered whole (as one array)
+WHOLE_MATRICES |= dict.fromkeys(("soap", "scale_by_soap"), {"all-gather", "all-reduce"})
 REDUCES_MORE_THAN_OPTAX = {
     "apply_if_finite": "checks the inner update as well as the gradient (so every replica of `cross_shard` "
     "skips the same step): one more all-reduced flag per leaf than optax.apply_if_finite",

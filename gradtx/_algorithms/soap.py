@@ -141,13 +141,11 @@ def _refreshed(s: jax.Array, o: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.linalg.qr(jnp.take(product, order, axis=1))[0], order
 
 
-def _new_basis(pair: jax.Array, first: Any) -> tuple[jax.Array, jax.Array]:
-    """A factor's matrix work: from `[GG | Q]` (one `(d, 2d)` matrix), the eigenbasis of `GG` at the first
-    step (its columns in order), else the power-iteration refresh of `Q`: `(new Q, the columns' order)`."""
-    d = pair.shape[0]
-    s, o = pair[:, :d], pair[:, d:]
+def _new_basis(s: jax.Array, o: jax.Array, first: Any) -> tuple[jax.Array, jax.Array]:
+    """A factor's basis from its statistic `s` and its last basis `o`: the eigenbasis of `s` at the first
+    step (its columns in order), else the power-iteration refresh of `o`: `(new Q, the columns' order)`."""
     return jax.lax.cond(
-        first, lambda: (_eigenbasis(s), jnp.arange(d, dtype=jnp.int32)), lambda: _refreshed(s, o)
+        first, lambda: (_eigenbasis(s), jnp.arange(s.shape[0], dtype=jnp.int32)), lambda: _refreshed(s, o)
     )
 
 
@@ -160,69 +158,83 @@ def _statistics(p: Any, config: _Config, fill: Any) -> tuple[jax.Array | None, .
     )
 
 
-def _soap_leaf(g, exp_avg, exp_avg_sq, gg, q, h, *, config: _Config):
-    """One leaf's step: `(direction, exp_avg, exp_avg_sq, gg, q)`; the direction is 0 at the first step."""
-    if g.size == 0:
-        return jnp.zeros(g.shape, g.dtype), exp_avg, exp_avg_sq, gg, q
-    layout = _layout(g.shape, config)
-    dt = at_least_float32(g.dtype)
-    # a preconditioned (or reshaped) leaf is gathered whole under Explicit axes, its results sliced back;
-    # one that is neither (Adam's rule) stays sharded
-    plain = not any(layout.preconditioned) and layout.dims == layout.shape
-    whole = (lambda a: a) if plain else _placement.whole
-    x, m = whole(g).astype(dt), whole(exp_avg).astype(dt)
-    v = _to_layout(whole(exp_avg_sq).astype(dt), layout)
-    stats = tuple(None if s is None else _placement.whole(s) for s in gg)
-    basis = tuple(None if s is None else _placement.whole(s) for s in q)
-    first = h.count == 0  # the reference's first step only builds the preconditioner
+def _soap_step(parts, b1, b2, eps, factor, shampoo_beta, first, renew, *, config: _Config, layout: _Layout):
+    """One leaf's work: `(direction, exp_avg, exp_avg_sq, gg, q)` (the matrices of its preconditioned
+    dimensions only; the first three as one array) from `parts`, the leaf's gradient and moments (one
+    array: they move as one), statistics and basis in the compute dtype; the direction is 0 at the first
+    step (`first`). The basis is renewed when `renew`."""
+    (x, m, v), *mats = parts
+    k = sum(layout.preconditioned)
+    stats_in, basis_in = iter(mats[:k]), iter(mats[k:])
+    stats = tuple(next(stats_in) if on else None for on in layout.preconditioned)
+    basis = tuple(next(basis_in) if on else None for on in layout.preconditioned)
+    v = _to_layout(v, layout)
 
     # Adam in the eigenbasis of the last step's statistics: the second moment of the rotated gradient,
     # the first moment kept in the parameter's basis and rotated when used
     x_l = _to_layout(x, layout)
-    new_m = _lerp(m, x, 1 - h.b1)
+    new_m = _lerp(m, x, 1 - b1)
     rotated = _project(x_l, basis)
-    new_v = _lerp(v, rotated * rotated, 1 - h.b2)
-    scaled = _project(_to_layout(new_m, layout), basis) / (jnp.sqrt(new_v) + h.eps)
+    new_v = _lerp(v, rotated * rotated, 1 - b2)
+    scaled = _project(_to_layout(new_m, layout), basis) / (jnp.sqrt(new_v) + eps)
     direction = _project(scaled, basis, backward=True)
     if config.normalize_gradient:
-        direction = direction / (jnp.sqrt(jnp.mean(direction * direction)) + h.eps)
-    direction = jnp.where(first, 0, h.factor * direction)
+        direction = direction / (jnp.sqrt(jnp.mean(direction * direction)) + eps)
+    direction = jnp.where(first, 0, factor * direction)
     new_m, new_v = jnp.where(first, m, new_m), jnp.where(first, v, new_v)
 
-    # then the statistics, and the basis: eigh at the first step, a power iteration every frequency steps
+    # then the statistics, and the basis: eigh at the first step, a power iteration every frequency steps;
+    # the second moment's entries follow the columns of a refreshed basis
     new_stats = tuple(
-        None if s is None else _lerp(s, _outer(x_l, i), 1 - h.shampoo_beta) for i, s in enumerate(stats)
+        None if s is None else _lerp(s, _outer(x_l, i), 1 - shampoo_beta) for i, s in enumerate(stats)
     )
-    new_basis = list(basis)
+
+    def renewed(new_v):
+        new_basis = list(basis)
+        for i, (s, o) in enumerate(zip(new_stats, basis, strict=True)):
+            if s is not None and o is not None:
+                new_basis[i], order = _new_basis(s, o, first)
+                new_v = jnp.take(new_v, order, axis=i)
+        return tuple(new_basis), new_v
+
+    new_basis, new_v = jax.lax.cond(renew, renewed, lambda v: (basis, v), new_v)
+    kept = [a for a in (*new_stats, *new_basis) if a is not None]
+    return jnp.stack([_from_layout(direction, layout), new_m, _from_layout(new_v, layout)]), *kept
+
+
+def _soap_leaf(g, exp_avg, exp_avg_sq, gg, q, h, *, config: _Config):
+    """One leaf's step: `(direction, exp_avg, exp_avg_sq, gg, q)`; the direction is 0 at the first step.
+
+    A preconditioned (or reshaped) leaf's whole step is its matrix work (`_soap_step`: whole under
+    Explicit axes, or one device's share of the leaves under `gradtx.parallel.split_matrix_work`); one
+    that is neither (Adam's rule) is stepped where it is, sharded."""
+    if g.size == 0:
+        return jnp.zeros(g.shape, g.dtype), exp_avg, exp_avg_sq, gg, q
+    layout = _layout(g.shape, config)
+    dt = at_least_float32(g.dtype)
+    first = h.count == 0  # the reference's first step only builds the preconditioner
     renew = first | (h.count % config.precondition_frequency == 0)  # else the basis is kept
-    for i, (s, o) in enumerate(zip(new_stats, basis, strict=True)):
-        if s is None or o is None:
-            continue
-        d = s.shape[0]
-        results = yield MatrixWork(  # each factor's eigh or QR, where the constructor runs the matrix work
-            _new_basis,
-            jnp.concatenate([s, o], axis=1)[None],
-            "soap_basis",
-            when=renew,
-            otherwise=(o[None], jnp.arange(d, dtype=jnp.int32)[None]),
-            args=(first,),
-        )
-        new_basis[i] = results[0][0]
-        # the columns' order (the identity unless the basis was refreshed), permuted only on a renewal: a
-        # gather by computed indices on every step would leave the slot unsharded under GSPMD
-        new_v = jax.lax.cond(
-            renew, lambda v, order=results[1][0], i=i: jnp.take(v, order, axis=i), lambda v: v, new_v
-        )
+    args = (h.b1, h.b2, h.eps, h.factor, h.shampoo_beta, first, renew)
+    mats = [a for a in (*gg, *q) if a is not None]
+    parts = (jnp.stack([g.astype(dt), exp_avg.astype(dt), exp_avg_sq.astype(dt)]), *mats)
+    step = functools.partial(_soap_step, config=config, layout=layout)
+    if not any(layout.preconditioned) and layout.dims == layout.shape:
+        results = step(parts, *args)
+    else:
+        stacked = yield MatrixWork(step, tuple(p[None] for p in parts), ("soap", config), args=args)
+        results = tuple(r[0] for r in stacked)
+    (direction, new_m, new_v), *new_mats = results
+    new_mats.reverse()
 
     def back(new, old):
-        return None if new is None else _placement.placed_like(new.astype(old.dtype), old)
+        return None if old is None else _placement.placed_like(new.astype(old.dtype), old)
 
     return (
-        _placement.placed_like(_from_layout(direction, layout).astype(g.dtype), g),
+        _placement.placed_like(direction.astype(g.dtype), g),
         back(new_m, exp_avg),
-        back(_from_layout(new_v, layout), exp_avg_sq),
-        tuple(back(n, o) for n, o in zip(new_stats, gg, strict=True)),
-        tuple(back(n, o) for n, o in zip(tuple(new_basis), q, strict=True)),
+        back(new_v, exp_avg_sq),
+        tuple(back(None if s is None else new_mats.pop(), s) for s in gg),
+        tuple(back(None if o is None else new_mats.pop(), o) for o in q),
     )
 
 

@@ -70,8 +70,11 @@ OPTIMIZERS = {
     "shampoo": lambda: gradtx.shampoo(0.1),  # two rounds: the roots of each dimension's statistic
     # roots renewed every other step (the skipped step's `lax.cond`), by Newton's iteration
     "shampoo_delayed_iterative": lambda: gradtx.shampoo(0.1, svd_interval=2, use_iterative_root=True),
-    # the eigenbasis at the first step, a QR refresh at the third, the basis kept at the second
-    "soap": lambda: gradtx.soap(0.01, precondition_frequency=3),
+    # the eigenbasis at the first step, a QR refresh at the third, the basis kept at the second. Each leaf's
+    # whole step is its work, its statistics included: a statistic rounds as the stack it is computed in,
+    # and the eigenbasis of a rank-deficient one (24 x 24 of a 16 x 24 leaf) is the eigensolver's choice
+    # within the null space, so only the dimensions of 16 are preconditioned (full rank)
+    "soap": lambda: gradtx.soap(0.01, precondition_frequency=3, max_precondition_dim=16),
     # two rounds over the whole tree: the factors' update (balanced; skipped on every other step), then
     # the preconditioning of each leaf
     "psgd_kron": lambda: gradtx.psgd_kron(0.01, precond_update_probability=0.5, balance_prob=1.0),
@@ -80,7 +83,13 @@ OPTIMIZERS = {
 
 # Polar Express's first coefficients (8.2, -23.2, 16.7) and the adaptive scale (an inner product over a
 # sharded leaf: partial sums, then an all-reduce) amplify float32 round-off ten times more than the quintic
-TOLERANCE = {"muon_adaptive_polar_express": {"rtol": 2e-4, "atol": 2e-5}}
+# SOAP's statistics round as the stack they are computed in, and its eigenbases carry that round-off into the
+# update divided by the eigenvalues' gaps: after 3 steps up to 2e-4 of a leaf's norm here (the updates are
+# about 0.025; a misrouted leaf or moment is off by that much)
+TOLERANCE = {
+    "muon_adaptive_polar_express": {"rtol": 2e-4, "atol": 2e-5},
+    "soap": {"rtol": 1e-3, "atol": 5e-5},
+}
 JIT_MODES = ("auto_mesh_argument", "auto_set_mesh", "explicit")
 MAPPED_MODES = ("shard_map_vma", "shard_map_novma", "pmap", "two_axes")
 
@@ -118,7 +127,7 @@ def test_inside_a_mapped_axis_every_mode_gives_the_single_device_numbers(name, m
         tx = split_matrix_work(OPTIMIZERS[name](), "i")
         copies = jax.tree.map(lambda t: jnp.broadcast_to(t, (N, *t.shape)), (params, grads))
         stepped = jax.pmap(lambda p, g: _steps(tx, p, g, tx.update), axis_name="i")(*copies)
-        _close(jax.tree.map(lambda t: t[5], stepped), want)
+        _close(jax.tree.map(lambda t: t[5], stepped), want, TOLERANCE.get(name, helpers.MUON_TOLERANCE))
         return
     shape, axes = ((4, 2), ("data", "model")) if mode == "two_axes" else ((N,), "data")
     mesh = _mesh(AxisType.Explicit, shape)
@@ -126,13 +135,22 @@ def test_inside_a_mapped_axis_every_mode_gives_the_single_device_numbers(name, m
     step = jax.jit(
         jax.shard_map(tx.update, mesh=mesh, in_specs=P(), out_specs=P(), check_vma=mode != "shard_map_novma")
     )
-    _close(_steps(tx, params, grads, step), want)
+    _close(_steps(tx, params, grads, step), want, TOLERANCE.get(name, helpers.MUON_TOLERANCE))
 
 
 # collectives per group of stacked matrices and step, at most: with Explicit axes one all-to-all in (the
 # split leaf) and one all-gather out (the results as one buffer); with Auto axes GSPMD moves each part of a
 # work (Kron: two factors and the momentum) and each result (Kron: two factors and the direction) on its own
-COLLECTIVES_PER_GROUP = {"muon": {"auto": 2, "explicit": 2}, "psgd_kron": {"auto": 6, "explicit": 2}}
+COLLECTIVES_PER_GROUP = {
+    "muon": {"auto": 2, "explicit": 2},
+    "psgd_kron": {"auto": 6, "explicit": 2},
+    "soap": {"auto": 10, "explicit": 2},  # Auto axes: its leaf, 2 statistics and 2 bases in and out
+}
+MAKE = {
+    "muon": lambda: gradtx.muon(0.02),
+    "psgd_kron": lambda: gradtx.psgd_kron(0.01),
+    "soap": lambda: gradtx.soap(0.01),
+}
 
 
 @pytest.mark.parametrize("name", list(COLLECTIVES_PER_GROUP))
@@ -140,7 +158,7 @@ def test_each_device_computes_one_eighth_with_few_collectives_per_group(name):
     # the issue's workload, smaller: 8 layers of (64, 256) and (256, 64) matrices sharded over "data"
     params = {f"l{i}": {"up": jnp.ones((64, 256)), "down": jnp.ones((256, 64))} for i in range(N)}
     grads = jax.tree.map(lambda p: 0.5 * p + jnp.eye(*p.shape), params)
-    opt = gradtx.muon(0.02) if name == "muon" else gradtx.psgd_kron(0.01)  # Kron: an update on this step
+    opt = MAKE[name]()  # Kron: a factor update on this step; SOAP: its first, the eigenbases
 
     def cost(tx, *args):
         compiled = jax.jit(tx.update).lower(*args).compile()
@@ -155,12 +173,15 @@ def test_each_device_computes_one_eighth_with_few_collectives_per_group(name):
             ps, gs = _placed(params, mesh), _placed(grads, mesh)
             tx = split_matrix_work(opt)
             flops, collectives = cost(tx, gs, tx.init(ps), ps)
-            plain_flops, _ = cost(opt, gs, opt.init(ps), ps)
+            # what it replaces (Muon's, shown once: Kron's and SOAP's plain steps compile for 10 s more)
+            plain_flops, _ = cost(opt, gs, opt.init(ps), ps) if name == "muon" else (None, None)
         limit = COLLECTIVES_PER_GROUP[name]["explicit" if kind == AxisType.Explicit else "auto"]
         assert flops <= 1.2 * single / N, (kind, flops / (single / N))
         assert sum(collectives.values()) <= limit * 2, (kind, collectives)  # two groups: (64, 256), (256, 64)
         # what it replaces: Explicit axes compute every matrix everywhere; Auto axes more than a 1/N share
         # (GSPMD partitions each matmul of the stacked work, and repeats what it cannot)
+        if plain_flops is None:
+            continue
         if kind == AxisType.Explicit:
             assert collectives["all-gather"] == 2, collectives  # each group's results, gathered once
             assert plain_flops > 0.9 * single
