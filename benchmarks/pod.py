@@ -1,12 +1,13 @@
-"""Matrix work on a pod: Muon's, PSGD Kron's and SOAP's steps on 8 devices, their per-matrix work
-(Newton-Schulz; Kron's factor update and preconditioning; SOAP's statistics, projections and eigenbasis)
-as GSPMD places it (Auto axes), repeated on every device (Explicit axes), and split across the devices
-(`gradtx.parallel.split_matrix_work`). SOAP is timed on a step past its first (which only builds the
-eigenbases) that keeps its basis, as 9 of 10 of its steps do.
+"""Matrix work on a pod: Muon's, PSGD Kron's, Shampoo's and SOAP's steps on 8 devices, their per-matrix
+work (Newton-Schulz; Kron's factor update and preconditioning; Shampoo's statistics, roots and
+preconditioning; SOAP's statistics, projections and eigenbasis) as GSPMD places it (Auto axes), repeated
+on every device (Explicit axes), and split across the devices (`gradtx.parallel.split_matrix_work`).
 
-Shampoo is not timed here: on 8 simulated CPU devices its SVDs keep some device threads from an
-all-gather past XLA:CPU's rendezvous timeout (the process aborts); tests/parallel/test_matrix_work.py
-checks its split numbers.
+SOAP is timed on a step past its first (which only builds the eigenbases) that keeps its basis, as 9 of
+10 of its steps do. Shampoo renews its roots every 10 steps (`svd_interval=10`) and is timed on a step
+that keeps them: on 8 simulated CPU devices a step of 2048 x 2048 SVDs keeps some device threads from
+an all-gather past XLA:CPU's rendezvous timeout (the process aborts). The FLOPs and collectives count
+the compiled step, the renewal's branch included.
 
 `benchmarks.sharding` calls `measure` in its process of 8 simulated CPU devices. The tree is the pod
 issue's workload: `layers` layers of an `up` (rows x cols) and a `down` (cols x rows) matrix, each sharded
@@ -27,10 +28,12 @@ from benchmarks.collectives import count
 LR = 0.02
 KRON_LR = 0.001
 SOAP_LR = 0.003
+SHAMPOO_LR = 0.1
 
 
 def _past_first_step(state: Any) -> Any:
-    """`state` with each `count` field 1 instead of 0: SOAP's step then preconditions and keeps its basis."""
+    """`state` with each `count` field 1 instead of 0: SOAP's step then preconditions and keeps its basis,
+    Shampoo's (its step 2) keeps its roots."""
     import jax
 
     def bump(s):
@@ -40,8 +43,8 @@ def _past_first_step(state: Any) -> Any:
 
 
 def measure(layers: int, rows: int, cols: int, optimizers: tuple[str, ...], steps: int = 3) -> dict[str, Any]:
-    """The table's rows for `optimizers` (of `muon`, `psgd_kron`, `soap`): `{contender: {flops, ratio,
-    collectives, step_ms}}` and the workload."""
+    """The table's rows for `optimizers` (of `muon`, `psgd_kron`, `shampoo`, `soap`): `{contender: {flops,
+    ratio, collectives, step_ms}}` and the workload."""
     import jax
     import numpy as np
     import optax
@@ -108,6 +111,24 @@ def measure(layers: int, rows: int, cols: int, optimizers: tuple[str, ...], step
                 ),
             },
         ),
+        "shampoo": (
+            lambda: gradtx.shampoo(SHAMPOO_LR, svd_interval=10),
+            {
+                "shampoo, Auto axes": (AxisType.Auto, lambda: gradtx.shampoo(SHAMPOO_LR, svd_interval=10)),
+                "shampoo, Explicit axes": (
+                    AxisType.Explicit,
+                    lambda: gradtx.shampoo(SHAMPOO_LR, svd_interval=10),
+                ),
+                "split_matrix_work(shampoo), Auto axes": (
+                    AxisType.Auto,
+                    lambda: split(gradtx.shampoo(SHAMPOO_LR, svd_interval=10)),
+                ),
+                "split_matrix_work(shampoo), Explicit axes": (
+                    AxisType.Explicit,
+                    lambda: split(gradtx.shampoo(SHAMPOO_LR, svd_interval=10)),
+                ),
+            },
+        ),
         "soap": (
             lambda: gradtx.soap(SOAP_LR),
             {
@@ -142,14 +163,15 @@ def measure(layers: int, rows: int, cols: int, optimizers: tuple[str, ...], step
     }
 
 
-SIZES = {"full": (8, 512, 2048, ("muon", "psgd_kron", "soap")), "smoke": (8, 16, 64, ("muon",))}
+SIZES = {"full": (8, 512, 2048, ("muon", "psgd_kron", "shampoo", "soap")), "smoke": (8, 16, 64, ("muon",))}
 """`measure`'s arguments: the smoke run (the suite's) takes Muon only, whose path is the same."""
 
 
 def table(result: dict[str, Any]) -> list[str]:
     """The Markdown table of `measure`'s result."""
     lines = [
-        f"Muon's, PSGD Kron's and SOAP's steps on {result['workload']} (single device: "
+        "Muon's, PSGD Kron's, Shampoo's (`svd_interval=10`) and SOAP's steps on "
+        f"{result['workload']} (single device: "
         + ", ".join(f"{k} {v:.1f} GFLOP" for k, v in result["single_device_gflop"].items())
         + "). GFLOP per device from XLA's cost analysis, over the single-device step's / 8; the compiled "
         "step's collective instructions as *all-gather / all-reduce / other*; the median step on this "

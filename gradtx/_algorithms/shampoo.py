@@ -132,8 +132,11 @@ class _Config(NamedTuple):
 
 
 class _Scalars(NamedTuple):
-    """One step's scalars in a leaf's compute dtype, and whether statistics and roots are renewed."""
+    """One step's scalars in a leaf's compute dtype, and whether statistics and roots are renewed: the
+    arguments of a leaf's matrix work."""
 
+    gbar_decay: jax.Array
+    gbar_weight: jax.Array
     mat_gbar_decay: jax.Array
     mat_gbar_weight: jax.Array
     eps: jax.Array
@@ -142,18 +145,18 @@ class _Scalars(NamedTuple):
     update_roots: jax.Array  # t % svd_interval == 0
 
 
-def _diagonal_dimension(pg, x, i, mat_g_i, mat_h_i, scalars, config):
+def _diagonal_dimension(pg, x, i, mat_g_i, scalars, config):
     """A dimension larger than `max_matrix_size`: a diagonal statistic, renewed every step (no factor k).
 
-    Returns `(pg, new statistic, new root slot)`; `pg` comes back with dimension i moved last.
+    Returns `(pg, new statistic)`; `pg` comes back with dimension i moved last.
     """
     axes = tuple(j for j in range(x.ndim) if j != i)
     rest = scalars.mat_gbar_weight * jnp.sum(x * x, axis=axes)
-    # the statistic where `rest` is (whole with a gathered leaf, else sharded along i like its slot)
+    # the statistic where `rest` is (whole in a leaf's matrix work, else sharded along i like its slot)
     statistic = _placement.placed_like(mat_g_i, rest)
     value, slot = _weighted_average(statistic, config.mat_gbar_decay, scalars.mat_gbar_decay, rest)
     pg = jnp.transpose(pg, (*range(1, x.ndim), 0)) * jnp.power(value + scalars.eps, scalars.neg_alpha)
-    return pg, _placement.placed_like(slot, mat_g_i), mat_h_i
+    return pg, _placement.placed_like(slot, mat_g_i)
 
 
 def _root(d, config, rank):
@@ -167,8 +170,9 @@ def _root(d, config, rank):
     return _root_svd
 
 
-def _matrix_dimension(pg, x, i, mat_g_i, mat_h_i, scalars, config):
-    """A dimension with a full `d x d` statistic: renew it every k steps, its root every svd_interval.
+def _matrix_dimension(pg, x, i, statistic, kept, scalars, config):
+    """A dimension with a full `d x d` statistic (in a leaf's matrix work: the leaf whole): renew it every
+    k steps, its root every svd_interval (else `kept`, the last one).
 
     Returns `(pg, new statistic, new root slot)`; `pg` comes back with dimension i moved last.
     """
@@ -177,26 +181,59 @@ def _matrix_dimension(pg, x, i, mat_g_i, mat_h_i, scalars, config):
     # multiply-adds round alike whether the weight is a literal 1 or a traced value
     scaled = (scalars.mat_gbar_weight * config.precond_update_interval) * x
     rest = jnp.tensordot(scaled, x, axes=(axes, axes), precision=_HIGHEST)
-    # the statistic and the kept root whole (gathered if `sharded_state` split them), the slots put back
-    statistic = _placement.whole(mat_g_i)
     value, slot = _weighted_average(statistic, config.mat_gbar_decay, scalars.mat_gbar_decay, rest)
     if config.precond_update_interval > 1:
         value = jnp.where(scalars.update_stats, value, statistic)
         slot = jnp.where(scalars.update_stats, slot, statistic)
-    delayed = config.svd_interval > 1  # the root renewed every svd_interval steps, else kept
-    kept = _placement.whole(mat_h_i) if delayed else None
-    roots = yield MatrixWork(  # the matrix root: where the constructor runs the step's matrix work
-        _root(x.shape[i], config, x.ndim),
-        value[None],
-        ("shampoo_root", x.ndim, config.use_iterative_root, x.shape[i] == 1),
-        when=scalars.update_roots if delayed else None,
-        otherwise=kept[None] if delayed else None,
-        args=(scalars.eps, scalars.neg_alpha),
-    )
-    h = roots[0]
+    root = functools.partial(_root(x.shape[i], config, x.ndim), eps=scalars.eps, neg_alpha=scalars.neg_alpha)
+    if config.svd_interval > 1:  # renewed every svd_interval steps, else kept
+        h = jax.lax.cond(scalars.update_roots, root, lambda _: kept, value)
+    else:
+        h = root(value)
     pg = jnp.tensordot(pg, h, axes=([0], [0]), precision=_HIGHEST)
-    new_root = _placement.placed_like(h, mat_h_i) if config.svd_interval > 1 else mat_h_i
-    return pg, _placement.placed_like(slot, mat_g_i), new_root
+    return pg, slot, h if config.svd_interval > 1 else kept
+
+
+def _shampoo_step(parts, *scalars, config, shape):
+    """One leaf's step, from `parts`: its gradient and averaged gradient (one array: they move as one),
+    its statistics, and its kept roots (those that are not None), all in the compute dtype.
+
+    Returns the update and the new averaged gradient (one array), the new statistics and the new kept
+    roots. A leaf with a matrix statistic runs it as its matrix work (`_shampoo_leaf`), the leaf whole."""
+    (g, gbar), *mats = parts
+    scalars = _Scalars(*scalars)
+    dims = _dims(shape)
+    statistics, kept = mats[: len(dims)], iter(mats[len(dims) :])
+    x = g.reshape(dims)
+    pg, new_gbar = _weighted_average(
+        gbar.reshape(dims), config.gbar_decay, scalars.gbar_decay, scalars.gbar_weight * x
+    )
+    new_g, new_h = [], []
+    for i, d in enumerate(dims):
+        if d <= config.max_matrix_size:
+            root = next(kept) if config.svd_interval > 1 else None
+            pg, slot, root = _matrix_dimension(pg, x, i, statistics[i], root, scalars, config)
+            new_h += [] if root is None else [root]
+        else:
+            pg, slot = _diagonal_dimension(pg, x, i, statistics[i], scalars, config)
+        new_g.append(slot)
+    return jnp.stack([pg.reshape(shape), new_gbar.reshape(shape)]), *new_g, *new_h
+
+
+def _work_key(config: _Config) -> tuple[Any, ...]:
+    """What a leaf's work depends on beside its shapes: the static options (a traced decay or alpha is an
+    argument of the work, the same function)."""
+    literal = lambda v: v if _is_number(v) else "traced"  # noqa: E731
+    return (
+        "shampoo",
+        config.max_matrix_size,
+        literal(config.gbar_decay),
+        literal(config.mat_gbar_decay),
+        config.precond_update_interval,
+        config.svd_interval,
+        config.use_iterative_root,
+        literal(config.alpha),
+    )
 
 
 def _compute_dtype(p: Any) -> Any:
@@ -238,7 +275,12 @@ def _roots(p: Any, config: _Config) -> tuple[jax.Array | None, ...]:
 
 def _shampoo_leaf(g, gbar, mat_g, mat_h, h, *, config):
     """One leaf's step: `(update, gbar, statistics, roots)` in the compute dtype (that of `gbar`: float32 for
-    a bf16 leaf)."""
+    a bf16 leaf).
+
+    A leaf with a matrix statistic is stepped whole as its matrix work (`_shampoo_step`: gathered under
+    Explicit axes, or on one device of the mesh under `gradtx.parallel.split_matrix_work`), its results
+    put back where its slots are; a leaf with diagonal statistics only stays sharded (its sums:
+    all-reduces)."""
     if g.size == 0:
         return jnp.zeros(g.shape, g.dtype), gbar, mat_g, mat_h
     dt = gbar.dtype
@@ -247,27 +289,23 @@ def _shampoo_leaf(g, gbar, mat_g, mat_h, h, *, config):
         for x in (h.gbar_decay, h.gbar_weight, h.mat_gbar_decay, h.mat_gbar_weight, h.eps, h.alpha)
     )
     dims = _dims(g.shape)
-    # a matrix statistic, its root and their products need the whole leaf (Explicit axes: gathered, the update
-    # sliced back at the end); a leaf with diagonal statistics only stays sharded (its sums: all-reduces)
-    whole = _placement.whole if any(d <= config.max_matrix_size for d in dims) else (lambda v: v)
-    x = whole(g.astype(dt).reshape(dims))
-    pg, new_gbar = _weighted_average(gbar.reshape(dims), config.gbar_decay, gd_t, gw_t * x)
-    pg = whole(pg)  # already whole unless `gbar` is averaged in
     alpha = config.alpha
     neg_alpha = jnp.asarray(-alpha / len(dims), dt) if _is_number(alpha) else -alpha_t / len(dims)
     update_stats = h.t % config.precond_update_interval == 0
     update_roots = h.t % config.svd_interval == 0
-    scalars = _Scalars(md_t, mw_t, eps_t, neg_alpha, update_stats, update_roots)
-    new_g, new_h = [], []
-    for i, d in enumerate(dims):
-        if d <= config.max_matrix_size:  # one round of matrix work per such dimension
-            pg, slot, root = yield from _matrix_dimension(pg, x, i, mat_g[i], mat_h[i], scalars, config)
-        else:
-            pg, slot, root = _diagonal_dimension(pg, x, i, mat_g[i], mat_h[i], scalars, config)
-        new_g.append(slot)
-        new_h.append(root)
-    update = _placement.placed_like(pg.reshape(g.shape), g)  # a whole one is sliced (no communication)
-    return update, new_gbar.reshape(g.shape), tuple(new_g), tuple(new_h)
+    scalars = _Scalars(gd_t, gw_t, md_t, mw_t, eps_t, neg_alpha, update_stats, update_roots)
+    parts = (jnp.stack([g.astype(dt), gbar]), *mat_g, *(r for r in mat_h if r is not None))
+    step = functools.partial(_shampoo_step, config=config, shape=g.shape)
+    if any(d <= config.max_matrix_size for d in dims):
+        work = MatrixWork(step, tuple(p[None] for p in parts), _work_key(config), args=tuple(scalars))
+        results = tuple(r[0] for r in (yield work))
+    else:
+        results = step(parts, *scalars)
+    (update, new_gbar), *rest = results
+    new_g = tuple(_placement.placed_like(a, b) for a, b in zip(rest[: len(dims)], mat_g, strict=True))
+    roots = iter(rest[len(dims) :])
+    new_h = tuple(None if r is None else _placement.placed_like(next(roots), r) for r in mat_h)
+    return _placement.placed_like(update, g), _placement.placed_like(new_gbar, gbar), new_g, new_h
 
 
 @_registry.transform()

@@ -144,11 +144,13 @@ def test_inside_a_mapped_axis_every_mode_gives_the_single_device_numbers(name, m
 COLLECTIVES_PER_GROUP = {
     "muon": {"auto": 2, "explicit": 2},
     "psgd_kron": {"auto": 6, "explicit": 2},
+    "shampoo": {"auto": 6, "explicit": 2},  # Auto axes: its leaf and 2 statistics in and out
     "soap": {"auto": 10, "explicit": 2},  # Auto axes: its leaf, 2 statistics and 2 bases in and out
 }
 MAKE = {
     "muon": lambda: gradtx.muon(0.02),
     "psgd_kron": lambda: gradtx.psgd_kron(0.01),
+    "shampoo": lambda: gradtx.shampoo(0.1),
     "soap": lambda: gradtx.soap(0.01),
 }
 
@@ -173,7 +175,7 @@ def test_each_device_computes_one_eighth_with_few_collectives_per_group(name):
             ps, gs = _placed(params, mesh), _placed(grads, mesh)
             tx = split_matrix_work(opt)
             flops, collectives = cost(tx, gs, tx.init(ps), ps)
-            # what it replaces (Muon's, shown once: Kron's and SOAP's plain steps compile for 10 s more)
+            # what it replaces (Muon's, shown once: the others' plain steps compile for seconds more)
             plain_flops, _ = cost(opt, gs, opt.init(ps), ps) if name == "muon" else (None, None)
         limit = COLLECTIVES_PER_GROUP[name]["explicit" if kind == AxisType.Explicit else "auto"]
         assert flops <= 1.2 * single / N, (kind, flops / (single / N))
