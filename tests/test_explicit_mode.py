@@ -6,8 +6,8 @@ need a mapped axis) traces, places its slots and its updates like the params (th
 and steps with the numbers of the plain, unsharded run; so do packed parameters (`pack`,
 `packed(tx)`) and ZeRO under jit (`sharded_state(tx, "data", mesh=mesh)`). The matrix rules
 choose where their matrices live (`gradtx._core.placement`: `whole`, `placed_like`,
-`whole_sharding`), and what that costs is pinned: Muon and Shampoo gather a sharded leaf once
-(one all-gather per sharded mesh axis) and slice the update back, GGT all-reduces its Gram
+`whole_sharding`), and what that costs is pinned: Muon, Shampoo and SOAP gather a sharded leaf
+once (one all-gather per sharded mesh axis) and slice the update back, GGT all-reduces its Gram
 matrix and its projection, and nothing else communicates.
 
 Cheap on purpose: abstract evaluation per entry, one compilation for every entry's numbers.

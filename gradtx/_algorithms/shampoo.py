@@ -194,19 +194,30 @@ def _matrix_dimension(pg, x, i, statistic, kept, scalars, config):
     return pg, slot, h if config.svd_interval > 1 else kept
 
 
-def _shampoo_step(parts, *scalars, config, shape):
-    """One leaf's step, from `parts`: its gradient and averaged gradient (one array: they move as one),
-    its statistics, and its kept roots (those that are not None), all in the compute dtype.
+def _averaged(config: _Config) -> bool:
+    """Whether the step writes `gbar`: unless `gbar_decay` is a literal 0 (contrib's short form)."""
+    return not (_is_number(config.gbar_decay) and config.gbar_decay == 0.0)
 
-    Returns the update and the new averaged gradient (one array), the new statistics and the new kept
-    roots. A leaf with a matrix statistic runs it as its matrix work (`_shampoo_leaf`), the leaf whole."""
-    (g, gbar), *mats = parts
+
+def _shampoo_step(parts, *scalars, config, shape):
+    """One leaf's step, from `parts`: its gradient (with its averaged gradient when the step writes it:
+    one array, they move as one), its statistics, and its kept roots (those that are not None), all in
+    the compute dtype.
+
+    Returns the update (with the new averaged gradient, as one array), the new statistics and the new
+    kept roots. A leaf with a matrix statistic runs it as its matrix work (`_shampoo_leaf`), the leaf
+    whole. Each result is an array of its own: at depth, each costs a slice per leaf to compile."""
+    lead, *mats = parts
+    g, gbar = lead if _averaged(config) else (lead, None)
     scalars = _Scalars(*scalars)
     dims = _dims(shape)
     statistics, kept = mats[: len(dims)], iter(mats[len(dims) :])
     x = g.reshape(dims)
     pg, new_gbar = _weighted_average(
-        gbar.reshape(dims), config.gbar_decay, scalars.gbar_decay, scalars.gbar_weight * x
+        None if gbar is None else gbar.reshape(dims),
+        config.gbar_decay,
+        scalars.gbar_decay,
+        scalars.gbar_weight * x,
     )
     new_g, new_h = [], []
     for i, d in enumerate(dims):
@@ -217,7 +228,8 @@ def _shampoo_step(parts, *scalars, config, shape):
         else:
             pg, slot = _diagonal_dimension(pg, x, i, statistics[i], scalars, config)
         new_g.append(slot)
-    return jnp.stack([pg.reshape(shape), new_gbar.reshape(shape)]), *new_g, *new_h
+    update = pg.reshape(shape)
+    return jnp.stack([update, new_gbar.reshape(shape)]) if _averaged(config) else update, *new_g, *new_h
 
 
 def _work_key(config: _Config) -> tuple[Any, ...]:
@@ -294,14 +306,16 @@ def _shampoo_leaf(g, gbar, mat_g, mat_h, h, *, config):
     update_stats = h.t % config.precond_update_interval == 0
     update_roots = h.t % config.svd_interval == 0
     scalars = _Scalars(gd_t, gw_t, md_t, mw_t, eps_t, neg_alpha, update_stats, update_roots)
-    parts = (jnp.stack([g.astype(dt), gbar]), *mat_g, *(r for r in mat_h if r is not None))
+    lead = jnp.stack([g.astype(dt), gbar]) if _averaged(config) else g.astype(dt)
+    parts = (lead, *mat_g, *(r for r in mat_h if r is not None))
     step = functools.partial(_shampoo_step, config=config, shape=g.shape)
     if any(d <= config.max_matrix_size for d in dims):
         work = MatrixWork(step, tuple(p[None] for p in parts), _work_key(config), args=tuple(scalars))
         results = tuple(r[0] for r in (yield work))
     else:
         results = step(parts, *scalars)
-    (update, new_gbar), *rest = results
+    lead, *rest = results
+    update, new_gbar = lead if _averaged(config) else (lead, gbar)
     new_g = tuple(_placement.placed_like(a, b) for a, b in zip(rest[: len(dims)], mat_g, strict=True))
     roots = iter(rest[len(dims) :])
     new_h = tuple(None if r is None else _placement.placed_like(next(roots), r) for r in mat_h)

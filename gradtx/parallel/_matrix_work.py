@@ -31,8 +31,9 @@ def split_matrix_work(
 ) -> _protocol.GradientTransformation:
     r"""Split the per-matrix work of `tx`'s rules across the devices: each computes 1/N of the matrices.
 
-    Muon's Newton-Schulz iterations, Shampoo's matrix roots, SOAP's eigenbases, PSGD Kron's factor
-    updates and preconditioning (and the work of every rule that declares its matrix work, see
+    Muon's Newton-Schulz iterations, Shampoo's and SOAP's whole step of each preconditioned leaf (its
+    statistics, roots or eigenbases, and the products with them), PSGD Kron's factor updates and
+    preconditioning (and the work of every rule that declares its matrix work, see
     `gradtx.update_rule`) otherwise run as the leaves lie: under
     `jax.jit` with Auto axes GSPMD shards each matmul of each iteration (a collective per matmul); with
     Explicit axes every device gathers every matrix and computes all of them; under `shard_map` every
@@ -46,7 +47,8 @@ def split_matrix_work(
       those axes: a per-device program), and the results are gathered (with Explicit axes one
       all-gather of one buffer per dtype; with Auto axes one per result array); each leaf then takes
       its own slice. A work whose matrices come with other per-matrix parts (PSGD Kron's factors and
-      momentum) moves each part that is split with Explicit axes, and each part with Auto axes;
+      momentum, Shampoo's and SOAP's statistics) moves each part that is split with Explicit axes, and
+      each part with Auto axes;
     - inside `jax.shard_map` / `jax.pmap` over `axis_name`: replica `i` computes the matrices
       `[i k, (i + 1) k)` of the stack (`k = ceil(n / N)`) and one all-gather (of one buffer per
       dtype) gives every replica all of them. The matrices must be the same on every replica (data
@@ -56,10 +58,9 @@ def split_matrix_work(
     Per device, the work of a group of `n` matrices is that of `ceil(n / N)` matrices instead of
     `n`, at the price of two collectives per group (jit; one inside `shard_map`). Work a rule does
     only on some steps (Shampoo's roots with `svd_interval` > 1, SOAP's bases, PSGD Kron's factor
-    updates) stays in its `lax.cond`: on the other steps nothing is computed (Kron's direction is
-    computed on every step, with the factors in the same work). A rule with several rounds of work
-    (Shampoo: a root per dimension, each used by the next) has two collectives per group and round.
-    The numbers are the single-device run's: the same function of the same matrix, computed on
+    updates) stays in its `lax.cond`: on the other steps it is not computed (the rest of the leaf's
+    step is, in the same work). A rule with several rounds of work has two collectives per group and
+    round. The numbers are the single-device run's: the same function of the same matrix, computed on
     another device.
 
     Args:
