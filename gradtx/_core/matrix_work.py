@@ -56,7 +56,7 @@ class MatrixWork(NamedTuple):
     """
 
     fn: Callable[..., Any]
-    stack: jax.Array
+    stack: jax.Array | tuple[jax.Array, ...]
     key: Hashable
     when: Any = None
     otherwise: Any = None

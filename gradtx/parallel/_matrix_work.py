@@ -1,6 +1,6 @@
 """`split_matrix_work`: each device computes the matrix work of 1/N of the matrices, the results are
-gathered once (Muon's Newton-Schulz iterations, Shampoo's roots, SOAP's bases, PSGD Kron's factors: every
-rule that yields a `MatrixWork`)."""
+gathered once (Muon's Newton-Schulz iterations, Shampoo's and SOAP's preconditioned leaves, PSGD Kron's
+factors: every rule that yields a `MatrixWork`)."""
 
 from __future__ import annotations
 
