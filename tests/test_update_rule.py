@@ -39,6 +39,7 @@ NO_RULES = {
     "muon_dims.py": "Muon's dimension numbers and the reshapes they describe: data, no update",
     "newton_schulz.py": "the orthogonalising iteration Muon's rule calls per matrix: a function, no update",
     "kron_factors.py": "the Kronecker factors' math PSGD Kron's rule calls per leaf: functions, no update",
+    "shampoo_roots.py": "the matrix roots Shampoo's rule calls per statistic: functions, no update",
 }
 """Modules under `_algorithms/` that hold no transform, with the reason."""
 

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx import linalg
+from gradtx._algorithms import shampoo_roots as _roots_math
 from gradtx._core import checks as _checks
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
@@ -20,17 +20,7 @@ from gradtx._core.rule import update_rule
 from gradtx._core.scalars import at_least_float32
 from gradtx.combinators._scale import scale_by_learning_rate
 
-_ITER_COUNT = 100  # the Schur-Newton root: at most this many iterations ...
-
-
-_ITER_TOL = 1e-6  # ... stopping once max|M - I| <= this (contrib's `iter_count`, `epsilon`)
-
-
 _HIGHEST = jax.lax.Precision.HIGHEST  # full float32 products (TPUs, TF32 GPUs round inputs otherwise)
-
-
-def _mm(a, b):
-    return jnp.matmul(a, b, precision=_HIGHEST)
 
 
 class ScaleByShampooState(NamedTuple):
@@ -80,44 +70,6 @@ def _weighted_average(slot, decay, decay_t, rest):
     return value, value
 
 
-def _root_svd(mat_g, eps, neg_alpha):
-    """`(G + eps I)^neg_alpha` as contrib's SVD root: `V max(s, eps)^neg_alpha U^T`."""
-    n = mat_g.shape[0]
-    u, s, vh = jnp.linalg.svd(mat_g + eps * jnp.eye(n, dtype=mat_g.dtype), full_matrices=True)
-    return _mm(vh.T * jnp.power(jnp.maximum(s, eps), neg_alpha), u.T)
-
-
-def _root_iterative(mat_g, eps, neg_alpha, p: int):
-    """`(G + eps I)^neg_alpha`, neg_alpha = -1/p, by the coupled Schur-Newton iteration (Guo-Higham 3.2)."""
-    n = mat_g.shape[0]
-    eye = jnp.eye(n, dtype=mat_g.dtype)
-    damped = mat_g + eps * eye
-    z = (1 - 1 / neg_alpha) / (2 * jnp.linalg.norm(damped))
-
-    def cond(carry):
-        i, mat_m, _ = carry
-        return (i < _ITER_COUNT) & (jnp.max(jnp.abs(mat_m - eye)) > _ITER_TOL)
-
-    def body(carry):
-        i, mat_m, mat_x = carry
-        return i + 1, *linalg.newton_root_step(mat_m, mat_x, neg_alpha, p, _HIGHEST)
-
-    init = (jnp.zeros([], jnp.int32), damped * z, eye * jnp.power(z, -neg_alpha))
-    return jax.lax.while_loop(cond, body, init)[2]
-
-
-def _root_order(fn: str, rank: int, alpha: float) -> int:
-    """p = rank / alpha for the iterative root; it must be a positive integer."""
-    p = rank / float(alpha)
-    if not (p >= 1 and abs(p - round(p)) <= 1e-9 * p):
-        raise ValueError(
-            f"`{_checks.api_name(fn)}`: with `use_iterative_root=True`, rank / `alpha` must be a positive "
-            f"integer (the Schur-Newton iteration takes integer roots); a leaf of rank {rank} with "
-            f"alpha={alpha!r} gives {p!r}. Use an alpha such as 0.5 or 1.0, or the SVD root."
-        )
-    return round(p)
-
-
 class _Config(NamedTuple):
     """The static options of a `scale_by_shampoo` (and its hyperparameters, as given)."""
 
@@ -159,17 +111,6 @@ def _diagonal_dimension(pg, x, i, mat_g_i, scalars, config):
     return pg, _placement.placed_like(slot, mat_g_i)
 
 
-def _root(d, config, rank):
-    """The function `(G, eps, neg_alpha) -> (G + eps I)^neg_alpha` for a `d x d` statistic of a rank-`rank`
-    leaf."""
-    if d == 1:
-        return lambda v, eps, neg_alpha: jnp.power(v + eps, neg_alpha)
-    if config.use_iterative_root:
-        p = _root_order(config.fn, rank, config.alpha)
-        return lambda v, eps, neg_alpha: _root_iterative(v, eps, neg_alpha, p)
-    return _root_svd
-
-
 def _matrix_dimension(pg, x, i, statistic, kept, scalars, config):
     """A dimension with a full `d x d` statistic (in a leaf's matrix work: the leaf whole): renew it every
     k steps, its root every svd_interval (else `kept`, the last one).
@@ -185,7 +126,8 @@ def _matrix_dimension(pg, x, i, statistic, kept, scalars, config):
     if config.precond_update_interval > 1:
         value = jnp.where(scalars.update_stats, value, statistic)
         slot = jnp.where(scalars.update_stats, slot, statistic)
-    root = functools.partial(_root(x.shape[i], config, x.ndim), eps=scalars.eps, neg_alpha=scalars.neg_alpha)
+    root = _roots_math.root(x.shape[i], x.ndim, config.use_iterative_root, config.alpha, config.fn)
+    root = functools.partial(root, eps=scalars.eps, neg_alpha=scalars.neg_alpha)
     if config.svd_interval > 1:  # renewed every svd_interval steps, else kept
         h = jax.lax.cond(scalars.update_roots, root, lambda _: kept, value)
     else:
@@ -263,7 +205,7 @@ def _statistics(p: Any, config: _Config) -> tuple[jax.Array, ...]:
     """The `mat_gbar` slot of `p`: per dimension, a [d, d] statistic, or [d] past `max_matrix_size`."""
     dims, dt = _dims(jnp.shape(p)), _compute_dtype(p)
     if config.use_iterative_root and any(1 < d <= config.max_matrix_size for d in dims):
-        _root_order(config.fn, len(dims), float(config.alpha))
+        _roots_math.root_order(config.fn, len(dims), float(config.alpha))
 
     def statistic(i: int, d: int) -> jax.Array:
         if d <= config.max_matrix_size:

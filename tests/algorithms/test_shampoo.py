@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import gradtx
-from gradtx._algorithms.shampoo import ScaleByShampooState, _root_iterative, _root_svd, scale_by_shampoo
+from gradtx._algorithms.shampoo import ScaleByShampooState, scale_by_shampoo
+from gradtx._algorithms.shampoo_roots import root_iterative, root_svd
 from tests import helpers
 
 SHAPES = [(4, 3), (5,), (2, 3, 4)]
@@ -192,8 +193,8 @@ def test_schur_newton_root_of_psd_matrices(n, p):
     mat = a @ a.T * 10.0  # rank-deficient: the eps damping decides the smallest eigenvalue
     with jax.enable_x64(True):
         exact = _power(mat, 1e-4, -1.0 / p)
-        got = np.asarray(_root_iterative(jnp.asarray(mat), 1e-4, -1.0 / p, p))
-        svd = np.asarray(_root_svd(jnp.asarray(mat), 1e-4, -1.0 / p))
+        got = np.asarray(root_iterative(jnp.asarray(mat), 1e-4, -1.0 / p, p))
+        svd = np.asarray(root_svd(jnp.asarray(mat), 1e-4, -1.0 / p))
     np.testing.assert_allclose(svd, exact, rtol=1e-9, atol=1e-9 * np.abs(exact).max())
     assert np.linalg.norm(got - exact) <= 1e-6 * np.linalg.norm(exact)
 
@@ -220,7 +221,7 @@ def test_schur_newton_follows_contribs_iteration_and_stopping_rule(scale):
     expected, iterations = _schur_newton(mat, 1e-4, 4)
     assert 5 < iterations < 100  # stopped by the tolerance, not the cap
     with jax.enable_x64(True):
-        got = np.asarray(_root_iterative(jnp.asarray(mat), 1e-4, -0.25, 4))
+        got = np.asarray(root_iterative(jnp.asarray(mat), 1e-4, -0.25, 4))
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12 * np.abs(expected).max())
     # one iteration fewer is visibly less accurate: the stopping rule, not a fixed count, decides
     exact = _power(mat, 1e-4, -0.25)
