@@ -9,6 +9,7 @@ import pytest
 
 import gradtx
 from gradtx._core import checks as _checks
+from gradtx._core import control
 from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 
@@ -164,3 +165,24 @@ def test_a_schedule_must_return_a_real_scalar():
         gradtx.momentum(lambda count: count > 3, 0.9)
     tx = gradtx.sgd(lambda count: 0.1 * 0.5 ** (count // 2))  # a scalar: fine
     np.testing.assert_allclose(tx.update(jnp.ones(2), tx.init(jnp.ones(2)))[0], [-0.1, -0.1])
+
+
+def test_an_eager_cond_calls_only_the_branch_it_takes_and_a_traced_one_is_lax_cond():
+    calls = []
+
+    def branch(name, value):
+        def fn(x):
+            calls.append(name)
+            return x + value
+
+        return fn
+
+    x = jnp.arange(3.0)
+    np.testing.assert_array_equal(
+        control.cond(jnp.array(True), branch("yes", 1.0), branch("no", 2.0), x), x + 1
+    )
+    assert calls == ["yes"]  # eagerly: the branch not taken is not even traced
+    traced = jax.jit(lambda p, x: control.cond(p, branch("yes", 1.0), branch("no", 2.0), x))
+    np.testing.assert_array_equal(traced(jnp.array(False), x), x + 2)
+    assert sorted(calls[1:]) == ["no", "yes"]  # under a trace: `lax.cond`, both branches traced
+    assert "cond" in str(jax.make_jaxpr(traced)(jnp.array(False), x))

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from gradtx import packing, sparse
 from gradtx._algorithms.adam import scale_by_bias_corrected_adam
 from gradtx._core import checks as _checks
+from gradtx._core import control as _control
 from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import placement as _placement
@@ -104,7 +105,7 @@ def _project(g: jax.Array, p: jax.Array, axes, rank: int, renew: jax.Array):
         u, _, vh = jnp.linalg.svd(g2.astype(jnp.float32), full_matrices=False)
         return (u[:, :r] if left else vh[:r, :].T).astype(p.dtype)
 
-    p = jax.lax.cond(renew, fresh, lambda: p)
+    p = _control.cond(renew, fresh, lambda: p)
     return (p.T @ g2 if left else g2 @ p), p
 
 

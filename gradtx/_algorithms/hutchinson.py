@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
+from gradtx._core import control as _control
 from gradtx._core import factory as _factory
 from gradtx._core import masks as _masks
 from gradtx._core import packed as _packed
@@ -146,7 +147,7 @@ def with_hutchinson(
             new = _walk.map_updates(fn, lambda d, old: d.astype(old.dtype), new, state.hessian)
             return new if transform is None else _walk.map_updates(fn, transform, new)
 
-        refreshed = jax.lax.cond(state.count % update_period == 0, estimate, lambda: state.hessian)
+        refreshed = _control.cond(state.count % update_period == 0, estimate, lambda: state.hessian)
         return member.update(updates, state._replace(hessian=refreshed), params, **extra_args)
 
     # leaf-wise: `obj_fn` and the probes see the params' own leaves, never packed buffers

@@ -12,6 +12,7 @@ import numpy as np
 
 from gradtx._algorithms import kron_factors as _factors_math
 from gradtx._core import checks as _checks
+from gradtx._core import control as _control
 from gradtx._core import docs as _docs
 from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
@@ -113,12 +114,12 @@ def _leaf_step(parts, lr, balance, update, *, config, dtype):
         *qs, key, m, x = parts
 
     def new_factors(qs):
-        qs = jax.lax.cond(balance, _factors_math.balance_factors, lambda q: q, qs)
+        qs = _control.cond(balance, _factors_math.balance_factors, lambda q: q, qs)
         v = _normal(key, x)
         damped = x + (config.damping * jnp.mean(jnp.abs(x))).astype(x.dtype) * v if config.damping else x
         return _factors_math.update_factors(qs, damped, v, lr)
 
-    qs = jax.lax.cond(update, new_factors, lambda q: q, tuple(qs))
+    qs = _control.cond(update, new_factors, lambda q: q, tuple(qs))
     pg = jnp.einsum(_factors_math.expressions(qs)[2], *qs, *qs, m, precision=_HIGHEST).astype(dtype)
     rms = jnp.sqrt(jnp.mean(jnp.square(pg)))
     return qs, pg * jnp.minimum(1.1 / (rms + config.clip_eps), 1.0)

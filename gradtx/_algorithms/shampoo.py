@@ -11,6 +11,7 @@ import jax.numpy as jnp
 
 from gradtx._algorithms import shampoo_roots as _roots_math
 from gradtx._core import checks as _checks
+from gradtx._core import control as _control
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -129,7 +130,7 @@ def _matrix_dimension(pg, x, i, statistic, kept, scalars, config):
     root = _roots_math.root(x.shape[i], x.ndim, config.use_iterative_root, config.alpha, config.fn)
     root = functools.partial(root, eps=scalars.eps, neg_alpha=scalars.neg_alpha)
     if config.svd_interval > 1:  # renewed every svd_interval steps, else kept
-        h = jax.lax.cond(scalars.update_roots, root, lambda _: kept, value)
+        h = _control.cond(scalars.update_roots, root, lambda _: kept, value)
     else:
         h = root(value)
     pg = jnp.tensordot(pg, h, axes=([0], [0]), precision=_HIGHEST)

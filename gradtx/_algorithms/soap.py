@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from gradtx._algorithms import shampoo as _shampoo
 from gradtx._core import checks as _checks
+from gradtx._core import control as _control
 from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
@@ -144,7 +145,7 @@ def _refreshed(s: jax.Array, o: jax.Array) -> tuple[jax.Array, jax.Array]:
 def _new_basis(s: jax.Array, o: jax.Array, first: Any) -> tuple[jax.Array, jax.Array]:
     """A factor's basis from its statistic `s` and its last basis `o`: the eigenbasis of `s` at the first
     step (its columns in order), else the power-iteration refresh of `o`: `(new Q, the columns' order)`."""
-    return jax.lax.cond(
+    return _control.cond(
         first, lambda: (_eigenbasis(s), jnp.arange(s.shape[0], dtype=jnp.int32)), lambda: _refreshed(s, o)
     )
 
@@ -197,7 +198,7 @@ def _soap_step(parts, b1, b2, eps, factor, shampoo_beta, first, renew, *, config
                 new_v = jnp.take(new_v, order, axis=i)
         return tuple(new_basis), new_v
 
-    new_basis, new_v = jax.lax.cond(renew, renewed, lambda v: (basis, v), new_v)
+    new_basis, new_v = _control.cond(renew, renewed, lambda v: (basis, v), new_v)
     kept = [a for a in (*new_stats, *new_basis) if a is not None]
     return jnp.stack([_from_layout(direction, layout), new_m, _from_layout(new_v, layout)]), *kept
 

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from gradtx import sparse
 from gradtx._core import checks as _checks
+from gradtx._core import control as _control
 from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import hyper as _hyper
@@ -241,7 +242,7 @@ def scale_by_sophia(
                 fn, lambda d, v: _formulas.optax_moment(v, d, h["b2"]), diag, nu
             )
 
-        estimator_state, nu = jax.lax.cond(
+        estimator_state, nu = _control.cond(
             count % update_interval == 0, refresh, lambda s, v: (s, v), state.hessian_fn_state, state.nu
         )
         mu = _walk.map_updates(fn, lambda m, old: m.astype(old.dtype), mu, state.mu)

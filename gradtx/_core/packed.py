@@ -195,11 +195,12 @@ def _runtime_offsets(layout: Layout, buffers: tuple) -> list:
     They come out of a `lax.cond` on a predicate that is always true but computed from an
     element of a replicated buffer (`v == v or v != v`); with static offsets XLA compiles
     one kernel per leaf. Without a replicated buffer (every group sharded), the offsets are
-    static: reading an element of a sharded buffer would need a collective.
+    static: reading an element of a sharded buffer would need a collective. Run eagerly (on
+    concrete buffers, op by op) they are static too: an eager `lax.cond` lowers afresh each call.
     """
     static = [e[2] if e is not None and e[0] == "packed" else 0 for e in layout.entries]
     probe = next((g for g, group in enumerate(layout.groups) if not group.axes), None)
-    if probe is None or isinstance(buffers[probe], jax.ShapeDtypeStruct):
+    if probe is None or not isinstance(buffers[probe], jax.core.Tracer):
         return static
     v = buffers[probe][0]
     offsets = tuple(np.int32(o) for o in static)

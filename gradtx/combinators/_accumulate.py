@@ -6,10 +6,10 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
 from gradtx import sparse
 from gradtx._core import checks as _checks
+from gradtx._core import control as _control
 from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import hyper as _hyper
@@ -258,7 +258,7 @@ def accumulate_gradients(
             return jax.tree.map(_placement.zeros_of, out_types), acc, inner_state  # placed like `applied`'s
 
         apply = mini_step >= k
-        out, acc, inner_state = lax.cond(apply, applied, waiting, acc, kept)
+        out, acc, inner_state = _control.cond(apply, applied, waiting, acc, kept)
         return out, AccumulateGradientsState(
             count=jnp.where(apply, _hyper.increment(state.count), state.count).astype(jnp.int32),
             mini_step=jnp.where(apply, 0, mini_step).astype(jnp.int32),
@@ -302,7 +302,7 @@ def step_is_finite(updates: Any, out: Any, inner_state: Any) -> jax.Array:
     only when `out` is not finite (one `lax.cond`). Also `loss_scaled`'s test.
     """
     out_finite = _walk.all_finite(out)
-    state_finite = lax.cond(out_finite, _typed_true, _walk.all_finite, inner_state)
+    state_finite = _control.cond(out_finite, _typed_true, _walk.all_finite, inner_state)
     return _walk.all_finite(updates) & (out_finite | jnp.logical_not(state_finite))
 
 
@@ -394,7 +394,7 @@ def apply_if_finite(
             zeros = _walk.map_updates(fn, _zeros_like, updates)
             return _conditional.typed_like(zeros, target), _conditional.typed_like(kept, target_state)
 
-        out, inner_state = lax.cond(finite | (errors > max_consecutive_errors), run, skip, None)
+        out, inner_state = _control.cond(finite | (errors > max_consecutive_errors), run, skip, None)
         notfinite = jnp.where(finite, 0, errors).astype(jnp.int32)
         total = jnp.where(finite, state.total_notfinite, _hyper.increment(state.total_notfinite))
         return out, ApplyIfFiniteState(notfinite, finite, total.astype(jnp.int32), inner_state)

@@ -20,10 +20,10 @@ from typing import Any, Protocol, Union, cast
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
 from gradtx import tree
 from gradtx._core import checks as _checks
+from gradtx._core import control as _control
 from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core.chain import chain
@@ -176,7 +176,7 @@ def process(
             return tree.zeros_like(g), s
 
         ready = tree.get(agg_state, "ready", True)
-        updates, post_state = lax.cond(ready, run, wait, aggregated, post_state, params, extra_args)
+        updates, post_state = _control.cond(ready, run, wait, aggregated, post_state, params, extra_args)
         return updates, (pre_state, agg_state, post_state)
 
     if _is_aggregator(aggregator):

@@ -6,10 +6,10 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
 from gradtx import sparse
 from gradtx._core import checks as _checks
+from gradtx._core import control as _control
 from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
@@ -112,7 +112,7 @@ def _conditional(
             kept = _carry.as_returned(fn, state.inner_state, target_state)  # e.g. after `optax.tree.set`
             return typed_like(skipped_updates(updates), target), typed_like(kept, target_state)
 
-        out, inner_state = lax.cond(condition.astype(bool), run, skip, None)
+        out, inner_state = _control.cond(condition.astype(bool), run, skip, None)
         return out, state_cls(**{count_field: _hyper.increment(count), "inner_state": inner_state})
 
     return _factory.composite(init_fn, update_fn, inner)
