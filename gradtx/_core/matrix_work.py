@@ -34,6 +34,7 @@ from typing import Any, Callable, Hashable, Iterator, NamedTuple, Sequence
 
 import jax
 
+from gradtx._core import control as _control
 from gradtx._core import placement as _placement
 
 
@@ -118,7 +119,7 @@ def when(work: MatrixWork, compute: Callable[[Any], Any], stack: Any) -> Any:
     """`compute(stack)`, or `work.otherwise` on a step where `work.when` is false (a `lax.cond`)."""
     if work.when is None:
         return compute(stack)
-    return jax.lax.cond(work.when, compute, lambda _: work.otherwise, stack)
+    return _control.cond(work.when, compute, lambda _: work.otherwise, stack)
 
 
 def run(works: Sequence[MatrixWork]) -> list[Any]:
