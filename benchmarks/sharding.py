@@ -152,11 +152,17 @@ def main(argv: list[str] | None = None) -> dict:
     import jax
 
     jax.config.update("jax_num_cpu_devices", 8)  # before the first JAX operation of this process
-    result = _measure(*SIZES[args.sizes])
+    result = measure(args.sizes)
+    args.json.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def measure(sizes: str) -> dict:
+    """The counts, the state bytes and the pod table, in a process that has 8 devices."""
     from benchmarks import pod
 
-    result["matrix_work"] = pod.measure(*pod.SIZES[args.sizes])
-    args.json.write_text(json.dumps(result, indent=1) + "\n")
+    result = _measure(*SIZES[sizes])
+    result["matrix_work"] = pod.measure(*pod.SIZES[sizes])
     return result
 
 

@@ -37,6 +37,11 @@ if not os.environ.get("GRADTX_TEST_NO_JAX_CACHE"):
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 jax.devices()  # the backend starts here, reading XLA_FLAGS; subprocesses get the user's flags back
 
+if not os.environ.get("GRADTX_TEST_FRESH_MLIR_CONTEXTS"):
+    from tests import mlir_contexts
+
+    mlir_contexts.reuse()
+
 
 def _restore_flags():
     if _flags is None:
