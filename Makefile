@@ -72,11 +72,13 @@ floor: | $(PY)
 	$(PY) tools/floor_check.py
 
 ## make references: re-run the reference optimizers (PyTorch's CPU build, pytorch-optimizer, heavyball, psgd-jax)
-## in .venv-ref and compare their trajectories with the fixtures tests/algorithms/references/ (tools/record_references.py).
+## in .venv-ref and compare their trajectories with the fixtures tests/algorithms/references/ (tools/record_references.py),
+## and torchao's low-bit quantization with tests/lowbit/torchao.npz (tools/record_lowbit.py).
 references:
 	test -x .venv-ref/bin/python || $(PYTHON) -m venv .venv-ref
 	.venv-ref/bin/python -m pip --disable-pip-version-check -q install -r tools/references/requirements.txt
 	.venv-ref/bin/python tools/record_references.py --check
+	.venv-ref/bin/python tools/record_lowbit.py --check
 
 clean:
 	rm -rf $(VENV) .venv-floor .venv-ref build *.egg-info artifacts docs/_build docs/notebooks

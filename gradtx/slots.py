@@ -21,6 +21,7 @@ from typing import Any, Iterator
 import jax
 
 from gradtx import packing
+from gradtx._core import lowbit as _lowbit
 from gradtx._core import masks as _masks
 from gradtx._core import protocol as _protocol
 
@@ -39,7 +40,7 @@ def _walk(state: Any, where: str) -> Iterator[tuple[str, str, Any]]:
                 for key, tree in value.items():
                     yield key, f"{where}.{field}[{key!r}]", tree
             elif mark is _protocol.SLOT:  # a field annotated `Updates` (gradtx's or optax's)
-                value = packing.unpack(value)  # a slot of packed parameters: shown leaf by leaf
+                value = packing.unpack(_lowbit.dequantized(value))  # leaf by leaf, as values
                 if value is not None:
                     yield field, f"{where}.{field}", value
             else:

@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradtx._core import lowbit as _lowbit
+
 _API_NAME: contextvars.ContextVar[str | None] = contextvars.ContextVar("gradtx_api_name", default=None)
 
 
@@ -300,8 +302,8 @@ def check_float_dtype(fn: str, name: str, value: Any) -> None:
     """`value` must be None or a float or complex dtype (`jnp.bfloat16`, `"float16"`, `np.complex64`...).
 
     A slot of complex params may be kept complex (as optax allows); an integer slot would round
-    every update away."""
-    if value is None:
+    every update away. A low-bit format (`gradtx._core.lowbit.Format`) stores a real slot in fewer bits."""
+    if value is None or isinstance(value, _lowbit.Format):
         return
     try:
         dtype = jnp.dtype(value)

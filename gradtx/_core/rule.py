@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import hyper as _hyper
+from gradtx._core import lowbit as _lowbit
 from gradtx._core import matrix_work as _matrix_work
 from gradtx._core import naming as _naming
 from gradtx._core import packed as _packed
@@ -34,7 +35,8 @@ class Slot(NamedTuple):
 
     Attributes:
       fill: the initial value: a number, or a hyperparameter (a schedule is read at count 0).
-      dtype: the slot's dtype (e.g. `mu_dtype`); None: the parameter's.
+      dtype: the slot's dtype (e.g. `mu_dtype`); None: the parameter's; a low-bit format
+        (`gradtx._core.lowbit.Format`): blockwise-quantized codes and scales.
     """
 
     fill: Any = 0.0
@@ -324,7 +326,10 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
 
     def init_slot(spec: Any, p: Any) -> Any:
         if isinstance(spec, Slot):
-            return _placement.filled(p, _hyper.resolve(spec.fill, _hyper.zero_count()), spec.dtype)
+            fill = _hyper.resolve(spec.fill, _hyper.zero_count())
+            if isinstance(spec.dtype, _lowbit.Format):  # codes and scales
+                return spec.dtype.quantize(_placement.filled(p, fill))
+            return _placement.filled(p, fill, spec.dtype)
         if _checks.is_schedule(spec):  # a function of the parameter
             return spec(p)
         return _placement.filled(p, spec)
@@ -422,7 +427,7 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
             for i, g in enumerate(leaves):  # one leaf at a time: the formula is one call away
                 if g is None:
                     continue
-                slot_args = [s[i] for s in flat_slots]
+                slot_args = [_lowbit.values(s[i]) for s in flat_slots]  # a low-bit slot's values
                 for k in checked:
                     _leaves.check_slot(name, g, slot_args[k], slot_names[k], updates, i)
                 for k in derived:

@@ -9,6 +9,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from gradtx._core import lowbit as _lowbit
 from gradtx._core import matrix_work as _matrix_work
 from gradtx._core import protocol as _protocol
 from gradtx._core import scalars as _scalars
@@ -51,7 +52,7 @@ def over_tree(leaf, leaves, flat_slots, flat_params, scalars_for, outs, new_slot
     if not idx:
         return {}
     gs = [dense(leaves[i]) for i in idx]
-    args = [[s[i] for i in idx] for s in flat_slots]
+    args = [[_lowbit.values(s[i]) for i in idx] for s in flat_slots]
     if flat_params is not None:
         args.append([flat_params[i] for i in idx])
     h = scalars_for(jnp.result_type(*(_walk.values_of(g) for g in gs)))
@@ -176,9 +177,11 @@ def as_update(update: Any, g: Any) -> Any:
 
 
 def keep(new: Any, old: Any) -> Any:
-    """The new slot in the old slot's dtype(s)."""
+    """The new slot in the old slot's dtype(s), or its low-bit format."""
     if old is None or new is None:
         return new
+    if _lowbit.is_quantized(old):
+        return old.format.quantize(new, old.dtype)
     if hasattr(old, "dtype"):
         return new if getattr(new, "dtype", None) == old.dtype else jnp.asarray(new).astype(old.dtype)
     return jax.tree.map(lambda n, o: n if n.dtype == o.dtype else n.astype(o.dtype), new, old)

@@ -1,0 +1,218 @@
+"""Slots in fewer bits: blockwise-quantized codes with one scale per block.
+
+A `Quantized` slot is a pytree of two arrays: `codes` (one uint8 per element for 8 bits, one per
+pair of elements for 4 bits) and `scales` (one float32 per block: the block's largest magnitude).
+A value is `code_map[code] * scale`. Blocks run along the last axis (whole rows of `block_size`
+elements; a last axis that is not a multiple of it ends in a short block), so the codes are
+shaped like the parameter (4 bits: the last axis halved) and both arrays are placed like it;
+where the last axis is a multiple of `block_size` the blocks are torchao's and bitsandbytes'
+(blocks of the flattened array). A block's scale is its largest magnitude (at least 1e-12), and
+each value divided by it takes the nearest entry of the map, exactly as torchao's low-bit
+optimizers quantize (a binary search for the entry below, then up when at least halfway to the
+next; bitsandbytes' CPU kernel differs only on such exact ties).
+
+`update_rule` keeps a quantized slot quantized, as it keeps a bf16 slot bf16: the formula sees
+the dequantized float32 value, and the new value is quantized again with the same format.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def _linspace32(start: float, end: float, steps: int) -> np.ndarray:
+    """`torch.linspace(start, end, steps)` in float32, value for value: the first half stepped up from
+    `start`, the second down from `end`, each value one fused multiply-add (exact in float64, then
+    rounded once), as PyTorch's CPU kernel computes it."""
+    start32, end32 = np.float32(start), np.float32(end)
+    step = np.float64((end32 - start32) / np.float32(steps - 1))
+    i = np.arange(steps, dtype=np.float64)
+    up = step * i + np.float64(start32)
+    down = np.float64(end32) - step * (steps - 1 - i)
+    return np.where(i < steps // 2, up, down).astype(np.float32)
+
+
+@functools.cache
+def dynamic_map(signed: bool = True, max_exponent_bits: int = 7, total_bits: int = 8) -> np.ndarray:
+    """Dettmers' dynamic quantization map (bitsandbytes' `create_dynamic_map`), sorted, float32.
+
+    Each exponent :math:`e` (a decade :math:`10^{e - (E - 1)}`) holds the midpoints of a linear split of
+    [0.1, 1], more of them for larger exponents; signed maps mirror them; 0 and 1 complete the
+    :math:`2^{bits}` entries. 8 bits, 7 exponent bits: bitsandbytes' and torchao's 8-bit map; 4 bits, 3
+    exponent bits: torchao's 4-bit map of first moments.
+    """
+    data: list[float] = []
+    non_sign = total_bits - 1
+    extra = 2 ** (non_sign - max_exponent_bits) - 1
+    i = 0
+    for i in range(max_exponent_bits):
+        n = 2 ** (i + non_sign - max_exponent_bits + (0 if signed else 1)) + 1
+        data += _decade(i, max_exponent_bits, n, signed)
+    if extra > 0:
+        data += _decade(i, max_exponent_bits, extra + 1, signed)
+    data += [0.0, 1.0]
+    assert len(data) == 2**total_bits, (signed, max_exponent_bits, total_bits)
+    return np.sort(np.asarray(data, np.float32))
+
+
+def _decade(i: int, max_exponent_bits: int, n: int, signed: bool) -> list[float]:
+    bounds = _linspace32(0.1, 1.0, n)
+    means = (bounds[:-1] + bounds[1:]) / np.float32(2.0)
+    scaled = (np.float32(10.0 ** (-(max_exponent_bits - 1) + i)) * means).tolist()
+    return scaled + ([-v for v in scaled] if signed else [])
+
+
+@functools.cache
+def linear_unsigned_map(bits: int = 4) -> np.ndarray:
+    """torchao's 4-bit map of second moments: :math:`k / 2^{bits}` for :math:`k = 1..2^{bits}` (no zero)."""
+    return _linspace32(0.0, 1.0, 2**bits + 1)[1:]
+
+
+class Format(NamedTuple):
+    """How a slot is stored: `bits` (8 or 4) per element, blocks of `block_size` along the last axis, and
+    the map of codes (`signed`: a map with negative values, for slots that change sign)."""
+
+    bits: int
+    block_size: int
+    signed: bool
+
+    @property
+    def code_map(self) -> np.ndarray:
+        if self.bits == 8:
+            return dynamic_map(self.signed)
+        return dynamic_map(True, 3, 4) if self.signed else linear_unsigned_map(4)
+
+    def quantize(self, x: Any, dtype: Any = None) -> Quantized:
+        """`x` (a real float array) in this format, its values standing for an array of `dtype` (default:
+        `x`'s)."""
+        x = jnp.asarray(x)
+        shape, dtype = tuple(x.shape), x.dtype if dtype is None else dtype
+        blocks = _blocks(jnp.reshape(x.astype(jnp.float32), _rows(shape)), self.block_size)
+        scales = jnp.maximum(jnp.max(jnp.abs(blocks), axis=-1), np.float32(1e-12))
+        normed = blocks / scales[..., None]
+        codes = _nearest(normed, self.code_map).reshape(blocks.shape[:-2] + (-1,))[..., : _last(shape)]
+        if self.bits == 4:
+            codes = _pack_pairs(codes)
+        lead = shape[:-1] if shape else ()
+        return Quantized(codes.reshape(*lead, -1), scales.reshape(*lead, -1), self, shape, dtype)
+
+
+DEFAULT_BLOCK_SIZE = {8: 256, 4: 128}
+"""torchao's block sizes (bitsandbytes' 8-bit optimizers use 256 too)."""
+
+
+def blockwise(
+    bits: int = 8, block_size: int | None = None, signed: bool = True, *, fn: str = "blockwise"
+) -> Format:
+    """A low-bit format: `bits` (8 or 4) per element, blocks of `block_size` (default: 256 for 8 bits,
+    128 for 4), a signed map (first moments, momenta) or an unsigned one (second moments); `fn` names
+    the function the user called in errors."""
+    if bits not in DEFAULT_BLOCK_SIZE:
+        raise ValueError(f"`{fn}`: `bits` must be 8 or 4, got {bits!r}.")
+    size = DEFAULT_BLOCK_SIZE[bits] if block_size is None else block_size
+    if isinstance(size, bool) or not isinstance(size, int) or size < 2 or size % 2:
+        raise ValueError(f"`{fn}`: `block_size` must be an even int >= 2, got {block_size!r}.")
+    if not isinstance(signed, bool):
+        raise TypeError(f"`{fn}`: `signed` must be a bool, got {signed!r}.")
+    return Format(bits, size, signed)
+
+
+def _rows(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The array as rows along its last axis (a scalar as one row of one)."""
+    return (*shape[:-1], shape[-1]) if shape else (1,)
+
+
+def _last(shape: tuple[int, ...]) -> int:
+    return shape[-1] if shape else 1
+
+
+def _blocks(x: jax.Array, block_size: int) -> jax.Array:
+    """`x` with its last axis cut into blocks of `block_size` (zero-padded): `[..., blocks, block_size]`."""
+    n = x.shape[-1]
+    pad = -n % block_size
+    if pad:
+        x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)])
+    return x.reshape(*x.shape[:-1], (n + pad) // block_size, block_size)
+
+
+def _nearest(normed: jax.Array, code_map: np.ndarray) -> jax.Array:
+    """The code of each value: a branchless binary search for the last entry of `code_map` at or below it,
+    then the next entry where the value is at least halfway to it (torchao's rounding), as uint8."""
+    table = jnp.asarray(code_map)
+    top = len(code_map) - 1
+    codes = jnp.zeros(normed.shape, jnp.int32)
+    step = len(code_map) // 2
+    while step:
+        codes = codes + jnp.where(normed >= table[codes + step], step, 0)
+        step //= 2
+    up = jnp.minimum(codes + 1, top)
+    down_value, up_value = table[codes], table[up]
+    codes = jnp.where(normed - down_value >= (up_value - down_value) * np.float32(0.5), up, codes)
+    return codes.astype(jnp.uint8)
+
+
+def _pack_pairs(codes: jax.Array) -> jax.Array:
+    """4-bit codes two to a byte along the last axis (the first in the high nibble, torchao's order)."""
+    if codes.shape[-1] % 2:
+        codes = jnp.pad(codes, [(0, 0)] * (codes.ndim - 1) + [(0, 1)])
+    pairs = codes.reshape(*codes.shape[:-1], -1, 2)
+    return (pairs[..., 0] << 4) | pairs[..., 1]
+
+
+def _unpack_pairs(packed: jax.Array, n: int) -> jax.Array:
+    both = jnp.stack([packed >> 4, packed & 15], axis=-1)
+    return both.reshape(*packed.shape[:-1], -1)[..., :n]
+
+
+@jax.tree_util.register_pytree_node_class
+class Quantized:
+    """A slot stored as `codes` and `scales` in a `Format`; `shape` and `dtype` are the slot's own."""
+
+    def __init__(self, codes: Any, scales: Any, format: Format, shape: tuple[int, ...], dtype: Any):
+        self.codes, self.scales = codes, scales
+        self.format, self.shape, self.dtype = format, tuple(shape), jnp.dtype(dtype)
+
+    def tree_flatten(self) -> tuple[tuple[Any, Any], tuple[Any, ...]]:
+        return (self.codes, self.scales), (self.format, self.shape, self.dtype)
+
+    @classmethod
+    def tree_unflatten(cls, aux: tuple[Any, ...], children: tuple[Any, Any]) -> Quantized:
+        return cls(*children, *aux)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dequantize(self) -> jax.Array:
+        """The slot's values, in its own dtype."""
+        fmt, shape = self.format, self.shape
+        n = _last(shape)
+        codes = self.codes.reshape(*_rows(shape)[:-1], -1)
+        if fmt.bits == 4:
+            codes = _unpack_pairs(codes, n)
+        values = jnp.asarray(fmt.code_map)[codes.astype(jnp.int32)]
+        blocks = _blocks(values, fmt.block_size)
+        scaled = blocks * self.scales.reshape(*blocks.shape[:-1], 1)
+        return scaled.reshape(*blocks.shape[:-2], -1)[..., :n].reshape(shape).astype(self.dtype)
+
+    def __repr__(self) -> str:
+        return f"Quantized({self.format.bits}-bit, shape={self.shape}, dtype={self.dtype.name})"
+
+
+def is_quantized(x: Any) -> bool:
+    return isinstance(x, Quantized)
+
+
+def values(x: Any) -> Any:
+    """A slot's values: a `Quantized` one dequantized, any other as it is."""
+    return x.dequantize() if is_quantized(x) else x
+
+
+def dequantized(tree: Any) -> Any:
+    """`tree` with every `Quantized` slot replaced by its values."""
+    return jax.tree.map(lambda x: x.dequantize() if is_quantized(x) else x, tree, is_leaf=is_quantized)

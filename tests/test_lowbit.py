@@ -1,0 +1,149 @@
+"""Low-bit slots: torchao's blockwise quantization bit for bit; rules keep such slots in their format.
+
+tests/lowbit/torchao.npz holds torchao's own codes, scales and values on the same inputs
+(tools/record_lowbit.py records them; `make references` re-runs torchao and compares).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import gradtx
+from gradtx import checkpoint
+from gradtx._core.lowbit import Format, Quantized, dynamic_map, linear_unsigned_map
+from tests import helpers
+
+FIXTURE = Path(__file__).parent / "lowbit" / "torchao.npz"
+FORMATS = {
+    "8bit_signed": Format(8, 256, True),
+    "8bit_unsigned": Format(8, 256, False),
+    "4bit_signed": Format(4, 128, True),
+    "4bit_unsigned": Format(4, 128, False),
+}
+CASES = ["normal", "wide", "ties", "zero_block"]
+
+
+@pytest.fixture(scope="module")
+def torchao():
+    with np.load(FIXTURE) as f:
+        return dict(f)
+
+
+def test_the_maps_are_torchaos(torchao):
+    maps = {
+        "8bit_signed": dynamic_map(True),
+        "8bit_unsigned": dynamic_map(False),
+        "4bit_signed": dynamic_map(True, 3, 4),
+        "4bit_unsigned": linear_unsigned_map(4),
+    }
+    for name, fmt in FORMATS.items():
+        np.testing.assert_array_equal(fmt.code_map, torchao[f"{name}/map"], err_msg=name)
+        np.testing.assert_array_equal(maps[name], torchao[f"{name}/map"], err_msg=name)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_codes_scales_and_values_equal_torchaos_bit_for_bit(torchao, name, case):
+    key = f"{name}/{case}"
+    x = torchao[f"{key}/input"]
+    q = jax.jit(FORMATS[name].quantize)(x)
+    np.testing.assert_array_equal(np.asarray(q.codes), torchao[f"{key}/codes"])
+    np.testing.assert_array_equal(np.asarray(q.scales), torchao[f"{key}/scales"])
+    np.testing.assert_array_equal(np.asarray(q.dequantize()), torchao[f"{key}/values"])
+
+
+def test_blocks_run_along_the_last_axis_and_keep_the_shape():
+    """Rows of a matrix are blocked on their own (a short last block); codes are shaped like the matrix,
+    4-bit codes with the last axis halved (rounded up); a scalar is one block."""
+    x = jax.random.normal(jax.random.key(0), (3, 300))
+    for fmt, codes_shape, scales_shape in [
+        (Format(8, 256, True), (3, 300), (3, 2)),
+        (Format(4, 128, True), (3, 150), (3, 3)),
+    ]:
+        q = fmt.quantize(x)
+        assert q.codes.shape == codes_shape and q.codes.dtype == jnp.uint8 and q.scales.shape == scales_shape
+        assert q.shape == x.shape and q.dequantize().shape == x.shape
+        for row in range(3):  # each row alone quantizes to the same codes
+            np.testing.assert_array_equal(fmt.quantize(x[row]).codes, q.codes[row])
+    fmt = Format(8, 256, True)
+    one = fmt.quantize(jnp.float32(-0.5))  # its own scale: -1, the map's lowest entry (-0.99297) times 0.5
+    assert one.dequantize().shape == () and float(one.dequantize()) == fmt.code_map[0] * np.float32(0.5)
+
+
+def test_the_error_is_at_most_half_a_gap_of_the_map_times_the_scale():
+    """Each value lands on the nearest entry: at most half the widest gap (or the distance from -1 to the
+    lowest entry) times its block's scale away."""
+    x = jax.random.normal(jax.random.key(1), (8, 256))
+    for fmt in (Format(8, 256, True), Format(4, 128, True)):
+        q = fmt.quantize(x)
+        code_map = fmt.code_map.astype(np.float64)
+        worst = max(np.diff(code_map).max() / 2, 1 + code_map[0])
+        scale = np.repeat(np.asarray(q.scales), fmt.block_size, axis=-1)
+        error = np.abs(np.asarray(q.dequantize(), np.float64) - np.asarray(x, np.float64))
+        assert np.all(error <= worst * scale * (1 + 1e-5)), (fmt, float((error / scale).max()), worst)
+
+
+def _low_bit_adam(bits):
+    size = 256 if bits == 8 else 128
+    return gradtx.scale_by_bias_corrected_adam(
+        mu_dtype=Format(bits, size, True), nu_dtype=Format(bits, size, False)
+    )
+
+
+def _params():
+    rng = np.random.default_rng(0)
+    return {"w": jnp.asarray(rng.standard_normal((4, 256)), jnp.float32), "b": jnp.zeros(7, jnp.float32)}
+
+
+def test_a_rule_keeps_its_low_bit_slots_and_steps_close_to_float32():
+    """The formula sees the dequantized moments and the new ones are stored in the format again; the
+    state is a tree of uint8 codes and float32 scales (a quarter of the bytes, and a little more)."""
+    params = _params()
+    tx, plain = _low_bit_adam(8), gradtx.scale_by_bias_corrected_adam()
+    state, ref = tx.init(params), plain.init(params)
+    assert all(
+        isinstance(s, Quantized)
+        for s in jax.tree.leaves(state.mu, is_leaf=lambda x: isinstance(x, Quantized))
+    )
+    step = jax.jit(tx.update)
+    for t in range(10):
+        grads = jax.tree.map(lambda p, t=t: jnp.cos(p * (t + 1)), params)
+        u, state = step(grads, state)
+        r, ref = plain.update(grads, ref)
+        helpers.assert_trees_close(u, r, rtol=0.05, atol=0.02)
+    assert jax.tree.structure(state) == jax.tree.structure(tx.init(params))
+    nu = gradtx.get_slot(state, "nu")  # dequantized: shaped like the params
+    assert nu["w"].shape == (4, 256) and nu["w"].dtype == jnp.float32
+    helpers.assert_trees_close(nu, gradtx.get_slot(ref, "nu"), rtol=0.05, atol=1e-6)  # 10 roundings
+    n_bytes = sum(x.nbytes for x in jax.tree.leaves(state.mu))
+    assert n_bytes <= (4 * 256 + 7) * 1.05 + 4 * 4  # a byte per element, a float32 scale per block
+
+
+def test_low_bit_slots_of_bf16_params_and_in_four_bits():
+    params = jax.tree.map(lambda p: p.astype(jnp.bfloat16), _params())
+    tx = _low_bit_adam(4)
+    grads = jax.tree.map(jnp.ones_like, params)
+    u, state = jax.jit(tx.update)(grads, tx.init(params))
+    assert jax.tree.map(lambda x: x.dtype, u) == jax.tree.map(lambda x: x.dtype, params)
+    assert gradtx.get_slot(state, "mu")["w"].dtype == jnp.bfloat16
+    np.testing.assert_allclose(np.asarray(u["w"], np.float32), 1.0, rtol=0.02)  # m / sqrt(v) of a constant
+
+
+def test_a_low_bit_state_round_trips_through_npz(tmp_path):
+    params = _params()
+    tx = _low_bit_adam(8)
+    _, state = tx.update(jax.tree.map(jnp.ones_like, params), tx.init(params))
+    checkpoint.save_npz(tmp_path / "state.npz", state)
+    restored = checkpoint.load_npz(tmp_path / "state.npz", tx.init(params))
+    helpers.assert_trees_close(restored, state, rtol=0, atol=0)
+
+
+def test_a_low_bit_format_is_a_valid_slot_dtype_and_others_are_refused():
+    with pytest.raises(TypeError, match="`mu_dtype` must be None or a floating-point"):
+        gradtx.scale_by_bias_corrected_adam(mu_dtype=jnp.int8)
+    gradtx.scale_by_bias_corrected_adam(mu_dtype=Format(8, 256, True))  # no error
