@@ -57,9 +57,11 @@ def test_codes_scales_and_values_equal_torchaos_bit_for_bit(torchao, name, case)
     np.testing.assert_array_equal(np.asarray(q.dequantize()), torchao[f"{key}/values"])
 
 
-def test_blocks_run_along_the_last_axis_and_keep_the_shape():
+def test_blocks_run_along_the_fewest_trailing_axes_that_hold_one():
     """Rows of a matrix are blocked on their own (a short last block); codes are shaped like the matrix,
-    4-bit codes with the last axis halved (rounded up); a scalar is one block."""
+    4-bit codes with the last axis halved (rounded up); a scalar is one block. A conv kernel's small
+    trailing axes are blocked together: where they hold whole blocks, as torchao blocks the flattened
+    array."""
     x = jax.random.normal(jax.random.key(0), (3, 300))
     for fmt, codes_shape, scales_shape in [
         (Format(8, 256, True), (3, 300), (3, 2)),
@@ -70,6 +72,13 @@ def test_blocks_run_along_the_last_axis_and_keep_the_shape():
         assert q.shape == x.shape and q.dequantize().shape == x.shape
         for row in range(3):  # each row alone quantizes to the same codes
             np.testing.assert_array_equal(fmt.quantize(x[row]).codes, q.codes[row])
+    kernel = jax.random.normal(jax.random.key(2), (4, 4, 16, 16))
+    for fmt in (Format(8, 256, True), Format(4, 128, False)):
+        q, flat = fmt.quantize(jnp.abs(kernel)), fmt.quantize(jnp.abs(kernel).ravel())
+        assert q.codes.shape[:2] == (4, 4) and q.scales.shape[:2] == (4, 4)
+        np.testing.assert_array_equal(q.codes.ravel(), flat.codes)
+        np.testing.assert_array_equal(q.scales.ravel(), flat.scales)
+        np.testing.assert_array_equal(q.dequantize().ravel(), flat.dequantize())
     fmt = Format(8, 256, True)
     one = fmt.quantize(jnp.float32(-0.5))  # its own scale: -1, the map's lowest entry (-0.99297) times 0.5
     assert one.dequantize().shape == () and float(one.dequantize()) == fmt.code_map[0] * np.float32(0.5)

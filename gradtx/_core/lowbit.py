@@ -2,11 +2,12 @@
 
 A `Quantized` slot is a pytree of two arrays: `codes` (one uint8 per element for 8 bits, one per
 pair of elements for 4 bits) and `scales` (one float32 per block: the block's largest magnitude).
-A value is `code_map[code] * scale`. Blocks run along the last axis (whole rows of `block_size`
-elements; a last axis that is not a multiple of it ends in a short block), so the codes are
-shaped like the parameter (4 bits: the last axis halved) and both arrays are placed like it;
-where the last axis is a multiple of `block_size` the blocks are torchao's and bitsandbytes'
-(blocks of the flattened array). A block's scale is its largest magnitude (at least 1e-12), and
+A value is `code_map[code] * scale`. Blocks run along the fewest trailing axes that hold one
+(flattened; the last block of a row may be short), and the leading axes are kept: a slot's codes
+are `[*leading axes, trailing elements]` (4 bits: half as many, rounded up) and its scales
+`[*leading axes, blocks]`, placed along the leading axes as the parameter is. Where the trailing
+length is a multiple of `block_size` the blocks are torchao's and bitsandbytes' (blocks of the
+flattened array). A block's scale is its largest magnitude (at least 1e-12), and
 each value divided by it takes the nearest entry of the map, exactly as torchao's low-bit
 optimizers quantize (a binary search for the entry below, then up when at least halfway to the
 next; bitsandbytes' CPU kernel differs only on such exact ties).
@@ -18,6 +19,7 @@ the dequantized float32 value, and the new value is quantized again with the sam
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -92,14 +94,14 @@ class Format(NamedTuple):
         `x`'s)."""
         x = jnp.asarray(x)
         shape, dtype = tuple(x.shape), x.dtype if dtype is None else dtype
-        blocks = _blocks(jnp.reshape(x.astype(jnp.float32), _rows(shape)), self.block_size)
+        lead, trail = split(shape, self.block_size)
+        blocks = _blocks(jnp.reshape(x.astype(jnp.float32), (*lead, trail)), self.block_size)
         scales = jnp.maximum(jnp.max(jnp.abs(blocks), axis=-1), np.float32(1e-12))
         normed = blocks / scales[..., None]
-        codes = _nearest(normed, self.code_map).reshape(blocks.shape[:-2] + (-1,))[..., : _last(shape)]
+        codes = _nearest(normed, self.code_map).reshape(*lead, -1)[..., :trail]
         if self.bits == 4:
             codes = _pack_pairs(codes)
-        lead = shape[:-1] if shape else ()
-        return Quantized(codes.reshape(*lead, -1), scales.reshape(*lead, -1), self, shape, dtype)
+        return Quantized(codes, scales, self, shape, dtype)
 
 
 DEFAULT_BLOCK_SIZE = {8: 256, 4: 128}
@@ -122,13 +124,13 @@ def blockwise(
     return Format(bits, size, signed)
 
 
-def _rows(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """The array as rows along its last axis (a scalar as one row of one)."""
-    return (*shape[:-1], shape[-1]) if shape else (1,)
-
-
-def _last(shape: tuple[int, ...]) -> int:
-    return shape[-1] if shape else 1
+def split(shape: tuple[int, ...], block_size: int) -> tuple[tuple[int, ...], int]:
+    """The leading axes a slot keeps, and the length of the rest flattened, along which it is blocked: the
+    fewest trailing axes that hold a block (all of them for a smaller array; a scalar is one element)."""
+    for k in range(1, len(shape) + 1):
+        if math.prod(shape[-k:]) >= block_size:
+            return shape[:-k], math.prod(shape[-k:])
+    return (), math.prod(shape)
 
 
 def _blocks(x: jax.Array, block_size: int) -> jax.Array:
@@ -191,14 +193,12 @@ class Quantized:
     def dequantize(self) -> jax.Array:
         """The slot's values, in its own dtype."""
         fmt, shape = self.format, self.shape
-        n = _last(shape)
-        codes = self.codes.reshape(*_rows(shape)[:-1], -1)
-        if fmt.bits == 4:
-            codes = _unpack_pairs(codes, n)
+        lead, trail = split(shape, fmt.block_size)
+        codes = _unpack_pairs(self.codes, trail) if fmt.bits == 4 else self.codes
         values = jnp.asarray(fmt.code_map)[codes.astype(jnp.int32)]
         blocks = _blocks(values, fmt.block_size)
-        scaled = blocks * self.scales.reshape(*blocks.shape[:-1], 1)
-        return scaled.reshape(*blocks.shape[:-2], -1)[..., :n].reshape(shape).astype(self.dtype)
+        scaled = blocks * self.scales[..., None]
+        return scaled.reshape(*lead, -1)[..., :trail].reshape(shape).astype(self.dtype)
 
     def __repr__(self) -> str:
         return f"Quantized({self.format.bits}-bit, shape={self.shape}, dtype={self.dtype.name})"
