@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import gradtx
+import gradtx.optax_compat
 from gradtx import checkpoint
-from gradtx._core.lowbit import Format, Quantized, dynamic_map, linear_unsigned_map
+from gradtx._core.lowbit import Format, Quantized, dynamic_map, linear_unsigned_map, low_bit_slots
 from tests import helpers
 
 FIXTURE = Path(__file__).parent / "lowbit" / "torchao.npz"
@@ -156,3 +157,35 @@ def test_a_low_bit_format_is_a_valid_slot_dtype_and_others_are_refused():
     with pytest.raises(TypeError, match="`mu_dtype` must be None or a floating-point"):
         gradtx.scale_by_bias_corrected_adam(mu_dtype=jnp.int8)
     gradtx.scale_by_bias_corrected_adam(mu_dtype=Format(8, 256, True))  # no error
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_low_bit_slots_stores_every_rules_slots_by_their_declared_sign(bits):
+    """One wrapper for a whole optimizer: the first moment in the signed map, the second (declared
+    non-negative) in the unsigned one, a leaf under 4,096 elements as it was; the steps keep the format
+    and stay close to float32's."""
+    rng = np.random.default_rng(0)
+    params = {"w": jnp.asarray(rng.standard_normal((64, 256)), jnp.float32), "b": jnp.zeros(64)}
+    plain = gradtx.optax_compat.adamw(1e-2, weight_decay=0.01)
+    tx = low_bit_slots(plain, bits)
+    state, ref = tx.init(params), plain.init(params)
+    mu, nu = state[0].mu, state[0].nu
+    assert isinstance(mu["w"], Quantized) and mu["w"].format == Format(bits, 256 if bits == 8 else 128, True)
+    assert isinstance(nu["w"], Quantized) and not nu["w"].format.signed
+    assert not isinstance(mu["b"], Quantized) and mu["b"].dtype == jnp.float32
+    step = jax.jit(tx.update)
+    for t in range(5):
+        grads = jax.tree.map(lambda p, t=t: jnp.sin(p + t) + 0.1, params)
+        u, state = step(grads, state, params)
+        r, ref = plain.update(grads, ref, params)
+    assert jax.tree.structure(state) == jax.tree.structure(tx.init(params))
+    # the updates are about 3e-3 in size: 8 bits stay within a tenth of that, 4 bits within about one
+    helpers.assert_trees_close(u, r, rtol=0, atol=3e-4 if bits == 8 else 4e-3)
+    moments = sum(x.nbytes for x in jax.tree.leaves((state[0].mu["w"], state[0].nu["w"])))
+    assert moments / params["w"].size <= (2.1 if bits == 8 else 1.1)  # bytes per parameter: the targets
+    helpers.assert_trees_close(u["b"], r["b"], rtol=1e-6, atol=0)  # float32 state: float32's numbers
+
+
+def test_low_bit_slots_refuses_other_bit_widths():
+    with pytest.raises(ValueError, match=r"`low_bit_slots`: `bits` must be 8 or 4, got 3\."):
+        low_bit_slots(gradtx.adam(), 3)

@@ -18,9 +18,11 @@ the dequantized float32 value, and the new value is quantized again with the sam
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import math
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -216,3 +218,52 @@ def values(x: Any) -> Any:
 def dequantized(tree: Any) -> Any:
     """`tree` with every `Quantized` slot replaced by its values."""
     return jax.tree.map(lambda x: x.dequantize() if is_quantized(x) else x, tree, is_leaf=is_quantized)
+
+
+_STORING: contextvars.ContextVar[tuple[Format, Format, int] | None] = contextvars.ContextVar(
+    "gradtx_low_bit_slots", default=None
+)
+
+
+@contextlib.contextmanager
+def storing(signed: Format, unsigned: Format, min_size: int) -> Iterator[None]:
+    """Within this block, `update_rule`'s `init` makes its slots shaped like their parameters in fewer bits
+    (`format_for`)."""
+    token = _STORING.set((signed, unsigned, min_size))
+    try:
+        yield
+    finally:
+        _STORING.reset(token)
+
+
+def format_for(param: Any, nonnegative: bool) -> Format | None:
+    """The format of a slot shaped like `param` inside a `storing` block: the unsigned one for a slot its rule
+    declares non-negative, else the signed one; None outside the block, for a parameter that is not a real
+    float or has fewer than `min_size` elements."""
+    active = _STORING.get()
+    if active is None:
+        return None
+    signed, unsigned, min_size = active
+    if math.prod(np.shape(param)) < min_size or not jnp.issubdtype(jnp.result_type(param), jnp.floating):
+        return None
+    return unsigned if nonnegative else signed
+
+
+def low_bit_slots(tx: Any, bits: int = 8, block_size: int | None = None, min_size: int = 4096) -> Any:
+    """`tx` with the slots of its `update_rule` rules kept in `bits` (8 or 4) per element.
+
+    `init` makes each slot shaped like its parameter -- of a real float parameter of at least `min_size`
+    elements (bitsandbytes' and torchao's threshold), in the parameter's dtype -- as codes and scales:
+    with the unsigned map where the rule declares the slot non-negative (`Slot(..., nonnegative=True)`),
+    else the signed one. `update` is `tx`'s: every `update_rule` step keeps a slot in the format it finds
+    it in. Slots of another shape (Shampoo's statistics, Adafactor's factors), slots given a dtype,
+    counters and the states of other transforms are made as they are.
+    """
+    signed = blockwise(bits, block_size, True, fn="low_bit_slots")
+    unsigned = blockwise(bits, block_size, False, fn="low_bit_slots")
+
+    def init_fn(params: Any) -> Any:
+        with storing(signed, unsigned, min_size):
+            return tx.init(params)
+
+    return type(tx)(init_fn, tx.update)

@@ -37,10 +37,13 @@ class Slot(NamedTuple):
       fill: the initial value: a number, or a hyperparameter (a schedule is read at count 0).
       dtype: the slot's dtype (e.g. `mu_dtype`); None: the parameter's; a low-bit format
         (`gradtx._core.lowbit.Format`): blockwise-quantized codes and scales.
+      nonnegative: the slot never holds a negative value (a second moment, a sum of squares): in
+        fewer bits it takes an unsigned map, twice as fine.
     """
 
     fill: Any = 0.0
     dtype: Any = None
+    nonnegative: bool = False
 
 
 _NO_STATE = _protocol.EmptyState()
@@ -325,14 +328,14 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
     # ------------------------------------------------------------------ init
 
     def init_slot(spec: Any, p: Any) -> Any:
-        if isinstance(spec, Slot):
-            fill = _hyper.resolve(spec.fill, _hyper.zero_count())
-            if isinstance(spec.dtype, _lowbit.Format):  # codes and scales
-                return spec.dtype.quantize(_placement.filled(p, fill))
-            return _placement.filled(p, fill, spec.dtype)
         if _checks.is_schedule(spec):  # a function of the parameter
             return spec(p)
-        return _placement.filled(p, spec)
+        spec = spec if isinstance(spec, Slot) else Slot(spec)
+        fill = _hyper.resolve(spec.fill, _hyper.zero_count())
+        fmt = spec.dtype if spec.dtype is not None else _lowbit.format_for(p, spec.nonnegative)
+        if isinstance(fmt, _lowbit.Format):  # codes and scales (`lowbit.low_bit_slots`, or declared)
+            return fmt.quantize(_placement.filled(p, fill))
+        return _placement.filled(p, fill, spec.dtype)
 
     def init_fn(params):
         if stateless:
