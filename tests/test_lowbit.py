@@ -156,7 +156,9 @@ def test_a_low_bit_state_round_trips_through_npz(tmp_path):
 def test_a_low_bit_format_is_a_valid_slot_dtype_and_others_are_refused():
     with pytest.raises(TypeError, match="`mu_dtype` must be None or a floating-point"):
         gradtx.scale_by_bias_corrected_adam(mu_dtype=jnp.int8)
-    gradtx.scale_by_bias_corrected_adam(mu_dtype=Format(8, 256, True))  # no error
+    tx = gradtx.scale_by_bias_corrected_adam(mu_dtype=Format(8, 256, True))
+    with pytest.raises(TypeError, match="a slot in 8 bits holds real floats; got a slot of dtype complex64"):
+        tx.init({"w": jnp.zeros(4, jnp.complex64)})  # its imaginary parts would be dropped
 
 
 @pytest.mark.parametrize("bits", [8, 4])

@@ -78,8 +78,8 @@ def linear_unsigned_map(bits: int = 4) -> np.ndarray:
 
 
 class Format(NamedTuple):
-    """How a slot is stored: `bits` (8 or 4) per element, blocks of `block_size` along the last axis, and
-    the map of codes (`signed`: a map with negative values, for slots that change sign)."""
+    """How a slot is stored: `bits` (8 or 4) per element, blocks of `block_size` (along the trailing axes,
+    `split`), and the map of codes (`signed`: a map with negative values, for slots that change sign)."""
 
     bits: int
     block_size: int
@@ -95,6 +95,8 @@ class Format(NamedTuple):
         """`x` (a real float array) in this format, its values standing for an array of `dtype` (default:
         `x`'s)."""
         x = jnp.asarray(x)
+        if not jnp.issubdtype(x.dtype, jnp.floating):
+            raise TypeError(f"a slot in {self.bits} bits holds real floats; got a slot of dtype {x.dtype}.")
         shape, dtype = tuple(x.shape), x.dtype if dtype is None else dtype
         lead, trail = split(shape, self.block_size)
         blocks = _blocks(jnp.reshape(x.astype(jnp.float32), (*lead, trail)), self.block_size)
@@ -217,7 +219,7 @@ def values(x: Any) -> Any:
 
 def dequantized(tree: Any) -> Any:
     """`tree` with every `Quantized` slot replaced by its values."""
-    return jax.tree.map(lambda x: x.dequantize() if is_quantized(x) else x, tree, is_leaf=is_quantized)
+    return jax.tree.map(values, tree, is_leaf=is_quantized)
 
 
 _STORING: contextvars.ContextVar[tuple[Format, Format, int] | None] = contextvars.ContextVar(
