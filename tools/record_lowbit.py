@@ -78,9 +78,55 @@ def record() -> dict[str, np.ndarray]:
             out[f"{key}/codes"] = codes.numpy()
             out[f"{key}/scales"] = scale.numpy()
             out[f"{key}/values"] = values.numpy()
+    out.update(trajectories())
     import torchao
 
     out["versions"] = np.asarray([f"torch {torch.__version__}", f"torchao {torchao.__version__}"])
+    return out
+
+
+TRAJECTORY_SHAPES = {"conv": (8, 8, 8, 16), "matrix": (64, 256), "vector": (300,)}
+"""torchao quantizes a moment of at least 4,096 elements (a multiple of the block): the matrix and the 4-D
+leaf; the vector's moments stay float32."""
+TRAJECTORY_STEPS = 20
+ADAMW = {"lr": 1e-2, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 1e-2}
+
+
+def trajectories() -> dict[str, np.ndarray]:
+    """torchao's `AdamW8bit` and `AdamW4bit` (`ADAMW`) for `TRAJECTORY_STEPS` steps on the loss
+    `sum(0.5 c p^2 + 0.025 p^4 + n_t p)` (gradients that depend on the params): the gradients each step saw
+    and the params after it, per optimizer, under `adamw{bits}/...`."""
+    import torch
+    from torchao.optim import AdamW4bit, AdamW8bit
+
+    rng = np.random.default_rng(0)
+    init = {k: (0.5 * rng.standard_normal(s)).astype(np.float32) for k, s in TRAJECTORY_SHAPES.items()}
+    curv = {k: rng.uniform(0.5, 2.0, s).astype(np.float32) for k, s in TRAJECTORY_SHAPES.items()}
+    noise = [
+        {k: (0.1 * rng.standard_normal(s)).astype(np.float32) for k, s in TRAJECTORY_SHAPES.items()}
+        for _ in range(TRAJECTORY_STEPS)
+    ]
+    out: dict[str, np.ndarray] = {f"adamw/init/{k}": v for k, v in init.items()}
+    for bits, cls in ((8, AdamW8bit), (4, AdamW4bit)):
+        params = {k: torch.tensor(v, requires_grad=True) for k, v in init.items()}
+        opt = cls(list(params.values()), **ADAMW)
+        seen: dict[str, list[np.ndarray]] = {k: [] for k in params}
+        after: dict[str, list[np.ndarray]] = {k: [] for k in params}
+        for t in range(TRAJECTORY_STEPS):
+            opt.zero_grad()
+            loss = sum(
+                (0.5 * torch.tensor(curv[k]) * p**2 + 0.025 * p**4 + torch.tensor(noise[t][k]) * p).sum()
+                for k, p in params.items()
+            )
+            loss.backward()
+            for k, p in params.items():
+                seen[k].append(p.grad.numpy().copy())
+            opt.step()
+            for k, p in params.items():
+                after[k].append(p.detach().numpy().copy())
+        for k in params:
+            out[f"adamw{bits}/grads/{k}"] = np.stack(seen[k])
+            out[f"adamw{bits}/params/{k}"] = np.stack(after[k])
     return out
 
 

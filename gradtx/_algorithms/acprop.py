@@ -12,7 +12,7 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
 from gradtx._core.formulas import correction
-from gradtx._core.rule import update_rule
+from gradtx._core.rule import SQUARES, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 from gradtx.combinators._weight_decay import add_decayed_weights
 
@@ -92,7 +92,7 @@ def scale_by_acprop(
         ScaleByAcpropState,
         _acprop_leaf,
         hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root},
-        slots={"mu": 0.0, "nu": 0.0},
+        slots={"mu": 0.0, "nu": SQUARES},
         prepare=_acprop_prepare,
     )
 

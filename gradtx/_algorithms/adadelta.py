@@ -12,7 +12,7 @@ from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
-from gradtx._core.rule import restated, update_rule
+from gradtx._core.rule import SQUARES, restated, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 
 
@@ -75,7 +75,7 @@ def scale_by_adadelta(
         ScaleByAdadeltaState,
         _adadelta_leaf,
         hyper={"rho": rho, "eps": eps},
-        slots={"accum": 0.0, "accum_update": 0.0},
+        slots={"accum": SQUARES, "accum_update": SQUARES},
         sparse="rows",  # SparseApplyAdadelta: the touched rows only
         tf_scalars=True,
     )

@@ -75,7 +75,7 @@ def scale_by_adagrad(initial_accumulator_value: float = 0.1) -> _protocol.Gradie
         "scale_by_adagrad",
         ScaleByAdagradState,
         _adagrad_leaf,
-        slots={"accumulator": Slot(initial_accumulator_value)},
+        slots={"accumulator": Slot(initial_accumulator_value, nonnegative=True)},
         sparse="rows",  # SparseApplyAdagrad: the touched rows only
         tf_scalars=True,
         extra={"update_slots": True},  # the kernel's attribute (contrib's RegAdagrad)
@@ -197,7 +197,7 @@ def scale_by_rss(
         ScaleByRssState,
         _rss_leaf,
         hyper={"eps": eps},
-        slots={"sum_of_squares": initial_accumulator_value},
+        slots={"sum_of_squares": Slot(initial_accumulator_value, nonnegative=True)},
     )
 
 
@@ -223,7 +223,7 @@ def adagrad_rule(
     """torch's Adagrad direction (eps outside the root, the rate decayed by `1 + (t - 1) lr_decay`)."""
     return update_rule(
         "torch_adagrad", TorchAdagradState, functools.partial(_torch_adagrad_leaf, decayed=lr_decay != 0),
-        hyper={"lr_decay": lr_decay, "eps": eps}, slots={"sum": initial_accumulator_value},
+        hyper={"lr_decay": lr_decay, "eps": eps}, slots={"sum": Slot(initial_accumulator_value, None, True)},
         real_only=_REAL_ONLY, compute_dtype=_scalars.at_least_float32,
     )  # fmt: skip
 

@@ -14,7 +14,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
-from gradtx._core.rule import update_rule
+from gradtx._core.rule import SQUARES, update_rule
 from gradtx.combinators._weight_decay import torch_weight_decay
 
 
@@ -151,7 +151,7 @@ def _adahessian_rule(fn, b1, b2, eps, hessian_power, update_period, num_samples,
         ScaleByAdaHessianState,
         _adahessian,
         hyper={"b1": b1, "b2": b2, "eps": eps, "hessian_power": hessian_power},
-        slots={"exp_avg": 0.0, "exp_hessian_diag_sq": 0.0, "hessian": 0.0},
+        slots={"exp_avg": 0.0, "exp_hessian_diag_sq": SQUARES, "hessian": 0.0},
         prepare=functools.partial(_prepare, update_period=update_period),
         real_only=_hutchinson.REAL,
     )

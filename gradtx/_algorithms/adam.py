@@ -19,7 +19,7 @@ from gradtx._core import registry as _registry
 from gradtx._core import scalars as _scalars
 from gradtx._core.chain import chain
 from gradtx._core.formulas import corrections
-from gradtx._core.rule import Slot, update_rule
+from gradtx._core.rule import SQUARES, Slot, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 
 
@@ -94,7 +94,7 @@ def _adam_family(
         ScaleByAdamState,
         leaf,
         hyper={"b1": b1, "b2": b2, "eps": eps},
-        slots={"m": Slot(0.0, mu_dtype), "v": Slot(0.0, nu_dtype, nonnegative=True)},
+        slots={"m": Slot(0.0, mu_dtype), "v": Slot(0.0, nu_dtype, True)},
         scalars={"beta1_power": lambda h: h.b1, "beta2_power": lambda h: h.b2},
         prepare=powers,
         sparse=rows,
@@ -327,7 +327,7 @@ def scale_by_bias_corrected_adam(
         ScaleByBiasCorrectedAdamState,
         functools.partial(_adam_leaf, nesterov=nesterov),
         hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root},
-        slots={"mu": Slot(0.0, mu_dtype), "nu": Slot(0.0, nu_dtype, nonnegative=True)},
+        slots={"mu": Slot(0.0, mu_dtype), "nu": Slot(0.0, nu_dtype, True)},
         prepare=functools.partial(corrections, nesterov=nesterov),
     )
 
@@ -358,15 +358,11 @@ def _torch_adam_leaf(g, exp_avg, exp_avg_sq, max_exp_avg_sq, h):
     return (exp_avg / _formulas.torch_debias(h.b1, h.t, dtype)) / denom, exp_avg, exp_avg_sq, max_exp_avg_sq
 
 
-_SQUARES = Slot(0.0, nonnegative=True)
-"""A second moment: a sum of squares."""
-
-
 def adam_rule(b1: float, b2: float, eps: float, *, amsgrad: bool) -> _protocol.GradientTransformation:
     """torch's Adam direction (the step before `-lr`), with amsgrad's maximum of the raw second moment."""
     return update_rule(
         "torch_adam", TorchAdamState, _torch_adam_leaf, hyper={"b1": b1, "b2": b2, "eps": eps},
-        slots={"exp_avg": 0.0, "exp_avg_sq": _SQUARES, "max_exp_avg_sq": _SQUARES if amsgrad else None},
+        slots={"exp_avg": 0.0, "exp_avg_sq": SQUARES, "max_exp_avg_sq": SQUARES if amsgrad else None},
         real_only=_REAL_ONLY, compute_dtype=_scalars.at_least_float32,
     )  # fmt: skip
 

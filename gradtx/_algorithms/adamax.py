@@ -17,7 +17,7 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
 from gradtx._core.formulas import corrections
-from gradtx._core.rule import restated, update_rule
+from gradtx._core.rule import SQUARES, restated, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 from gradtx.combinators._weight_decay import add_decayed_weights
 
@@ -105,7 +105,7 @@ def scale_by_adamax(
         ScaleByAdamaxState,
         _adamax_leaf,
         hyper={"b1": b1, "b2": b2, "eps": eps},
-        slots={"m": 0.0, "v": 0.0},
+        slots={"m": 0.0, "v": SQUARES},
         scalars={"beta1_power": lambda h: h.b1},
         prepare=_adamax_power,
         sparse=_adamax_rows,
@@ -174,7 +174,7 @@ def scale_by_bias_corrected_adamax(
         ScaleByBiasCorrectedAdamaxState,
         _bias_corrected_adamax_leaf,
         hyper={"b1": b1, "b2": b2, "eps": eps},
-        slots={"mu": 0.0, "nu": 0.0},
+        slots={"mu": 0.0, "nu": SQUARES},
         prepare=functools.partial(corrections, b2=None),
     )
 

@@ -12,7 +12,7 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
 from gradtx._core.formulas import correction, corrections
-from gradtx._core.rule import update_rule
+from gradtx._core.rule import SQUARES, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 from gradtx.combinators._weight_decay import add_decayed_weights
 
@@ -103,7 +103,7 @@ def scale_by_adan(
         ScaleByAdanState,
         _adan_leaf,
         hyper={"b1": b1, "b2": b2, "b3": b3, "eps": eps, "eps_root": eps_root},
-        slots={"m": 0.0, "v": 0.0, "n": 0.0, "g": 0.0},
+        slots={"m": 0.0, "v": 0.0, "n": SQUARES, "g": 0.0},
         prepare=_adan_prepare,
     )
 

@@ -13,7 +13,7 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
 from gradtx._core.formulas import corrections
-from gradtx._core.rule import Slot, update_rule
+from gradtx._core.rule import SQUARES, Slot, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 from gradtx.combinators._weight_decay import add_decayed_weights
 
@@ -121,7 +121,7 @@ def scale_by_ademamix(
         ScaleByAdemamixState,
         _ademamix_leaf,
         hyper={"b1": b1, "b2": b2, "b3": b3, "alpha": alpha, "eps": eps, "eps_root": eps_root},
-        slots={"m1": moment, "m2": moment, "nu": moment},
+        slots={"m1": moment, "m2": moment, "nu": Slot(0.0, mu_dtype, nonnegative=True)},
         prepare=corrections,
     )
 
@@ -180,7 +180,7 @@ def scale_by_simplified_ademamix(
         ScaleBySimplifiedAdemamixState,
         _simplified_ademamix_leaf,
         hyper={"b1": b1, "b2": b2, "alpha": alpha, "eps": eps, "eps_root": eps_root},
-        slots={"m": 0.0, "n": 0.0},
+        slots={"m": 0.0, "n": SQUARES},
         prepare=functools.partial(corrections, b1=None),
     )
 

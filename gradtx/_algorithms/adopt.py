@@ -12,7 +12,7 @@ from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
-from gradtx._core.rule import Slot, update_rule
+from gradtx._core.rule import SQUARES, Slot, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 
 
@@ -122,7 +122,7 @@ def scale_by_adopt(
         ScaleByAdoptState,
         functools.partial(_adopt_leaf, nesterov=nesterov, clipping=use_clipping),
         hyper={"b1": b1, "b2": b2, "eps": eps},
-        slots={"mu": Slot(0.0, mu_dtype), "nu": 0.0},
+        slots={"mu": Slot(0.0, mu_dtype), "nu": SQUARES},
         prepare=functools.partial(_adopt_prepare, clip_value_fn=clip_value_fn if use_clipping else None),
         real_only="it clips the normalised gradient (complex numbers have no order)"
         if use_clipping

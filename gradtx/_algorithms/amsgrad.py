@@ -15,7 +15,7 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
 from gradtx._core.formulas import corrections
-from gradtx._core.rule import Slot, update_rule
+from gradtx._core.rule import SQUARES, Slot, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 
 
@@ -97,7 +97,7 @@ def scale_by_amsgrad(
         ScaleByAmsgradState,
         functools.partial(_amsgrad_leaf, decay=decay),
         hyper={"b1": b1, "b2": b2, "eps": eps},
-        slots={"m": 0.0, "v": 0.0, "v_hat": 0.0},
+        slots={"m": 0.0, "v": SQUARES, "v_hat": SQUARES},
         prepare=_sqrt_step if decay else None,
         sparse="densify",  # RETURNN has no sparse rule: TF densifies the gradient
         tf_scalars=True,
@@ -182,7 +182,11 @@ def scale_by_bias_corrected_amsgrad(
             _bias_corrected_amsgrad_leaf, correct_m=bias_correction_mu, correct_v=bias_correction_nu
         ),
         hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root},
-        slots={"mu": Slot(0.0, mu_dtype), "nu": Slot(0.0, nu_dtype), "nu_max": Slot(0.0, nu_dtype)},
+        slots={
+            "mu": Slot(0.0, mu_dtype),
+            "nu": Slot(0.0, nu_dtype, True),
+            "nu_max": Slot(0.0, nu_dtype, True),
+        },
         prepare=corrections,
     )
 

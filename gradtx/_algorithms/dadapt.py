@@ -11,7 +11,7 @@ from gradtx._algorithms.prodigy import _check_common, _step_size
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.formulas import total_sum
-from gradtx._core.rule import TREE_SCALARS, update_rule
+from gradtx._core.rule import SQUARES, TREE_SCALARS, update_rule
 
 
 class ScaleByDAdaptAdamWState(NamedTuple):
@@ -111,7 +111,7 @@ def scale_by_dadapt_adamw(
         ScaleByDAdaptAdamWState,
         _dadapt_adamw_step,
         hyper=hyper,
-        slots={"exp_avg": 0.0, "exp_avg_sq": 0.0, "grad_sum": 0.0},
+        slots={"exp_avg": 0.0, "exp_avg_sq": SQUARES, "grad_sum": 0.0},
         scalars={"estim_lr": lambda h: h.estim_lr0, "numerator_weighted": lambda h: 0.0},
         **TREE_SCALARS,
     )

@@ -147,7 +147,7 @@ def scale_by_fadam(
             "eps": eps,
             "eps_2": eps_2,
         },
-        slots={"momentum": Slot(0.0, mu_dtype), "fim": Slot(0.0, fim_dtype)},
+        slots={"momentum": Slot(0.0, mu_dtype), "fim": Slot(0.0, fim_dtype, nonnegative=True)},
         reads_params=True,
         kind=_protocol.LeafWise,
         real_only=_REAL_ONLY,

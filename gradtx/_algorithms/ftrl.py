@@ -146,7 +146,7 @@ def scale_by_ftrl(
             "l2_shrinkage": l2_shrinkage,
             "beta": beta,
         },
-        slots={"accum": Slot(initial_accumulator_value), "linear": 0.0},
+        slots={"accum": Slot(initial_accumulator_value, nonnegative=True), "linear": 0.0},
         prepare=_adjusted_l2,
         sparse="rows",  # SparseApplyFtrl[V2]: the touched rows only
         reads_params=True,

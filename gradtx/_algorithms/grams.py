@@ -13,7 +13,7 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import scalars as _scalars
 from gradtx._core.chain import chain
-from gradtx._core.rule import update_rule
+from gradtx._core.rule import SQUARES, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 from gradtx.combinators._weight_decay import torch_weight_decay
 
@@ -87,7 +87,7 @@ def scale_by_grams(
         ScaleByGramsState,
         _grams_leaf,
         hyper={"b1": b1, "b2": b2, "eps": eps},
-        slots={"exp_avg": 0.0, "exp_avg_sq": 0.0},
+        slots={"exp_avg": 0.0, "exp_avg_sq": SQUARES},
         real_only=_REAL_ONLY,
         compute_dtype=_scalars.at_least_float32,
     )

@@ -14,7 +14,7 @@ from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import scalars as _scalars
-from gradtx._core.rule import update_rule
+from gradtx._core.rule import SQUARES, update_rule
 
 EXP_AVG_SQ_EPS = 1e-15
 """Added to the second moment under the root (pytorch-optimizer's `apply_ams_bound`)."""
@@ -183,9 +183,9 @@ def laprop(
         },
         slots={
             "exp_avg": 0.0,
-            "exp_avg_sq": 0.0,
+            "exp_avg_sq": SQUARES,
             "exp_mean_avg_beta2": 0.0 if centered else None,
-            "max_exp_avg_sq": 0.0 if ams_bound else None,
+            "max_exp_avg_sq": SQUARES if ams_bound else None,
         },
         scalars={"exp_avg_lr_1": lambda h: 0.0},
         prepare=functools.partial(_prepare, decouple=weight_decouple, fixed=fixed_decay),

@@ -11,7 +11,7 @@ from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
-from gradtx._core.rule import update_rule
+from gradtx._core.rule import SQUARES, update_rule
 from gradtx.combinators._weight_decay import add_decayed_weights
 
 
@@ -92,7 +92,7 @@ def scale_by_madgrad(
         ScaleByMadgradState,
         _madgrad_leaf,
         hyper={"learning_rate": learning_rate, "momentum": momentum, "eps": eps},
-        slots={"grad_sum_sq": 0.0, "s": 0.0, "x0": jnp.copy},  # x0 = the initial params
+        slots={"grad_sum_sq": SQUARES, "s": 0.0, "x0": jnp.copy},  # x0 = the initial params
         prepare=_madgrad_prepare,
         reads_params=True,
         real_only="its step divides by the cube root of a sum of squares",

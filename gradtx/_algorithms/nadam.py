@@ -24,7 +24,7 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import scalars as _scalars
 from gradtx._core.chain import chain
-from gradtx._core.rule import update_rule
+from gradtx._core.rule import SQUARES, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 from gradtx.combinators._weight_decay import add_decayed_weights
 
@@ -233,7 +233,7 @@ def nadam_rule(b1: float, b2: float, eps: float, momentum_decay: float) -> _prot
     return update_rule(
         "torch_nadam", TorchNAdamState, _nadam_leaf,
         hyper={"b1": b1, "b2": b2, "eps": eps, "momentum_decay": momentum_decay},
-        slots={"exp_avg": 0.0, "exp_avg_sq": 0.0}, scalars={"mu_product": lambda h: 1.0},
+        slots={"exp_avg": 0.0, "exp_avg_sq": SQUARES}, scalars={"mu_product": lambda h: 1.0},
         prepare=_nadam_prepare, real_only=_REAL_ONLY, compute_dtype=_scalars.at_least_float32,
     )  # fmt: skip
 

@@ -12,7 +12,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.formulas import total_sum
-from gradtx._core.rule import TREE_SCALARS, update_rule
+from gradtx._core.rule import SQUARES, TREE_SCALARS, update_rule
 
 
 class ScaleByProdigyState(NamedTuple):
@@ -145,7 +145,7 @@ def scale_by_prodigy(
         ScaleByProdigyState,
         functools.partial(_prodigy_step, safeguard_warmup=safeguard_warmup),
         hyper=hyper,
-        slots={"exp_avg": 0.0, "exp_avg_sq": 0.0, "grad_sum": 0.0, "params0": jnp.copy},
+        slots={"exp_avg": 0.0, "exp_avg_sq": SQUARES, "grad_sum": 0.0, "params0": jnp.copy},
         scalars={"estim_lr": lambda h: h.estim_lr0, "numerator_weighted": lambda h: 0.0},
         **TREE_SCALARS,
     )

@@ -157,7 +157,7 @@ def scale_by_proximal_adagrad(
         ScaleByProximalAdagradState,
         _proximal_adagrad_leaf,
         hyper={"learning_rate": learning_rate, "l1": l1, "l2": l2},
-        slots={"accumulator": Slot(initial_accumulator_value)},
+        slots={"accumulator": Slot(initial_accumulator_value, nonnegative=True)},
         sparse="rows",  # SparseApplyProximalAdagrad: the touched rows only
         reads_params=True,
         tf_scalars=True,

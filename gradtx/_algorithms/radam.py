@@ -22,7 +22,7 @@ from gradtx._core import registry as _registry
 from gradtx._core import scalars as _scalars
 from gradtx._core.chain import chain
 from gradtx._core.formulas import corrections
-from gradtx._core.rule import update_rule
+from gradtx._core.rule import SQUARES, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 
 
@@ -124,7 +124,7 @@ def scale_by_radam(
         ScaleByRadamState,
         functools.partial(_radam_leaf, nesterov=nesterov),
         hyper={"b1": b1, "b2": b2, "eps": eps, "eps_root": eps_root, "threshold": threshold},
-        slots={"mu": 0.0, "nu": 0.0},
+        slots={"mu": 0.0, "nu": SQUARES},
         prepare=functools.partial(_radam_prepare, nesterov=nesterov),
     )
 
@@ -243,7 +243,7 @@ def radam_rule(b1: float, b2: float, eps: float) -> _protocol.GradientTransforma
     """torch's RAdam direction (rectified where rho_t > 5, else the corrected momentum)."""
     return update_rule(
         "torch_radam", TorchRAdamState, _torch_radam_leaf, hyper={"b1": b1, "b2": b2, "eps": eps},
-        slots={"exp_avg": 0.0, "exp_avg_sq": 0.0}, real_only=_REAL_ONLY,
+        slots={"exp_avg": 0.0, "exp_avg_sq": SQUARES}, real_only=_REAL_ONLY,
         compute_dtype=_scalars.at_least_float32,
     )  # fmt: skip
 

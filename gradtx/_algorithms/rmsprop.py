@@ -16,7 +16,7 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
 from gradtx._core.formulas import corrections
-from gradtx._core.rule import update_rule
+from gradtx._core.rule import SQUARES, Slot, update_rule
 from gradtx.combinators._scale import DESCEND, scale_by_learning_rate
 
 
@@ -117,7 +117,11 @@ def scale_by_rmsprop(
         ScaleByRmspropState,
         functools.partial(_rmsprop_leaf, momentum_is_zero=_is_zero(momentum)),
         hyper=hyper,
-        slots={"rms": 1.0, "momentum": None if momentum is None else 0.0, "mg": 0.0 if centered else None},
+        slots={
+            "rms": Slot(1.0, nonnegative=True),
+            "momentum": None if momentum is None else 0.0,
+            "mg": 0.0 if centered else None,
+        },
         sparse="rows",  # SparseApply[Centered]RMSProp: the touched rows only
         tf_scalars=True,
     )
@@ -383,7 +387,7 @@ def scale_by_bias_corrected_rms(
         ScaleByBiasCorrectedRmsState,
         _bias_corrected_rms_leaf,
         hyper={"decay": decay, "eps": eps, "eps_root": eps_root},
-        slots={"nu": 0.0},
+        slots={"nu": SQUARES},
         prepare=functools.partial(corrections, b1=None, b2="decay"),
     )
 
@@ -419,7 +423,7 @@ def rmsprop_rule(
     return update_rule(
         "torch_rmsprop", TorchRMSpropState, _torch_rmsprop_leaf,
         hyper={"alpha": alpha, "eps": eps, "momentum": momentum},
-        slots={"square_avg": 0.0, "momentum_buffer": 0.0 if momentum > 0 else None,
+        slots={"square_avg": SQUARES, "momentum_buffer": 0.0 if momentum > 0 else None,
                "grad_avg": 0.0 if centered else None},
         real_only=_REAL_ONLY,
     )  # fmt: skip

@@ -20,7 +20,7 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import scalars as _scalars
 from gradtx._core.chain import chain
-from gradtx._core.rule import update_rule
+from gradtx._core.rule import SQUARES, update_rule
 from gradtx.combinators._weight_decay import add_decayed_weights
 
 
@@ -165,7 +165,7 @@ def schedule_free_radam(
 
     normalise = update_rule(
         fn, ScheduleFreeRAdamState, _normalised_leaf, hyper={"b2": b2, "eps": eps},
-        slots={"exp_avg_sq": 0.0}, real_only=_REAL_ONLY, compute_dtype=_scalars.at_least_float32,
+        slots={"exp_avg_sq": SQUARES}, real_only=_REAL_ONLY, compute_dtype=_scalars.at_least_float32,
     )  # fmt: skip
     interpolate = update_rule(
         fn,

@@ -15,7 +15,7 @@ from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import scalars as _scalars
-from gradtx._core.rule import update_rule
+from gradtx._core.rule import SQUARES, update_rule
 from gradtx.combinators._weight_decay import torch_weight_decay
 
 
@@ -151,7 +151,7 @@ def spam(
                           accu=int(grad_accu_steps)),
         hyper={"learning_rate": learning_rate, "b1": b1, "b2": b2, "weight_decay": weight_decay,
                "threshold": threshold, "eps": eps},
-        slots={"exp_avg": 0.0, "exp_avg_sq": 0.0},
+        slots={"exp_avg": 0.0, "exp_avg_sq": SQUARES},
         reads_params=True, real_only=_REAL_ONLY, compute_dtype=_scalars.at_least_float32,
     )  # fmt: skip
 
@@ -292,7 +292,7 @@ def scale_by_stable_spam(
                           t_max=None if t_max is None else int(t_max), eta_min=float(eta_min)),
         hyper={"b1": b1, "b2": b2, "gamma1": b1 if _is_minus_one(gamma1) else gamma1, "gamma2": gamma2,
                "theta": theta, "eps": eps},
-        slots={"exp_avg": 0.0, "exp_avg_sq": 0.0, "m_norm_t": _scalar_slot, "v_norm_t": _scalar_slot,
+        slots={"exp_avg": 0.0, "exp_avg_sq": SQUARES, "m_norm_t": _scalar_slot, "v_norm_t": _scalar_slot,
                "m_max_t": _scalar_slot},
         kind=_protocol.LeafWise, real_only=_REAL_ONLY, compute_dtype=_scalars.at_least_float32,
     )  # fmt: skip

@@ -15,7 +15,7 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import scalars as _scalars
 from gradtx._core.chain import chain
-from gradtx._core.rule import update_rule
+from gradtx._core.rule import SQUARES, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 from gradtx.combinators._weight_decay import add_decayed_weights
 
@@ -129,7 +129,7 @@ def scale_by_stable_adamw(
         ScaleByStableAdamWState,
         functools.partial(_stable_adamw_leaf, decays=decays),
         hyper={"b1": b1, "b2": b2, "eps": eps, **({"weight_decay": weight_decay} if decays else {})},
-        slots={"exp_avg": 0.0, "exp_avg_sq": 0.0},
+        slots={"exp_avg": 0.0, "exp_avg_sq": SQUARES},
         reads_params=decays,
         kind=_protocol.LeafWise,
         real_only=_REAL_ONLY,

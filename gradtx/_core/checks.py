@@ -303,7 +303,7 @@ def check_float_dtype(fn: str, name: str, value: Any) -> None:
 
     A slot of complex params may be kept complex (as optax allows); an integer slot would round
     every update away. A low-bit format (`gradtx._core.lowbit.Format`) stores a real slot in fewer bits."""
-    if value is None or isinstance(value, _lowbit.Format):
+    if value is None or _lowbit.is_format(value):
         return
     try:
         dtype = jnp.dtype(value)

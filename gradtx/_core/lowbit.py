@@ -107,6 +107,15 @@ class Format(NamedTuple):
             codes = _pack_pairs(codes)
         return Quantized(codes, scales, self, shape, dtype)
 
+    def store(self, x: Any, dtype: Any = None, *, zeros: bool = False) -> Quantized:
+        """`x` as a slot in this format (`quantize`; every slot format has `store`). `zeros`: `x` is all
+        zeros, stored as torchao makes a new slot: codes 0 and scales 0, so that every value is exactly 0
+        (quantized, a zero block's scale is 1e-12, and the 4-bit unsigned map has no 0)."""
+        q = self.quantize(x, dtype)
+        if not zeros:
+            return q
+        return Quantized(jnp.zeros_like(q.codes), jnp.zeros_like(q.scales), self, q.shape, q.dtype)
+
 
 DEFAULT_BLOCK_SIZE = {8: 256, 4: 128}
 """torchao's block sizes (bitsandbytes' 8-bit optimizers use 256 too)."""
@@ -175,8 +184,28 @@ def _unpack_pairs(packed: jax.Array, n: int) -> jax.Array:
     return both.reshape(*packed.shape[:-1], -1)[..., :n]
 
 
+class Stored:
+    """A slot kept in another form than an array of its dtype: `dequantize` gives its values,
+    `replaced(new)` the same slot holding `new` (in the same form). `update_rule` hands a rule the values
+    and stores what it returns with `replaced`; `Quantized` (here) and `gradtx._core.rounding`'s bfloat16
+    slots are the forms."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dequantize(self) -> jax.Array:
+        raise NotImplementedError
+
+    def replaced(self, new: Any) -> Stored:
+        raise NotImplementedError
+
+
 @jax.tree_util.register_pytree_node_class
-class Quantized:
+class Quantized(Stored):
     """A slot stored as `codes` and `scales` in a `Format`; `shape` and `dtype` are the slot's own."""
 
     def __init__(self, codes: Any, scales: Any, format: Format, shape: tuple[int, ...], dtype: Any):
@@ -190,10 +219,6 @@ class Quantized:
     def tree_unflatten(cls, aux: tuple[Any, ...], children: tuple[Any, Any]) -> Quantized:
         return cls(*children, *aux)
 
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
     def dequantize(self) -> jax.Array:
         """The slot's values, in its own dtype."""
         fmt, shape = self.format, self.shape
@@ -204,68 +229,73 @@ class Quantized:
         scaled = blocks * self.scales[..., None]
         return scaled.reshape(*lead, -1)[..., :trail].reshape(shape).astype(self.dtype)
 
+    def replaced(self, new: Any) -> Quantized:
+        return self.format.quantize(new, self.dtype)
+
     def __repr__(self) -> str:
         return f"Quantized({self.format.bits}-bit, shape={self.shape}, dtype={self.dtype.name})"
 
 
-def is_quantized(x: Any) -> bool:
-    return isinstance(x, Quantized)
+def is_format(x: Any) -> bool:
+    """A slot format: a `Format` or one of `gradtx._core.rounding`'s (named tuples with `store(x, dtype)`)."""
+    return isinstance(x, tuple) and callable(getattr(x, "store", None))
+
+
+def is_stored(x: Any) -> bool:
+    return isinstance(x, Stored)
 
 
 def values(x: Any) -> Any:
-    """A slot's values: a `Quantized` one dequantized, any other as it is."""
-    return x.dequantize() if is_quantized(x) else x
+    """A slot's values: a `Stored` one dequantized, any other as it is."""
+    return x.dequantize() if is_stored(x) else x
 
 
 def dequantized(tree: Any) -> Any:
-    """`tree` with every `Quantized` slot replaced by its values."""
-    return jax.tree.map(values, tree, is_leaf=is_quantized)
+    """`tree` with every `Stored` slot replaced by its values."""
+    return jax.tree.map(values, tree, is_leaf=is_stored)
 
 
-_STORING: contextvars.ContextVar[tuple[Format, Format, int] | None] = contextvars.ContextVar(
-    "gradtx_low_bit_slots", default=None
+class _Storing(NamedTuple):
+    signed: Any
+    unsigned: Any
+    min_size: int
+    made: list[int]
+
+
+_STORING: contextvars.ContextVar[_Storing | None] = contextvars.ContextVar(
+    "gradtx_stored_slots", default=None
 )
 
 
 @contextlib.contextmanager
-def storing(signed: Format, unsigned: Format, min_size: int) -> Iterator[None]:
-    """Within this block, `update_rule`'s `init` makes its slots shaped like their parameters in fewer bits
-    (`format_for`)."""
-    token = _STORING.set((signed, unsigned, min_size))
+def storing(signed: Any, unsigned: Any, min_size: int) -> Iterator[None]:
+    """Within this block, `update_rule`'s `init` stores its slots shaped like their parameters with
+    `signed`'s or `unsigned`'s `store` (a `Format`, or a `gradtx._core.rounding` format; `format_for`)."""
+    token = _STORING.set(_Storing(signed, unsigned, min_size, [0]))
     try:
         yield
     finally:
         _STORING.reset(token)
 
 
-def format_for(param: Any, nonnegative: bool) -> Format | None:
+def slot_index() -> int:
+    """How many slots this `storing` block stored before (0 outside one): each slot's own random stream."""
+    active = _STORING.get()
+    if active is None:
+        return 0
+    active.made[0] += 1
+    return active.made[0] - 1
+
+
+def format_for(param: Any, nonnegative: bool) -> Any:
     """The format of a slot shaped like `param` inside a `storing` block: the unsigned one for a slot its rule
     declares non-negative, else the signed one; None outside the block, for a parameter that is not a real
     float or has fewer than `min_size` elements."""
     active = _STORING.get()
     if active is None:
         return None
-    signed, unsigned, min_size = active
-    if math.prod(np.shape(param)) < min_size or not jnp.issubdtype(jnp.result_type(param), jnp.floating):
+    if math.prod(np.shape(param)) < active.min_size or not jnp.issubdtype(
+        jnp.result_type(param), jnp.floating
+    ):
         return None
-    return unsigned if nonnegative else signed
-
-
-def low_bit_slots(tx: Any, bits: int = 8, block_size: int | None = None, min_size: int = 4096) -> Any:
-    """`tx` with the slots of its `update_rule` rules kept in `bits` (8 or 4) per element.
-
-    `init` makes each slot shaped like its parameter -- of a real float parameter of at least `min_size`
-    elements (bitsandbytes' and torchao's threshold), in the parameter's dtype -- as codes and scales:
-    with the unsigned map where the rule declares the slot non-negative (`Slot(..., nonnegative=True)`),
-    else the signed one. `update` is `tx`'s: every `update_rule` step keeps a slot in the format it finds
-    it in. Slots of another shape (Shampoo's statistics, Adafactor's factors), slots given a dtype,
-    counters and the states of other transforms are made as they are.
-    """
-    signed = blockwise(bits, block_size, True, fn="low_bit_slots")
-    unsigned = blockwise(bits, block_size, False, fn="low_bit_slots")
-
-    def init_fn(params: Any) -> Any:
-        with storing(signed, unsigned, min_size):
-            return tx.init(params)
-
-    return type(tx)(init_fn, tx.update)
+    return active.unsigned if nonnegative else active.signed

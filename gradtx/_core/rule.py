@@ -46,6 +46,9 @@ class Slot(NamedTuple):
     nonnegative: bool = False
 
 
+SQUARES = Slot(0.0, nonnegative=True)
+"""A slot of zeros that never goes negative: a sum or an average of squares (a second moment)."""
+
 _NO_STATE = _protocol.EmptyState()
 
 TREE_SCALARS: Mapping[str, Any] = types.MappingProxyType(
@@ -333,8 +336,9 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
         spec = spec if isinstance(spec, Slot) else Slot(spec)
         fill = _hyper.resolve(spec.fill, _hyper.zero_count())
         fmt = spec.dtype if spec.dtype is not None else _lowbit.format_for(p, spec.nonnegative)
-        if isinstance(fmt, _lowbit.Format):  # codes and scales (`lowbit.low_bit_slots`, or declared)
-            return fmt.quantize(_placement.filled(p, fill))
+        if _lowbit.is_format(fmt):  # codes and scales, bf16 and a key (`gradtx.low_bit_state`, or declared)
+            zeros = isinstance(fill, (int, float)) and fill == 0
+            return fmt.store(_placement.filled(p, fill), zeros=zeros)
         return _placement.filled(p, fill, spec.dtype)
 
     def init_fn(params):

@@ -177,11 +177,11 @@ def as_update(update: Any, g: Any) -> Any:
 
 
 def keep(new: Any, old: Any) -> Any:
-    """The new slot in the old slot's dtype(s), or its low-bit format."""
+    """The new slot in the old slot's dtype(s), or its stored form (`lowbit.Stored`)."""
     if old is None or new is None:
         return new
-    if _lowbit.is_quantized(old):
-        return old.format.quantize(new, old.dtype)
+    if _lowbit.is_stored(old):
+        return old.replaced(new)
     if hasattr(old, "dtype"):
         return new if getattr(new, "dtype", None) == old.dtype else jnp.asarray(new).astype(old.dtype)
     return jax.tree.map(lambda n, o: n if n.dtype == o.dtype else n.astype(o.dtype), new, old)

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from gradtx._core import checks as _checks
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
+from gradtx._core import rounding as _rounding
 from gradtx._core import walk as _walk
 from gradtx._core.protocol import Params, Updates
 
@@ -108,8 +109,13 @@ def _is_int_array(value: Any) -> bool:
     return dtype is not None and jnp.issubdtype(dtype, jnp.integer) and jnp.ndim(value) == 0
 
 
-def apply_updates(params: Params, updates: Updates) -> Params:
+def apply_updates(params: Params, updates: Updates, *, key: Any = None) -> Params:
     """`params + updates`, leaf by leaf, each result cast back to its param's dtype.
+
+    With `key`, bfloat16 params take the sum (computed in float32) rounded stochastically
+    (`gradtx._core.rounding.stochastic_round`, each leaf with its own fold of `key`): an update
+    smaller than half a bfloat16 step moves the param on average instead of never, so a bfloat16
+    model trains without a float32 master copy. Pass a new key each step. Other params are as without it.
 
     A row-sparse update (`gradtx.sparse.RowSparse`) is scattered into its rows only; an
     `agn` update sets its parameter to the center on a communicating step (TF assigns it).
@@ -119,25 +125,37 @@ def apply_updates(params: Params, updates: Updates) -> Params:
     Args:
       params: the current parameters.
       updates: updates with the structure of `params` (the output of a transform's `update`).
+      key: a PRNG key (`jax.random.key`) for stochastic rounding of bfloat16 params, or None.
 
     Returns:
       The new parameters, with the dtypes of `params`.
 
     Raises:
       TreeMismatchError: if `updates` and `params` differ in structure.
+      TypeError: with `key`, for a bfloat16 param with a row-sparse update.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
         >>> gradtx.apply_updates({"w": jnp.ones(2, jnp.bfloat16)}, {"w": jnp.array([0.5, -0.5])})["w"]
         Array([1.5, 0.5], dtype=bfloat16)
     """
+    leaf = iter(range(2**31))
 
     def add(p, u):
         if p is None or u is None:
             return p
         p = jnp.asarray(p)
+        rounds = key is not None and p.dtype == jnp.bfloat16
         if _walk.is_update_object(u):  # a row-sparse update scatters its rows; AGN's pull assigns
+            if rounds:
+                raise TypeError(
+                    "`apply_updates`: `key` rounds dense updates of bfloat16 params stochastically; got a"
+                    f" {type(u).__name__} update of a bfloat16 param (pass key=None for it)."
+                )
             return u.applied_to(p)
+        if rounds:
+            total = p.astype(jnp.float32) + jnp.asarray(u).astype(jnp.float32)
+            return _rounding.stochastic_round(total, jax.random.fold_in(key, next(leaf)))
         return jnp.asarray(p + u).astype(p.dtype)
 
     return _walk.map_updates("apply_updates", add, params, updates, names=("params", "updates"))

@@ -33,6 +33,7 @@ from gradtx.combinators._gradients import (
 from gradtx.combinators._inject import InjectHyperparamsState, inject_hyperparams
 from gradtx.combinators._lookahead import LookaheadState, lookahead, slow_params
 from gradtx.combinators._loss_scale import LossScaleState, loss_scaled, scale_loss
+from gradtx.combinators._low_bit_state import low_bit_state
 from gradtx.combinators._masking import MaskedState, freeze, masked, partition
 from gradtx.combinators._micro_grad import MicrobatchOutputs, micro_grad, micro_vmap
 from gradtx.combinators._microbatch import AccumulationType, Accumulator, microbatch, reshape_batch_axis
@@ -124,6 +125,7 @@ __all__ = [
     "inject_hyperparams",
     "keep_params_nonnegative",
     "lookahead",
+    "low_bit_state",
     "loss_scaled",
     "masked",
     "measure_with_ema",
