@@ -13,7 +13,7 @@ import pathlib
 
 import numpy as np
 
-from benchmarks import catalogue, compat, depth, frontier, pod, reasons, tracing
+from benchmarks import catalogue, compat, depth, frontier, lowbit, pod, reasons, tracing
 
 HERE = pathlib.Path(__file__).parent
 ORDER = ["cpu", "gpu", "cuda", "rocm", "tpu"]
@@ -182,6 +182,8 @@ def platform_section(results: dict, chart: str | None) -> list[str]:
             *frontier.table(results["frontier"]),
             "",
         ]
+    if results.get("lowbit"):
+        lines += ["### Optimizer state in fewer bits", "", *lowbit.table(results["lowbit"]), ""]
     if results.get("compat"):
         what = (
             f"Every optax optimizer that builds from a learning rate alone, `gradtx.optax_compat`'s beside "

@@ -7,10 +7,11 @@
 
 It also runs every optimizer optax also has beside optax's on a transformer-like tree
 (`benchmarks.catalogue`: step and compile time), the optimizers optax does not have beside its AdamW
-(`benchmarks.frontier`: step time and state bytes), times tracing and lowering an Adam step over
-thousands of leaves (`benchmarks.tracing`), times compiling the matrix optimizers' steps on a deep tree
-beside AdamW's (`benchmarks.depth`), and counts the collectives of a few optimizers' steps on a 2-D mesh
-of 8 devices (`benchmarks.sharding`, in a process of its own).
+(`benchmarks.frontier`: step time and state bytes), AdamW with its state in 8 and 4 bits and bfloat16
+(`benchmarks.lowbit`: bytes, step time and memory, and a 2,000-step LM trained with each), times
+tracing and lowering an Adam step over thousands of leaves (`benchmarks.tracing`), times compiling the
+matrix optimizers' steps on a deep tree beside AdamW's (`benchmarks.depth`), and counts the collectives of
+a few optimizers' steps on a 2-D mesh of 8 devices (`benchmarks.sharding`, in a process of its own).
 
 For each workload every contender is compiled (its first call is the compile time), then
 all contenders run in interleaved rounds; a round runs enough back-to-back steps of one
@@ -38,9 +39,9 @@ import numpy as np
 import optax
 
 import gradtx
-from benchmarks import _timing, catalogue, compat, depth, frontier, reasons, tracing, workloads
+from benchmarks import _timing, catalogue, compat, depth, frontier, lowbit, reasons, tracing, workloads
 
-SUITES = ("catalogue", "compat", "depth", "frontier", "programs", "tracing")
+SUITES = ("catalogue", "compat", "depth", "frontier", "lowbit", "programs", "tracing")
 """What runs besides the workloads (`--only` names them too)."""
 
 RESULTS_DIR = pathlib.Path(__file__).parent / "results"
@@ -280,6 +281,15 @@ def main(argv: list[str] | None = None) -> dict:
             args.min_round_ms / 1e3,
             only=list(frontier.CONTENDERS)[:3] if smoke else None,
         )
+    if not args.only or "lowbit" in args.only:
+        suites["lowbit"] = lowbit.measure(
+            *((sizes.d_model, sizes.layers, sizes.vocab) if smoke else lowbit.TREE),
+            args.rounds,
+            args.min_round_ms / 1e3,
+        )
+        suites["lowbit"]["convergence"] = lowbit.convergence(
+            steps=5 if smoke else 2000, eval_batches=2 if smoke else 20
+        )
     if not args.only or "programs" in args.only:
         suites["programs"] = compat.measure_programs(repeats=1 if smoke else 3)
     if not args.only or "tracing" in args.only:
@@ -296,6 +306,8 @@ def main(argv: list[str] | None = None) -> dict:
         targets += catalogue.targets(suites["catalogue"])
     if suites["compat"]:
         targets += catalogue.targets(suites["compat"], label="optax_compat")
+    if suites["lowbit"]:
+        targets += lowbit.targets(suites["lowbit"])
     if suites["programs"]:
         targets += compat.program_targets(suites["programs"])
     if suites["tracing"]:

@@ -86,14 +86,21 @@ def test_smoke_run_writes_results_and_report(tmp_path, monkeypatch):
             assert row["peak_bytes"] >= row["live_bytes"]  # the step holds at least its arguments
     labels = [t["label"] for t in out["targets"]]
     # the workloads' 17, the catalogue's 3 pairs and optax_compat's 2 (step and compile each), the
-    # program's 3 (HLO of the optimizer and the step, first call), the tracing case's 1, depth's 1 (muon)
-    assert any("peak memory" in label for label in labels) and len(labels) == 17 + 3 * 2 + 2 * 2 + 3 + 1 + 1
+    # program's 3 (HLO of the optimizer and the step, first call), the tracing case's 1, depth's 1 (muon),
+    # low-bit state's 6 (3 formats' bytes, 8 bits' step, 8 bits' and bf16 + int8's loss)
+    assert (
+        any("peak memory" in label for label in labels) and len(labels) == 17 + 3 * 2 + 2 * 2 + 3 + 1 + 1 + 6
+    )
     assert len(out["catalogue"]["rows"]) == 3 and len(out["tracing"]["rows"]) == 1
     assert [r["optimizer"] for r in out["depth"]["rows"]] == ["muon"] and out["depth"]["rows"][0]["ratio"] > 0
     assert len(out["compat"]["rows"]) == 2 and set(out["programs"]) == {"hlo", "first_call_s"}
     frontier = out["frontier"]["rows"]  # optax's AdamW and Muon, gradtx's Muon
     assert len(frontier) == 3 and frontier["adamw (optax)"]["state_ratio"] == 1.0
     assert all(r["min_ms"] > 0 and r["state_bytes"] > 0 and r["step_ratio"] > 0 for r in frontier.values())
+    low = out["lowbit"]["rows"]  # every format beside float32 and optax's AdamW, and the LM trained with each
+    assert len(low) == 6 and all(r["min_ms"] > 0 and r["step_memory"] > 0 for r in low.values())
+    assert low["adamw, 8bit"]["bytes_per_param"] < low["adamw, float32"]["bytes_per_param"] / 3
+    assert all(np.isfinite(r["held_out"]) for r in out["lowbit"]["convergence"]["rows"].values())
     for row in out["catalogue"]["rows"].values():
         assert row["step_ratio"] > 0 and row["gradtx_compile_s"] > 0 and row["optax_compile_s"] > 0
     assert all(r["gradtx_min_s"] > 0 and r["ratio"] > 0 for r in out["tracing"]["rows"])
@@ -111,6 +118,7 @@ def test_smoke_run_writes_results_and_report(tmp_path, monkeypatch):
     assert "### Optimizer state per device on a 2-D mesh" in text
     assert "### Every optimizer optax also has" in text and "### Tracing and lowering" in text
     assert "### Beyond optax: the frontier optimizers beside AdamW" in text
+    assert "### Optimizer state in fewer bits" in text and "| adamw, 8bit |" in text
     assert "### optax_compat beside optax" in text and "### An optax program, import switched" in text
     assert (tmp_path / "cpu.png").stat().st_size > 10_000
     for name in workloads.ALL:

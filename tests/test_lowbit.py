@@ -16,6 +16,7 @@ import pytest
 import gradtx
 import gradtx.optax_compat
 from gradtx import checkpoint
+from gradtx._core import lowbit
 from gradtx._core.lowbit import Format, Quantized, dynamic_map, linear_unsigned_map
 from tests import catalog, helpers
 
@@ -269,3 +270,23 @@ def test_adamw_in_low_bits_follows_torchaos_adamw_trajectory(torchao, bits):
         expected = {k: torchao[f"adamw{bits}/params/{k}"][t] for k in names}
         helpers.assert_trees_close(params, expected, rtol=0, atol=2e-6)
     assert isinstance(state[0].nu["matrix"], Quantized) and not isinstance(state[0].nu["vector"], Quantized)
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_the_lookup_tables_round_as_the_binary_search(name):
+    """Two table reads by a value's top 16 bits give `nearest_reference`'s code: checked at every step of the
+    tables, one and two float32 ulps either side, every map entry and midpoint, and random values (and
+    once, off the suite, at every float32 in [-1, 1]: no value differs)."""
+    fmt = FORMATS[name]
+    _, threshold = lowbit._lookup(fmt.bits, fmt.signed)
+    steps = threshold[np.isfinite(threshold)]
+    table = fmt.code_map
+    mids = ((table[:-1] + table[1:]) / np.float32(2)).astype(np.float32)
+    x = np.concatenate(
+        [steps, table, mids, np.random.default_rng(0).uniform(-1, 1, 100_000).astype(np.float32)]
+    )
+    for _ in range(2):
+        x = np.concatenate([x, np.nextafter(x, np.float32(2)), np.nextafter(x, np.float32(-2))])
+    x = np.clip(np.abs(x) if not fmt.signed else x, -1, 1).astype(np.float32)
+    got = np.asarray(jax.jit(lambda v: lowbit._nearest(v, fmt))(x))
+    np.testing.assert_array_equal(got, lowbit.nearest_reference(x, table))

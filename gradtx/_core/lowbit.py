@@ -28,6 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradtx._core import placement as _placement
+
 
 def _linspace32(start: float, end: float, steps: int) -> np.ndarray:
     """`torch.linspace(start, end, steps)` in float32, value for value: the first half stepped up from
@@ -102,7 +104,7 @@ class Format(NamedTuple):
         blocks = _blocks(jnp.reshape(x.astype(jnp.float32), (*lead, trail)), self.block_size)
         scales = jnp.maximum(jnp.max(jnp.abs(blocks), axis=-1), np.float32(1e-12))
         normed = blocks / scales[..., None]
-        codes = _nearest(normed, self.code_map).reshape(*lead, -1)[..., :trail]
+        codes = _nearest(normed, self).reshape(*lead, -1)[..., :trail]
         if self.bits == 4:
             codes = _pack_pairs(codes)
         return Quantized(codes, scales, self, shape, dtype)
@@ -155,20 +157,68 @@ def _blocks(x: jax.Array, block_size: int) -> jax.Array:
     return x.reshape(*x.shape[:-1], (n + pad) // block_size, block_size)
 
 
-def _nearest(normed: jax.Array, code_map: np.ndarray) -> jax.Array:
-    """The code of each value: a branchless binary search for the last entry of `code_map` at or below it,
-    then the next entry where the value is at least halfway to it (torchao's rounding), as uint8."""
-    table = jnp.asarray(code_map)
-    top = len(code_map) - 1
-    codes = jnp.zeros(normed.shape, jnp.int32)
-    step = len(code_map) // 2
+def nearest_reference(normed: np.ndarray, code_map: np.ndarray) -> np.ndarray:
+    """torchao's rounding to the map, in NumPy float32: a binary search for the last entry at or below each
+    value, then the next entry where the value is at least halfway to it (`x - down >= (up - down) / 2`)."""
+    x, table = np.asarray(normed, np.float32), np.asarray(code_map, np.float32)
+    codes = np.zeros(x.shape, np.int64)
+    step = len(table) // 2
     while step:
-        codes = codes + jnp.where(normed >= table[codes + step], step, 0)
+        codes = codes + np.where(x >= table[codes + step], step, 0)
         step //= 2
-    up = jnp.minimum(codes + 1, top)
+    up = np.minimum(codes + 1, len(table) - 1)
     down_value, up_value = table[codes], table[up]
-    codes = jnp.where(normed - down_value >= (up_value - down_value) * np.float32(0.5), up, codes)
-    return codes.astype(jnp.uint8)
+    with np.errstate(invalid="ignore"):
+        return np.where(x - down_value >= (up_value - down_value) * np.float32(0.5), up, codes)
+
+
+_POSITIVE = 0x3F81
+"""Buckets of [0, 1]: the top 16 bits of a float32 (a bfloat16's bits) from 0 to 1.0's, 0x3F80."""
+
+
+@functools.cache
+def _lookup(bits: int, signed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """`nearest_reference` as two tables over the buckets of values in [-1, 1] that share their top 16 bits:
+    the code of the bucket's smallest value, and the value from which the code is one more (inf where
+    the code is the same throughout; no bucket holds two steps, as the maps' entries are further apart
+    than a bucket is wide). The code is non-decreasing in the value, so the tables give the same codes."""
+    code_map = Format(bits, 2, signed).code_map
+    bucket = np.arange(2 * _POSITIVE, dtype=np.uint32)
+    top = np.where(bucket < _POSITIVE, bucket, bucket - _POSITIVE + 0x8000).astype(np.uint32) << 16
+    negative = top >= 0x80000000
+
+    def code(low: np.ndarray) -> np.ndarray:
+        x = np.clip((top | low.astype(np.uint32)).view(np.float32), -1.0, 1.0)
+        return nearest_reference(x, code_map)
+
+    zero, full = code(np.zeros_like(top)), code(np.full_like(top, 0xFFFF))
+    base = np.where(negative, full, zero)
+    steps = np.abs(full - zero)
+    assert steps.max() <= 1, "a bucket holds two steps of the map"
+    # the first low half with the code of the bucket's other end, by bisection over all buckets at once
+    lo, hi = np.zeros(top.shape, np.int64), np.full(top.shape, 0xFFFF, np.int64)
+    while np.any(lo < hi):
+        mid = (lo + hi) // 2
+        reached = code(mid) == full
+        lo, hi = np.where(reached, lo, mid + 1), np.where(reached, mid, hi)
+    first = np.where(negative, lo - 1, lo)  # a negative bucket: the last value before the step down
+    threshold = np.clip((top | np.maximum(first, 0).astype(np.uint32)).view(np.float32), -1.0, 1.0)
+    threshold = np.where(steps == 1, threshold, np.float32(np.inf)).astype(np.float32)
+    return base.astype(np.uint8), threshold
+
+
+def _nearest(normed: jax.Array, fmt: Format) -> jax.Array:
+    """The code of each value in [-1, 1] (`nearest_reference`'s, as uint8): two table reads per value,
+    indexed by its top 16 bits (`_lookup`), instead of a binary search's eight."""
+    base, threshold = _lookup(fmt.bits, fmt.signed)
+    top = (jax.lax.bitcast_convert_type(normed, jnp.uint32) >> 16).astype(jnp.int32)
+    index = jnp.clip(jnp.where(top >= 0x8000, top - 0x8000 + _POSITIVE, top), 0, 2 * _POSITIVE - 1)
+    return _read(base, index) + (normed >= _read(threshold, index)).astype(jnp.uint8)
+
+
+def _read(table: np.ndarray, index: jax.Array) -> jax.Array:
+    """`table[index]`, placed as `index` is (under Explicit axes a gather must be told)."""
+    return jnp.asarray(table).at[index].get(out_sharding=_placement.explicit_sharding(index))
 
 
 def _pack_pairs(codes: jax.Array) -> jax.Array:
@@ -224,7 +274,7 @@ class Quantized(Stored):
         fmt, shape = self.format, self.shape
         lead, trail = split(shape, fmt.block_size)
         codes = _unpack_pairs(self.codes, trail) if fmt.bits == 4 else self.codes
-        values = jnp.asarray(fmt.code_map)[codes.astype(jnp.int32)]
+        values = _read(fmt.code_map, codes.astype(jnp.int32))
         blocks = _blocks(values, fmt.block_size)
         scaled = blocks * self.scales[..., None]
         return scaled.reshape(*lead, -1)[..., :trail].reshape(shape).astype(self.dtype)

@@ -15,6 +15,7 @@ state, and the bits differ from step to step and from slot to slot (`lowbit.slot
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -22,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradtx._core import lowbit as _lowbit
+from gradtx._core import placement as _placement
 
 _IMPL = "threefry2x32"
 
@@ -32,8 +34,29 @@ def _split(key: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jax.random.key_data(keep), use
 
 
-def initial_key(seed: int, index: int) -> jax.Array:
-    return jax.random.key_data(jax.random.fold_in(jax.random.key(seed, impl=_IMPL), index))
+def initial_key(seed: int, index: int, like: Any) -> jax.Array:
+    """Slot `index`'s key from `seed`, on the devices of `like` (replicated there, as a scalar statistic)."""
+    key = jax.random.key_data(jax.random.fold_in(jax.random.key(seed, impl=_IMPL), index))
+    return key + _placement.reduced(like, (), jnp.uint32)
+
+
+def _mix(h: jax.Array) -> jax.Array:
+    """MurmurHash3's 32-bit finalizer: a bijection of uint32, each output bit depending on every input bit."""
+    h = (h ^ (h >> 16)) * np.uint32(0x85EBCA6B)
+    h = (h ^ (h >> 13)) * np.uint32(0xC2B2AE35)
+    return h ^ (h >> 16)
+
+
+def random_bits(key: Any, shape: tuple[int, ...]) -> jax.Array:
+    """Uniform uint32 bits of `shape` from `key`: each element's position hashed with the key's two words.
+
+    A counter-based generator of a dozen integer operations per element, a tenth of threefry's cost on a
+    CPU, for rounding noise (not for sampling). `key`: a typed PRNG key or its raw uint32 data.
+    """
+    words = jnp.ravel(jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key)
+    words = words.astype(jnp.uint32)
+    position = jax.lax.iota(jnp.uint32, math.prod(shape)).reshape(shape)
+    return _mix(_mix(position * np.uint32(0x9E3779B9) ^ words[0]) ^ words[-1])
 
 
 def stochastic_round(x: Any, key: Any) -> jax.Array:
@@ -44,17 +67,22 @@ def stochastic_round(x: Any, key: Any) -> jax.Array:
     values past bfloat16's largest may round to infinity as round-to-nearest does.
     """
     x = jnp.asarray(x, jnp.float32)
-    noise = jax.random.bits(key, x.shape, jnp.uint16).astype(jnp.uint32)
+    noise = random_bits(key, x.shape) >> 16
     bits = jax.lax.bitcast_convert_type(x, jnp.uint32)
     cut = (bits + noise) & np.uint32(0xFFFF0000)
     rounded = jax.lax.bitcast_convert_type(cut, jnp.float32)
     return jnp.where(jnp.isnan(x), x, rounded).astype(jnp.bfloat16)
 
 
-def _half_step_exponent(narrow: jax.Array) -> jax.Array:
-    """log2 of half a bfloat16 step at each value (heavyball's `_log_ulp(x) - 1`)."""
+def _half_step(narrow: jax.Array) -> jax.Array:
+    """Half a bfloat16 step at each value (heavyball's `2 ** (_log_ulp(x) - 1)`), as a float32 built from its
+    exponent: 2**(e - 135) for a bfloat16 of biased exponent e (1 - 135 for subnormals), subnormal below
+    2**-126."""
     exponent = (jax.lax.bitcast_convert_type(narrow, jnp.uint16).astype(jnp.int32) & 0x7FFF) >> 7
-    return jnp.where(exponent == 0, 1 - 127 - 7, exponent - (127 + 7)) - 1
+    power = jnp.maximum(exponent, 1) - 135
+    normal = jnp.maximum(power + 127, 1) << 23
+    subnormal = 1 << jnp.clip(power + 149, 0, 22)
+    return jax.lax.bitcast_convert_type(jnp.where(power >= -126, normal, subnormal), jnp.float32)
 
 
 _CORRECTION_MAX = 127.0
@@ -102,8 +130,8 @@ class Corrected(_lowbit.Stored):
         return cls(*children, *aux)
 
     def dequantize(self) -> jax.Array:
-        half = _half_step_exponent(self.values)
-        rest = jnp.ldexp(self.correction.astype(jnp.float32) / np.float32(_CORRECTION_MAX), half)
+        # the fraction first: half a step over 127 is subnormal for values under 1e-36, and XLA flushes those
+        rest = (self.correction.astype(jnp.float32) / np.float32(_CORRECTION_MAX)) * _half_step(self.values)
         return (self.values.astype(jnp.float32) + rest).astype(self.dtype)
 
     def replaced(self, new: Any) -> Corrected:
@@ -119,9 +147,10 @@ def _corrected(x: Any, use: jax.Array, keep: jax.Array, dtype: Any) -> Corrected
     (at most half a step, as the rounding was to nearest), rounded down after a uniform [0, 1) is added."""
     x = jnp.asarray(x, jnp.float32)
     narrow = x.astype(jnp.bfloat16)
-    rest = jnp.ldexp(x - narrow.astype(jnp.float32), -_half_step_exponent(narrow))
+    rest = (x - narrow.astype(jnp.float32)) / _half_step(narrow)  # exact: a power of 2
     rest = jnp.where(jnp.isfinite(rest), jnp.clip(rest, -1.0, 1.0), 0.0) * np.float32(_CORRECTION_MAX)
-    correction = jnp.floor(rest + jax.random.uniform(use, x.shape, jnp.float32)).astype(jnp.int8)
+    uniform = (random_bits(use, x.shape) >> 8).astype(jnp.float32) * np.float32(2.0**-24)  # [0, 1)
+    correction = jnp.floor(rest + uniform).astype(jnp.int8)
     return Corrected(narrow, correction, keep, x.shape, dtype)
 
 
@@ -132,8 +161,7 @@ class StochasticBF16(NamedTuple):
 
     def store(self, x: Any, dtype: Any = None, *, zeros: bool = False) -> Rounded:
         x = _real(x, "bfloat16 with stochastic rounding")
-        key = initial_key(self.seed, _lowbit.slot_index())
-        keep, use = _split(key)
+        keep, use = _split(initial_key(self.seed, _lowbit.slot_index(), x))
         return Rounded(stochastic_round(x, use), keep, x.shape, x.dtype if dtype is None else dtype)
 
 
@@ -144,7 +172,7 @@ class CorrectedBF16(NamedTuple):
 
     def store(self, x: Any, dtype: Any = None, *, zeros: bool = False) -> Corrected:
         x = _real(x, "bfloat16 with an int8 correction")
-        keep, use = _split(initial_key(self.seed, _lowbit.slot_index()))
+        keep, use = _split(initial_key(self.seed, _lowbit.slot_index(), x))
         return _corrected(x, use, keep, x.dtype if dtype is None else dtype)
 
 

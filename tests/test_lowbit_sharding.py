@@ -1,0 +1,134 @@
+"""Low-bit state on a mesh: placed like its parameter, under ZeRO-1, packed, through orbax on fewer devices.
+
+A slot's codes and scales (8 and 4 bits) keep the parameter's leading axes, so they take its sharding;
+the bfloat16 formats' values (and correction) are shaped like the parameter, their key is replicated.
+The 2-D mesh is the suite's 8 simulated CPU devices as (4, 2).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import AxisType, Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import gradtx
+import gradtx.optax_compat
+from gradtx._core import lowbit
+from tests import helpers
+
+FORMATS = ["8bit", "4bit", "bf16+sr", "bf16+8"]
+
+
+def _tx(fmt):
+    return gradtx.low_bit_state(gradtx.optax_compat.adamw(1e-2, weight_decay=1e-2), fmt)
+
+
+def _params():
+    rng = np.random.default_rng(0)
+    return {"w": jnp.asarray(rng.standard_normal((64, 512)), jnp.float32), "b": jnp.zeros(8)}
+
+
+def _mesh(explicit):
+    devices = np.array(jax.devices()[:8]).reshape(4, 2)
+    return Mesh(
+        devices, ("data", "model"), axis_types=(AxisType.Explicit if explicit else AxisType.Auto,) * 2
+    )
+
+
+def _placed(tree, mesh):
+    specs = {"w": P("data", "model"), "b": P()}
+    return {k: jax.device_put(v, NamedSharding(mesh, specs[k])) for k, v in tree.items()}
+
+
+def _stored_specs(slot):
+    """The specs of a stored slot's arrays: parameter-shaped ones (codes, values) and the rest."""
+    return [(x.ndim, tuple(x.sharding.spec)) for x in jax.tree.leaves(slot)]
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["auto", "explicit"])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_slots_are_placed_like_their_parameter_and_steps_equal_one_devices(fmt, explicit):
+    mesh = _mesh(explicit)
+    tx, params = _tx(fmt), _params()
+    grads = jax.tree.map(jnp.cos, params)
+    ref_u, ref_s = jax.jit(tx.update)(grads, tx.init(params), params)
+    with jax.set_mesh(mesh):
+        placed, placed_grads = _placed(params, mesh), _placed(grads, mesh)
+        state = tx.init(placed)
+        u, state = jax.jit(tx.update)(placed_grads, state, placed)
+    for slot in (state[0].mu["w"], state[0].nu["w"]):
+        assert lowbit.is_stored(slot)
+        for ndim, spec in _stored_specs(slot):  # codes, scales, values: rows on "data", the rest on "model"
+            assert spec == ("data", "model") if ndim == 2 else not any(spec), (fmt, spec)  # a key: replicated
+    assert tuple(u["w"].sharding.spec) == ("data", "model")
+    helpers.assert_trees_close(u, ref_u, rtol=0, atol=1e-7)
+    helpers.assert_trees_close(gradtx.get_slot(state, "nu"), gradtx.get_slot(ref_s, "nu"), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("fmt", ["8bit", "bf16+8"])
+def test_zero_one_shards_low_bit_state_under_jit_and_in_shard_map(fmt):
+    tx, params = _tx(fmt), _params()
+    grads = jax.tree.map(jnp.cos, params)
+    ref_u, _ = tx.update(grads, tx.init(params), params)
+    mesh = _mesh(False)
+    zero = gradtx.parallel.sharded_state(tx, "data", mesh=mesh)
+    placed, placed_grads = _placed(params, mesh), _placed(grads, mesh)
+    u, state = jax.jit(zero.update)(placed_grads, zero.init(placed), placed)
+    helpers.assert_trees_close(u, ref_u, rtol=0, atol=1e-7)
+    codes = jax.tree.leaves(state)[2]  # the first moment of "w", split over "data"
+    assert codes.shape[0] == 64 and codes.sharding.spec[0] == "data"
+
+    inner = gradtx.parallel.sharded_state(tx, "data")
+    line = Mesh(np.array(jax.devices()[:4]), ("data",))
+
+    def step(p, g):  # every replica holds a quarter of each slot (8,192 elements: 32 whole blocks)
+        state = inner.init(p)
+        assert all(x.size <= 64 * 512 // 4 for x in jax.tree.leaves(state) if x.ndim)
+        return inner.update(g, state, p)[0]
+
+    u = jax.jit(jax.shard_map(step, mesh=line, in_specs=(P(), P()), out_specs=P(), check_vma=False))(
+        params, grads
+    )
+    helpers.assert_trees_close(u, ref_u, rtol=0, atol=1e-7)
+
+
+def test_packed_parameters_keep_low_bit_slots_per_buffer():
+    params = {f"layer{i}": {"w": jnp.full((32, 64), 0.1 * i), "b": jnp.zeros(64)} for i in range(4)}
+    packed = gradtx.packing.pack(params, max_leaf_size=4096)
+    tx = gradtx.low_bit_state(gradtx.optax_compat.adamw(1e-2, weight_decay=1e-2), "8bit")
+    plain = gradtx.optax_compat.adamw(1e-2, weight_decay=1e-2)
+    grads = gradtx.packing.pack(jax.tree.map(lambda p: jnp.sin(p + 1.0), params), max_leaf_size=4096)
+    state, ref = tx.init(packed), plain.init(packed)
+    assert any(isinstance(x, lowbit.Quantized) for x in jax.tree.leaves(state, is_leaf=lowbit.is_stored))
+    u, state = jax.jit(tx.update)(grads, state, packed)
+    r, ref = plain.update(grads, ref, packed)
+    helpers.assert_trees_close(gradtx.packing.unpack(u), gradtx.packing.unpack(r), rtol=0, atol=1e-4)
+    nu = gradtx.get_slot(state, "nu")  # leaf by leaf, dequantized
+    assert jax.tree.map(jnp.shape, nu) == jax.tree.map(jnp.shape, params)
+
+
+@pytest.mark.parametrize("fmt", ["4bit", "bf16+sr"])
+def test_orbax_restores_low_bit_state_onto_fewer_devices(fmt, tmp_path):
+    ocp = pytest.importorskip("orbax.checkpoint")
+    tx, params = _tx(fmt), _params()
+    grads = jax.tree.map(jnp.cos, params)
+    big = _mesh(False)
+    placed = _placed(params, big)
+    _, state = jax.jit(tx.update)(_placed(grads, big), tx.init(placed), placed)
+    with ocp.StandardCheckpointer() as ckptr:
+        ckptr.save(tmp_path / "state", state)
+        ckptr.wait_until_finished()
+        small = Mesh(np.array(jax.devices()[:2]).reshape(2, 1), ("data", "model"))
+        target = tx.init(_placed(params, small))  # orbax reads the shardings to restore onto from it
+        restored = ckptr.restore(tmp_path / "state", target)
+    assert jax.tree.structure(restored) == jax.tree.structure(state)
+    assert all(len(x.sharding.device_set) <= 2 for x in jax.tree.leaves(restored))
+    helpers.assert_trees_close(restored, state, rtol=0, atol=0)
+    # the count, a scalar orbax commits to one device, joins the mesh
+    restored = jax.tree.map(lambda x: x if x.ndim else jax.device_put(x, NamedSharding(small, P())), restored)
+    on_small = _placed(params, small), _placed(grads, small)
+    again = jax.jit(tx.update)(on_small[1], restored, on_small[0])
+    helpers.assert_trees_close(again, jax.jit(tx.update)(grads, state, params), rtol=0, atol=0)
