@@ -253,6 +253,16 @@ class Stored:
     def replaced(self, new: Any) -> Stored:
         raise NotImplementedError
 
+    def rows(self, index: jax.Array) -> jax.Array:
+        """The values of rows `index` (axis 0; zeros for an index out of range): a row-sparse step's
+        gather. This default dequantizes the whole slot; a form that keeps rows apart reads only those."""
+        return self.dequantize().at[index].get(mode="fill", fill_value=0)
+
+    def with_rows(self, index: jax.Array, rows: jax.Array) -> Stored:
+        """The slot with rows `index` set to `rows` (out-of-range indices dropped): a row-sparse step's
+        scatter. This default stores the whole slot again."""
+        return self.replaced(self.dequantize().at[index].set(rows.astype(self.dtype), mode="drop"))
+
 
 @jax.tree_util.register_pytree_node_class
 class Quantized(Stored):
@@ -281,6 +291,26 @@ class Quantized(Stored):
 
     def replaced(self, new: Any) -> Quantized:
         return self.format.quantize(new, self.dtype)
+
+    def _rows_apart(self) -> bool:
+        """Each row (index of axis 0) holds whole blocks: its codes and scales are rows of theirs."""
+        return len(split(self.shape, self.format.block_size)[0]) >= 1
+
+    def rows(self, index: jax.Array) -> jax.Array:
+        if not self._rows_apart():
+            return super().rows(index)
+        codes = self.codes.at[index].get(mode="fill", fill_value=0)
+        scales = self.scales.at[index].get(mode="fill", fill_value=0)
+        shape = (index.shape[0], *self.shape[1:])
+        return Quantized(codes, scales, self.format, shape, self.dtype).dequantize()
+
+    def with_rows(self, index: jax.Array, rows: jax.Array) -> Quantized:
+        if not self._rows_apart():
+            return super().with_rows(index, rows)
+        new = self.format.quantize(rows, self.dtype)  # only the touched rows are quantized
+        codes = self.codes.at[index].set(new.codes, mode="drop")
+        scales = self.scales.at[index].set(new.scales, mode="drop")
+        return Quantized(codes, scales, self.format, self.shape, self.dtype)
 
     def __repr__(self) -> str:
         return f"Quantized({self.format.bits}-bit, shape={self.shape}, dtype={self.dtype.name})"

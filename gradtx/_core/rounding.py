@@ -110,6 +110,14 @@ class Rounded(_lowbit.Stored):
         keep, use = _split(self.key)
         return Rounded(stochastic_round(new, use), keep, self.shape, self.dtype)
 
+    def rows(self, index: jax.Array) -> jax.Array:
+        return self.values.at[index].get(mode="fill", fill_value=0).astype(self.dtype)
+
+    def with_rows(self, index: jax.Array, rows: jax.Array) -> Rounded:
+        keep, use = _split(self.key)
+        values = _set_rows(self.values, index, stochastic_round(rows, use))
+        return Rounded(values, keep, self.shape, self.dtype)
+
     def __repr__(self) -> str:
         return f"Rounded(bfloat16, shape={self.shape}, dtype={self.dtype.name})"
 
@@ -138,6 +146,18 @@ class Corrected(_lowbit.Stored):
         keep, use = _split(self.key)
         return _corrected(new, use, keep, self.dtype)
 
+    def rows(self, index: jax.Array) -> jax.Array:
+        values = self.values.at[index].get(mode="fill", fill_value=0)
+        correction = self.correction.at[index].get(mode="fill", fill_value=0)
+        return Corrected(values, correction, self.key, values.shape, self.dtype).dequantize()
+
+    def with_rows(self, index: jax.Array, rows: jax.Array) -> Corrected:
+        keep, use = _split(self.key)
+        new = _corrected(rows, use, keep, self.dtype)
+        values = _set_rows(self.values, index, new.values)
+        correction = self.correction.at[index].set(new.correction, mode="drop")
+        return Corrected(values, correction, keep, self.shape, self.dtype)
+
     def __repr__(self) -> str:
         return f"Corrected(bfloat16 + int8, shape={self.shape}, dtype={self.dtype.name})"
 
@@ -152,6 +172,14 @@ def _corrected(x: Any, use: jax.Array, keep: jax.Array, dtype: Any) -> Corrected
     uniform = (random_bits(use, x.shape) >> 8).astype(jnp.float32) * np.float32(2.0**-24)  # [0, 1)
     correction = jnp.floor(rest + uniform).astype(jnp.int8)
     return Corrected(narrow, correction, keep, x.shape, dtype)
+
+
+def _set_rows(values: jax.Array, index: jax.Array, rows: jax.Array) -> jax.Array:
+    """bfloat16 `values` with rows `index` set, as their bits (XLA:CPU scatters bfloat16 through float32:
+    a pass over the whole table)."""
+    bits = jax.lax.bitcast_convert_type(values, jnp.uint16)
+    new = bits.at[index].set(jax.lax.bitcast_convert_type(rows, jnp.uint16), mode="drop")
+    return jax.lax.bitcast_convert_type(new, jnp.bfloat16)
 
 
 class StochasticBF16(NamedTuple):

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from gradtx._core import lowbit as _lowbit
 from gradtx._core import walk as _walk
 
 
@@ -148,11 +149,17 @@ class RowSparse:
         )
 
     def gather(self, table: jax.Array) -> jax.Array:
-        """The rows `indices` of `table` (zeros for padding entries)."""
+        """The rows `indices` of `table` (zeros for padding entries); a stored slot's values of those rows
+        (`lowbit.Stored.rows`)."""
+        if _lowbit.is_stored(table):
+            return table.rows(self._rows_or_oob())
         return jnp.asarray(table).at[self._rows_or_oob()].get(mode="fill", fill_value=0)
 
     def scatter(self, table: jax.Array, rows: jax.Array) -> jax.Array:
-        """`table` with its rows `indices` set to `rows` (padding dropped; needs unique indices)."""
+        """`table` with its rows `indices` set to `rows` (padding dropped; needs unique indices); a stored
+        slot stores those rows only (`lowbit.Stored.with_rows`)."""
+        if _lowbit.is_stored(table):
+            return table.with_rows(self._rows_or_oob(), rows)
         table = jnp.asarray(table)  # a NumPy table (eager params) has no `.at`
         return table.at[self._rows_or_oob()].set(rows.astype(table.dtype), mode="drop")
 

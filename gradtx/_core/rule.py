@@ -434,13 +434,14 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
             for i, g in enumerate(leaves):  # one leaf at a time: the formula is one call away
                 if g is None:
                     continue
-                slot_args = [_lowbit.values(s[i]) for s in flat_slots]  # a low-bit slot's values
+                stored = [s[i] for s in flat_slots]  # a low-bit slot as it is stored
                 for k in checked:
-                    _leaves.check_slot(name, g, slot_args[k], slot_names[k], updates, i)
+                    _leaves.check_slot(name, g, stored[k], slot_names[k], updates, i)
                 for k in derived:
                     want = _leaves.slot_shape_for(slot_specs[slot_names[k]], g, derived_shapes)
                     if want is not None:
-                        _leaves.check_slot(name, g, slot_args[k], slot_names[k], updates, i, want)
+                        _leaves.check_slot(name, g, stored[k], slot_names[k], updates, i, want)
+                slot_args = [_lowbit.values(s) for s in stored]  # ... and its values
                 w = (flat_params[i],) if reads_params else ()
                 h = scalars_for(_leaves.dtype_of(name, g, updates, i))
                 kw = {"path": path_list[i]} if paths else {}
@@ -448,8 +449,8 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
                     res = leaf(g, *slot_args, *w, h, **kw)
                 elif sparse == "densify":
                     res = leaf(g.todense(), *slot_args, *w, h, **kw)
-                elif sparse == "rows":
-                    res = _leaves.rows(leaf, g, slot_args, w, h, kw)
+                elif sparse == "rows":  # a stored slot reads and stores the touched rows only
+                    res = _leaves.rows(leaf, g, stored, w, h, kw)
                 else:
                     res = sparse(g, *slot_args, *w, h, **kw)
                 _matrix_work.begin(i, res, pending, finish)  # a formula may yield its matrix work

@@ -181,7 +181,7 @@ def keep(new: Any, old: Any) -> Any:
     if old is None or new is None:
         return new
     if _lowbit.is_stored(old):
-        return old.replaced(new)
+        return new if _lowbit.is_stored(new) else old.replaced(new)  # (a row-sparse step stored its rows)
     if hasattr(old, "dtype"):
         return new if getattr(new, "dtype", None) == old.dtype else jnp.asarray(new).astype(old.dtype)
     return jax.tree.map(lambda n, o: n if n.dtype == o.dtype else n.astype(o.dtype), new, old)
