@@ -304,7 +304,7 @@ class Quantized(Stored):
         shape = (index.shape[0], *self.shape[1:])
         return Quantized(codes, scales, self.format, shape, self.dtype).dequantize()
 
-    def with_rows(self, index: jax.Array, rows: jax.Array) -> Quantized:
+    def with_rows(self, index: jax.Array, rows: jax.Array) -> Stored:
         if not self._rows_apart():
             return super().with_rows(index, rows)
         new = self.format.quantize(rows, self.dtype)  # only the touched rows are quantized

@@ -148,14 +148,14 @@ class RowSparse:
             .add(self.values, mode="drop")
         )
 
-    def gather(self, table: jax.Array) -> jax.Array:
+    def gather(self, table: Any) -> jax.Array:
         """The rows `indices` of `table` (zeros for padding entries); a stored slot's values of those rows
         (`lowbit.Stored.rows`)."""
         if _lowbit.is_stored(table):
             return table.rows(self._rows_or_oob())
         return jnp.asarray(table).at[self._rows_or_oob()].get(mode="fill", fill_value=0)
 
-    def scatter(self, table: jax.Array, rows: jax.Array) -> jax.Array:
+    def scatter(self, table: Any, rows: jax.Array) -> Any:
         """`table` with its rows `indices` set to `rows` (padding dropped; needs unique indices); a stored
         slot stores those rows only (`lowbit.Stored.with_rows`)."""
         if _lowbit.is_stored(table):
