@@ -159,7 +159,7 @@ CONVERGENCE = {
 """Label -> (params' dtype, state format, stochastic rounding of the params)."""
 
 
-def convergence(steps: int = 2000, eval_batches: int = 20) -> dict:
+def convergence(steps: int = 2000, eval_batches: int = 20, only: list[str] | None = None) -> dict:
     """Rows per format: the final held-out loss, its ratio to float32's, the last 100 steps' train loss."""
     text = corpus()
     vocab = sorted(set(text))
@@ -176,6 +176,8 @@ def convergence(steps: int = 2000, eval_batches: int = 20) -> dict:
     evaluate = jax.jit(lambda p: jnp.mean(jax.vmap(_lm_loss, (None, 0))(p, eval_tokens)))
     rows = {}
     for name, (dtype, fmt, stochastic) in CONVERGENCE.items():
+        if only is not None and name not in only and name != FLOAT32:
+            continue
         tx = gradtx.optax_compat.adamw(schedule, b1=0.9, b2=0.95, weight_decay=0.1)
         tx = tx if fmt is None else gradtx.low_bit_state(tx, fmt, min_size=0 if dtype == "bfloat16" else None)
 
@@ -203,22 +205,34 @@ def convergence(steps: int = 2000, eval_batches: int = 20) -> dict:
     return {"steps": steps, "vocab": len(vocab), "chars": len(text), "rows": rows}
 
 
+STEP_REASON = (
+    "XLA:CPU keeps the dequantized and the new moments in float32 between its fusions (about 60 bytes of "
+    "traffic per element to float32 AdamW's 28) and reads the code tables element by element"
+)
+
+
 def targets(result: dict) -> list[dict]:
+    """The issue's targets: bytes per parameter, 8 bits' step time, 8 bits' and bf16 + int8's final loss."""
     rows, out = result["rows"], []
     for name, limit in BYTES_TARGETS.items():
         value = rows[name]["bytes_per_param"]
-        out.append({"label": f"{name}: state bytes per parameter <= {limit}", "value": round(value, 3),
-                    "met": value <= limit})  # fmt: skip
+        label = f"{name}: state bytes per parameter"
+        out.append(_target(label, "bytes_per_param", "<=", limit, value, value <= limit))
     ratio = rows["adamw, 8bit"]["step_ratio"]
-    out.append({"label": f"adamw, 8bit: step <= {STEP_TARGET}x float32's (CPU)", "value": round(ratio, 2),
-                "met": ratio <= STEP_TARGET})  # fmt: skip
+    met = ratio <= STEP_TARGET
+    label = "adamw, 8bit: step / float32 AdamW's (CPU)"
+    out.append(_target(label, "lowbit_step_ratio", "<=", STEP_TARGET, ratio, met) | {"reason": STEP_REASON})
     for name in ("adamw, 8bit", "adamw, bf16+8"):
         conv = result.get("convergence", {}).get("rows", {}).get(name)
         if conv:
-            ratio = conv["ratio"]
-            out.append({"label": f"{name}: held-out loss within {LOSS_TARGET:.0%} of float32's",
-                        "value": round(ratio, 4), "met": abs(ratio - 1) <= LOSS_TARGET})  # fmt: skip
+            met = abs(conv["ratio"] - 1) <= LOSS_TARGET
+            label = f"{name}: held-out loss / float32's"
+            out.append(_target(label, "loss_ratio", "within", LOSS_TARGET, conv["ratio"], met))
     return out
+
+
+def _target(label: str, metric: str, op: str, goal: float, value: float, met: bool) -> dict:
+    return {"label": label, "metric": metric, "op": op, "goal": goal, "value": value, "met": bool(met)}
 
 
 def table(result: dict) -> list[str]:

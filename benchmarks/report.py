@@ -31,27 +31,26 @@ def _bytes(n: int | None) -> str:
     return "" if n is None else f"{n / 2**20:,.1f} MiB"
 
 
+def _shown(metric: str, v: float) -> str:
+    if metric == "bandwidth_fraction":
+        return f"{v:.0%}"
+    if metric == "bytes_per_param":
+        return f"{v:.2f} B"
+    if metric == "loss_ratio":
+        return f"{v:.4f}"
+    return f"{v:.0f}x" if metric.startswith("speedup") else f"{v:.2f}x"
+
+
 def _value(t: dict) -> str:
-    v = t["value"]
-    if v is None:
-        return "n/a"
-    return (
-        f"{v:.0%}"
-        if t["metric"] == "bandwidth_fraction"
-        else (f"{v:.0f}x" if t["metric"].startswith("speedup") else f"{v:.2f}x")
-    )
+    return "n/a" if t["value"] is None else _shown(t["metric"], t["value"])
 
 
 def _goal(t: dict) -> str:
     if "goal" not in t:
         return ""
-    g = t["goal"]
-    shown = (
-        f"{g:.0%}"
-        if t["metric"] == "bandwidth_fraction"
-        else (f"{g:.0f}x" if t["metric"].startswith("speedup") else f"{g:.2f}x")
-    )
-    return f"{'≤' if t['op'] == '<=' else '≥'} {shown}"
+    if t["op"] == "within":
+        return f"within {t['goal']:.0%} of 1"
+    return f"{'≤' if t['op'] == '<=' else '≥'} {_shown(t['metric'], t['goal'])}"
 
 
 def _reason(results: dict, t: dict) -> str:

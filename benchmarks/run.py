@@ -288,7 +288,9 @@ def main(argv: list[str] | None = None) -> dict:
             args.min_round_ms / 1e3,
         )
         suites["lowbit"]["convergence"] = lowbit.convergence(
-            steps=5 if smoke else 2000, eval_batches=2 if smoke else 20
+            steps=5 if smoke else 2000,
+            eval_batches=2 if smoke else 20,
+            only=["adamw, 8bit"] if smoke else None,
         )
     if not args.only or "programs" in args.only:
         suites["programs"] = compat.measure_programs(repeats=1 if smoke else 3)
