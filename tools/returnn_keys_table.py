@@ -6,8 +6,8 @@ tests/returnn/test_keys_table.py fails when the guide's table differs from this 
 
 One row per key of `gradtx.returnn._keys.KEYS`, grouped by what gradtx does with it under the
 TensorFlow backend then the PyTorch one: applied (its numbers tested), refused (with what to do),
-ignored (it does not change the update). Keys a config holds that are not here and do not look
-like updater keys (datasets, the network, model settings) are accepted without a row.
+ignored (it does not change the update). Keys a config holds that are not here (datasets, the network,
+model settings) are accepted without a row, as RETURNN accepts them.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ what gradtx does with it), `LearningRateControl` (the control alone), and `TORCH
 (`torch.optim`'s optimizers with torch's numbers, by lowercase class name).
 """
 
-from gradtx.returnn._assemble import ReturnnState, end_epoch, from_returnn_config, learning_rate
-from gradtx.returnn._common import ReturnnConfigError
+from gradtx.returnn._assemble import ReturnnState, end_epoch, from_returnn_config, learning_rate, new_network
+from gradtx.returnn._common import ReturnnConfigError, ReturnnConfigWarning
 from gradtx.returnn._keys import keys_of_kind as keys
 from gradtx.returnn._lr_control import LearningRateControl, LearningRateControlState
 from gradtx.returnn._reader import Unevaluated, read_config
@@ -18,6 +18,7 @@ __all__ = [
     "LearningRateControl",
     "LearningRateControlState",
     "ReturnnConfigError",
+    "ReturnnConfigWarning",
     "ReturnnState",
     "TORCH_OPTIMIZERS",
     "Unevaluated",
@@ -25,5 +26,6 @@ __all__ = [
     "from_returnn_config",
     "keys",
     "learning_rate",
+    "new_network",
     "read_config",
 ]

@@ -8,10 +8,11 @@ from typing import Any, NamedTuple
 
 import jax
 
+from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx.combinators import _inject
-from gradtx.returnn import _keys, _lr_control, _reader
+from gradtx.returnn import _common, _keys, _lr_control, _reader
 from gradtx.returnn._common import BackendUpdate
 
 
@@ -52,6 +53,7 @@ def from_returnn_config(
     l2: Any = None,
     param_groups: Any = None,
     weight_decay_mask: Any = None,
+    pretrain_epochs: int | None = None,
 ) -> _protocol.GradientTransformation:
     """The update a RETURNN config makes RETURNN apply, its learning-rate control included.
 
@@ -70,9 +72,12 @@ def from_returnn_config(
     checkpoint continues the same control.
 
     Every key the update depends on is applied or refused with what to do; keys that do not
-    change the update (devices, logging, datasets) are accepted; an unknown key that looks
-    like an updater key (`optimizer_epsiloon`) is refused with the close name. The keys by
-    kind: `gradtx.returnn.keys("applied" | "ignored" | "refused", backend)`.
+    change the update (devices, logging, datasets, the network) are accepted, as RETURNN accepts
+    them. Where RETURNN runs without a key -- a close spelling of an updater key
+    (`optimizer_epsiloon`: "did you mean `optimizer_epsilon`?"), a key of its Theano updater
+    (`adadelta_decay`), a legacy flag after the first (`adam = True` with `nadam = True` is Adam)
+    -- gradtx does too, with a `gradtx.returnn.ReturnnConfigWarning` that names it and says what
+    RETURNN does. The keys by kind: `gradtx.returnn.keys("applied" | "ignored" | "refused", backend)`.
 
     Args:
       config: a RETURNN config: a dict of its globals, or the path of a config file (Python,
@@ -88,6 +93,10 @@ def from_returnn_config(
       weight_decay_mask: PyTorch backend: which params get the optimizer's `weight_decay`
         (a mask as above), instead of RETURNN's rule (not biases, not the modules of
         `weight_decay_modules_blacklist`, matched against the params' key paths).
+      pretrain_epochs: TensorFlow backend, a config with `pretrain` and without
+        `use_learning_rate_control_always`: how many epochs RETURNN's pretraining takes (it prints
+        the number when training starts). They run at `pretrain_learning_rate`, the next one at
+        `learning_rate`; when the network grows, `gradtx.returnn.new_network` gives the state for it.
 
     Returns:
       A `GradientTransformation` with state `ReturnnState(control, updater)`.
@@ -112,7 +121,9 @@ def from_returnn_config(
     options = {"l2": l2, "param_groups": param_groups, "weight_decay_mask": weight_decay_mask}
     _refuse_options(backend, options)
     _keys.check_keys(values, backend)
-    control = _lr_control.LearningRateControl.from_config(values)
+    control = _lr_control.LearningRateControl.from_config(
+        values, _pretrain_epochs(values, backend, pretrain_epochs)
+    )
     first = control.init()
     update = _backend_update(values, backend, options)
     inner = _inject.inject_hyperparams(update.factory)(learning_rate=float(first.learning_rate))
@@ -130,6 +141,78 @@ def from_returnn_config(
 
     raw = _factory.composite(init_fn, update_fn, inner)
     return _factory.wrapped_once("from_returnn_config", raw)
+
+
+def _pretrain_epochs(config: Mapping[str, Any], backend: str, given: int | None) -> int:
+    """The epochs whose rates RETURNN's TF engine sets for pretraining (0: none), from `pretrain_epochs`."""
+    fn = "from_returnn_config"
+    pretrain = config.get("pretrain")
+    active = backend == "tf" and (isinstance(pretrain, _reader.Unevaluated) or bool(pretrain))
+    always = active and _keys.is_on(config.get("use_learning_rate_control_always"))
+    if given is not None:
+        _checks.check_int(fn, "pretrain_epochs", given, minimum=1)
+        if not active or always:
+            why = (
+                "RETURNN's PyTorch engine does not pretrain"
+                if backend == "torch" and pretrain
+                else "the config has no `pretrain`"
+                if not active
+                else "with `use_learning_rate_control_always` the control sets every epoch's rate"
+            )
+            raise ValueError(f"`{fn}`: `pretrain_epochs` = {given}: {why}; drop the argument.")
+        return given
+    if active and not always and not _pretraining_changes_no_rate(config):
+        raise _common.ReturnnConfigError(
+            f"`{fn}`: config `pretrain` = {pretrain!r}: RETURNN's TF engine runs the pretraining epochs at "
+            "`pretrain_learning_rate` and the next one at `learning_rate`, before its learning-rate control "
+            "takes over; how many there are follows from the network, which gradtx does not build: pass "
+            "`pretrain_epochs=` that number (RETURNN prints it when training starts), or set "
+            "`use_learning_rate_control_always = True` (the control sets every epoch's rate)."
+        )
+    return 0
+
+
+def _pretraining_changes_no_rate(config: Mapping[str, Any]) -> bool:
+    """A constant control whose rate is `learning_rate` at every epoch, pretraining's rate too: the number of
+    pretraining epochs changes nothing."""
+    control = _lr_control.LearningRateControl.from_config(config, pretrain_epochs=1)
+    rates = {control.pretrain_learning_rate, *(rate for _, rate in control.learning_rates)}
+    return control.kind == "constant" and rates == {control.learning_rate}
+
+
+def new_network(tx: _protocol.GradientTransformation, state: ReturnnState, params: Any) -> ReturnnState:
+    """The state for an epoch whose network RETURNN builds anew: the optimizer's state made afresh for
+    `params`, the learning-rate control's kept.
+
+    RETURNN's TF engine builds a new graph, with a new updater, whenever the network changes: at each
+    pretraining epoch that grows it, at the first epoch after pretraining, with
+    `reinit_network_each_epoch`. The parameters carry over (new layers start from their initializer),
+    the optimizer's variables -- Adam's moments and step, momenta, accumulators -- start anew, and the
+    learning-rate control goes on. Call this at the start of such an epoch, with the grown parameters.
+
+    Args:
+      tx: `from_returnn_config`'s transform.
+      state: its state at the end of the previous epoch (after `end_epoch`).
+      params: the new network's parameters (any tree: it may have more leaves, or other shapes).
+
+    Returns:
+      The `ReturnnState` to train the new network's first epoch with.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx.returnn
+        >>> tx = gradtx.returnn.from_returnn_config({"adam": True, "learning_rate": 0.01})
+        >>> state = tx.init({"w": jnp.zeros(2)})
+        >>> _, state = tx.update({"w": jnp.ones(2)}, state)
+        >>> state = gradtx.returnn.end_epoch(state, {"dev_score": 1.0})
+        >>> state = gradtx.returnn.new_network(tx, state, {"w": jnp.zeros(2), "w2": jnp.zeros(3)})
+        >>> int(state.control.epoch), sorted(gradtx.get_slot(state, "m"))
+        (2, ['w', 'w2'])
+    """
+    if not isinstance(state, ReturnnState):
+        raise TypeError(
+            f"`new_network`: `state` must be a `ReturnnState` (from_returnn_config's), got {type(state)}."
+        )
+    return ReturnnState(state.control, tx.init(params).updater)
 
 
 def end_epoch(state: ReturnnState, scores: Any) -> ReturnnState:

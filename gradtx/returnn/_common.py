@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +13,16 @@ from gradtx._core import protocol as _protocol
 class ReturnnConfigError(ValueError):
     """A RETURNN config key or value gradtx cannot turn into RETURNN's update; the message names
     the key, the value, why, and what to write instead."""
+
+
+class ReturnnConfigWarning(UserWarning):
+    """A config key RETURNN runs without (it never reads it, or reads it and does nothing with it): gradtx
+    does what RETURNN does, and says so, naming the key and what RETURNN does."""
+
+
+def runs_without(message: str) -> None:
+    """Warn that RETURNN runs the config without what `message` names, and so does gradtx."""
+    warnings.warn(message, ReturnnConfigWarning, stacklevel=4)
 
 
 @dataclasses.dataclass(frozen=True)

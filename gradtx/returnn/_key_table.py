@@ -133,10 +133,18 @@ refused tf: maximize_grad_norm
     adds the gradient of -factor * (global gradient norm), a second backprop through the loss: add that
     term to your loss and drop the key
     | NO_TORCH
-refused tf: pretrain
-    layer-wise pretraining grows the network over epochs: train the grown networks yourself and pass a
-    config without `pretrain`
-    | RETURNN's PyTorch engine does not read it: drop it
+applied tf: pretrain
+    layer-wise pretraining (TF engine): unless `use_learning_rate_control_always`, the first epochs (as
+    many as `from_returnn_config`'s `pretrain_epochs`) run at `pretrain_learning_rate` and the next at
+    `learning_rate`; RETURNN rebuilds the network, and the optimizer's state with it, each time the
+    network grows: `gradtx.returnn.new_network` does that to the state
+applied tf: pretrain_learning_rate
+    with `pretrain`: the rate of the pretraining epochs (default `learning_rate`)
+applied tf: use_learning_rate_control_always
+    with `pretrain`: the control sets the pretraining epochs' rates too
+applied tf: pretrain_greedy
+    with `pretrain`: True trains only the newest layers in each pretraining epoch (refused: freeze the
+    others with `gradtx.freeze` and drop the key); False / None train all
 refused tf torch: grad_clip
     not a RETURNN key (RETURNN's PyTorch updater raises: the option is called gradient_clip_global_norm,
     or gradient_clip for clipping by value)
@@ -159,10 +167,8 @@ refused torch: torch_distributed -- PyTorch: PARALLEL
 ignored tf torch: learning_rate_file
     RETURNN's file of the epochs' rates and scores: gradtx keeps this history in the transform's state
     (checkpoint the state to resume)
-ignored tf: use_learning_rate_control_always -- differs from the default only with `pretrain`
-ignored tf: pretrain_learning_rate pretrain_copy_output_layer pretrain_greedy pretrain_repetitions
-    only read with `pretrain`, which is refused
-ignored tf: pretrain_construction_algo -- only read with `pretrain`, which is refused
+ignored tf: pretrain_copy_output_layer pretrain_repetitions pretrain_construction_algo
+    how the network grows during pretraining and how many epochs that takes (`pretrain_epochs` says it)
 ignored tf: eval_learning_rate -- only read with `train_in_eval`, which is refused
 ignored tf: horovod_avg_grad horovod_reduce_type horovod_param_sync_step horovod_param_sync_time_diff
     only read with `use_horovod`, which is refused

@@ -2,35 +2,47 @@
 update), or refused (it does, and gradtx cannot take it from a config), per backend.
 
 Read from RETURNN's `tf/updater.py`, `torch/updater.py`, `torch/engine.py`, `tf/engine.py`,
-`learning_rate_control.py` and `pretrain.py`. A key not in `KEYS` is accepted as not about the
-update (a dataset, a model setting, a helper value), unless its name is close to a known key
-(`optimizer_epsiloon`) or contains an updater stem (`grad`, `optim`, `learning_rate`, `lr_`, `newbob`,
-`clip`, `epsilon`, `momentum`, `weight_decay`, `accum`): then it is refused as an unknown updater key.
+`learning_rate_control.py` and `pretrain.py`. A key not in `KEYS` is one RETURNN's updater never reads (a
+dataset, the network, search, debugging, a helper value), so it is accepted, as RETURNN accepts it: without
+a word, unless its name is a close spelling of a key the update reads (`optimizer_epsiloon`) or a key of
+RETURNN's Theano updater that its TensorFlow and PyTorch updaters no longer read (`adadelta_decay`), or
+carries a prefix of the learning-rate control's keys (`newbob_`); then a `ReturnnConfigWarning` says that
+RETURNN runs without it, and so does gradtx.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from gradtx.returnn import _common
 from gradtx.returnn._common import ReturnnConfigError
 from gradtx.returnn._key_table import BACKEND_NAMES as _NAMES
 from gradtx.returnn._key_table import BACKENDS, KEYS, KINDS
 from gradtx.returnn._reader import CLASS_DEFINITION, FUNCTION_DEFINITION, Unevaluated
 
-_STEMS = (
-    "grad",
-    "optim",
-    "learning_rate",
-    "lr_",
-    "newbob",
-    "clip",
-    "epsilon",
-    "momentum",
-    "weight_decay",
-    "accum",
-)
+THEANO_KEYS = {
+    "adadelta_decay": "the decay of Theano's Adadelta (RETURNN-TF's Adadelta keeps TF's 0.95)",
+    "adadelta_offset": "Theano's Adadelta offset",
+    "adam_fit_learning_rate": "Theano's Adam learning-rate fit",
+    "adasecant": "Theano's AdaSecant optimizer (RETURNN-TF builds the optimizer the other keys choose)",
+    "gradient_clip_pre_mean": "Theano's clipping before the mean over the batch",
+    "max_norm": "Theano's weight-norm constraint",
+    "mean_normalized_sgd": "Theano's mean-normalized SGD",
+    "momentum2": "Theano's second momentum",
+    "nesterov_momentum": "Theano's Nesterov momentum (RETURNN-TF's momentum is TF's plain one)",
+    "smorms3": "Theano's SMORMS3 optimizer (RETURNN-TF builds the optimizer the other keys choose)",
+    "update_clip": "Theano's clipping of the update",
+    "update_multiple_models": "Theano's training of several models at once",
+}
+"""Keys of RETURNN's Theano updater that its TensorFlow and PyTorch updaters do not read: what they were."""
+
+
+def is_on(value: Any) -> bool:
+    """Whether a flag's value is RETURNN's "on" (`config.is_true`, `config.bool`): a true value, or a
+    value that could not be read (it is there)."""
+    return isinstance(value, Unevaluated) or _is_set(value, {})
 
 
 def _is_set(value: Any, config: Mapping[str, Any]) -> bool:
@@ -152,37 +164,37 @@ def _jax_or_close(value: str, known: Mapping[str, str]) -> str:
     return f"did you mean {close[0]!r}?" if close else "see RETURNN's `backend` values"
 
 
-def check_keys(config: Mapping[str, Any], backend: str, *, accept: Collection[str] = ()) -> None:
-    """Refuse a config whose update gradtx cannot build; accept everything else.
+def check_keys(config: Mapping[str, Any], backend: str) -> None:
+    """Refuse a config whose update gradtx cannot build; accept everything else, as RETURNN does.
 
     Refused, all problems in one error: (a) a refused key set to a value that matters
     (`gradient_clip_norm = 0` is RETURNN's "off" and passes), (b) a key the update reads whose value
     could not be read (`Unevaluated`), (c) an applied key with a value gradtx refuses (a norm tag, a
     `dynamic_learning_rate` function, a function `accum_grad_multiple_step`, PyTorch's
-    `decouple_constraints = False` or missing `optimizer`, TF legacy flags with behavior_version >= 2),
-    (d) an unknown key close to a known one ("did you mean ...?") or containing an updater stem. Other
-    unknown keys (datasets, model settings, helper values) are accepted.
+    `decouple_constraints = False` or missing `optimizer`, TF legacy flags with behavior_version >= 2).
+    Unknown keys are accepted: with a `ReturnnConfigWarning` when the name is a close spelling of a key
+    the update reads ("did you mean ...?") or a key of RETURNN's Theano updater (`THEANO_KEYS`), as
+    RETURNN runs without them; without a word otherwise (datasets, the network, helper values).
 
     Args:
       config: the config's values (`read_config`'s result).
       backend: "tf" or "torch".
-      accept: names to accept though unknown (helper values of the config such as `lr_warmup`).
 
     Raises:
       ReturnnConfigError: listing each refused key with its value, why, and what to do.
 
     Example:
         >>> check_keys({"optimizer": {"class": "adam"}, "gradient_clip_norm": 0, "train": {}}, "tf")
-        >>> check_keys({"optimizer_epsiloon": 1e-8}, "tf")
+        >>> check_keys({"gradient_clip_norm": 1.0}, "torch")
         Traceback (most recent call last):
         ...
         gradtx.returnn._common.ReturnnConfigError: `from_returnn_config`: the config cannot be read as \
-RETURNN's TensorFlow update:
-          `optimizer_epsiloon` = 1e-08: not a RETURNN updater key: did you mean `optimizer_epsilon`?
+RETURNN's PyTorch update:
+          `gradient_clip_norm` = 1.0: refused on the PyTorch backend: ...
     """
     if backend not in BACKENDS:
         raise ValueError(f"`check_keys`: `backend` must be one of {BACKENDS}, got {backend!r}.")
-    problems = [p for name in config for p in _problems(name, config[name], config, backend, accept)]
+    problems = [p for name in config for p in _problems(name, config[name], config, backend)]
     problems += _config_problems(config, backend)
     if problems:
         raise ReturnnConfigError(
@@ -191,29 +203,62 @@ RETURNN's TensorFlow update:
         )
 
 
+def _read_by_update(backend: str) -> list[str]:
+    """The keys RETURNN's updater (and learning-rate control) of `backend` reads: applied or refused there."""
+    return [name for name, key in KEYS.items() if key.on(backend)[0] != "ignored"]
+
+
+_OWNED = ("newbob_", "learning_rate_control_")
+"""Prefixes of the learning-rate control's keys: an unknown key with one is meant for it."""
+
+
+def _edits(a: str, b: str) -> int:
+    """The edits (insertions, deletions, substitutions, swaps of neighbours) from `a` to `b`: a typo is 1 or
+    2 (`optimizer_epsiloon`, `learning_rate_contorl`); a helper named after a key is more (`bn_momentum`)."""
+    if abs(len(a) - len(b)) > 2:
+        return 3
+    previous, row = None, list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (ca != cb))
+            if previous is not None and i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, previous[j - 2] + 1)
+            current.append(cost)
+        previous, row = row, current
+    return row[-1]
+
+
+def _unknown(name: str, value: Any, backend: str) -> None:
+    """A key RETURNN's updater does not read: a warning where the user may have meant one it does."""
+    head = f"`from_returnn_config`: config `{name}` = {_short(value)}"
+    if name in THEANO_KEYS:
+        _common.runs_without(
+            f"{head}: {THEANO_KEYS[name]}, a key of RETURNN's Theano updater that its {_NAMES[backend]} "
+            "updater does not read; RETURNN runs without it, and so does gradtx."
+        )
+        return
+    read = _read_by_update(backend)
+    close = [k for k in read if _edits(name, k) <= (2 if len(k) >= 8 else 1)]
+    if not close and name.startswith(_OWNED):  # the learning-rate control's own prefixes
+        close = difflib.get_close_matches(name, read, n=1, cutoff=0.0)
+    if close and not _is_definition(value):
+        _common.runs_without(
+            f"{head}: RETURNN's {_NAMES[backend]} updater does not read it (did you mean `{close[0]}`?); "
+            "RETURNN runs without it, and so does gradtx."
+        )
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _problems(
-    name: str, value: Any, config: Mapping[str, Any], backend: str, accept: Collection[str]
-) -> list[str]:
+def _problems(name: str, value: Any, config: Mapping[str, Any], backend: str) -> list[str]:
     head = f"`{name}` = {_short(value)}"
     key = KEYS.get(name)
     if key is None:
-        if name in accept or _is_definition(value):
-            return []
-        close = difflib.get_close_matches(name, list(KEYS), n=1, cutoff=0.8)
-        if close:
-            return [f"{head}: not a RETURNN updater key: did you mean `{close[0]}`?"]
-        stem = next((s for s in _STEMS if s in name.lower()), None)
-        if stem is not None:
-            return [
-                f"{head}: unknown updater key (its name contains `{stem}`), RETURNN does not read it: remove "
-                f"or rename it, or, if it is a helper value of the config, name it `_{name}` or pass "
-                f"`accept={{'{name}'}}`."
-            ]
+        _unknown(name, value, backend)
         return []
     kind, note = key.on(backend)
     if kind == "ignored":
@@ -221,6 +266,8 @@ def _problems(
     if kind == "refused":
         if _MATTERS.get(name, _is_set)(value, config):
             return [f"{head}: refused on the {_NAMES[backend]} backend: {note}."]
+        return []
+    if isinstance(value, Unevaluated) and name == "pretrain":  # only whether it is set matters (and greedy)
         return []
     if isinstance(value, Unevaluated):
         return [f"{head}: the update reads it, but it could not be read from the config (line {value.line}: "
@@ -247,6 +294,16 @@ def _applied_value_problem(name: str, value: Any, backend: str) -> str | None:
         return f"{why}: a config is read, not executed; use the dict form or a gradtx schedule"
     if name == "accum_grad_multiple_step" and callable(value):
         return "a function of the step: a config is read, not executed; write a number"
+    greedy = value.get("greedy") if name == "pretrain" and isinstance(value, Mapping) else value
+    if (
+        name in ("pretrain", "pretrain_greedy")
+        and greedy
+        and (name == "pretrain_greedy" or greedy is not value)
+    ):
+        return (
+            "greedy pretraining trains only the newest layers in each pretraining epoch, and gradtx has no "
+            "layers: freeze the others with `gradtx.freeze` and drop the key"
+        )
     if name == "decouple_constraints" and backend == "torch" and value is False:
         return "RETURNN's PyTorch updater asserts it is not False (its weight decay is decoupled): drop it"
     return None

@@ -33,7 +33,8 @@ CONFIG_KEYS = frozenset(
     newbob_multi_update_interval newbob_relative_error_grow_threshold""".split()
 )
 """The config keys `LearningRateControl.from_config` reads (RETURNN's `LearningRateControl` reads
-these and `learning_rate_file`, whose history a state carries itself)."""
+these and `learning_rate_file`, whose history a state carries itself), and with `pretrain_epochs` the TF
+engine's `pretrain_learning_rate`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,14 +63,22 @@ class LearningRateControl:
     num_epochs: int = 5
     update_interval: int = 5
     relative_error_grow_threshold: float = -0.01
+    pretrain_epochs: int = 0
+    pretrain_learning_rate: float = 1.0
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> LearningRateControl:
+    def from_config(cls, config: Mapping[str, Any], pretrain_epochs: int = 0) -> LearningRateControl:
         """The control RETURNN's `load_learning_rate_control_from_config` builds, with its defaults.
+
+        With `pretrain_epochs`, RETURNN's TF engine overrides it as it does when `pretrain` is set and
+        `use_learning_rate_control_always` is not: the first `pretrain_epochs` epochs run at
+        `pretrain_learning_rate` (default `learning_rate`), the next one at `learning_rate`, each
+        recorded as the epoch's rate; the control takes over after them.
 
         Args:
           config: the config's globals. Keys other than `CONFIG_KEYS` are not read, nor are those
             RETURNN's control of this kind does not read (decay, growth, thresholds of other kinds).
+          pretrain_epochs: how many epochs RETURNN's pretraining runs (0: none).
 
         Returns:
           The settings; `.init()` gives the first epoch's state.
@@ -84,7 +93,7 @@ class LearningRateControl:
           >>> float(LearningRateControl.from_config(config).init().learning_rate)
           0.10000000149011612
         """
-        return cls(**control_fields(config))
+        return cls(**control_fields(config, pretrain_epochs))
 
     @property
     def applied_keys(self) -> frozenset[str]:
@@ -102,6 +111,8 @@ class LearningRateControl:
         if self.kind == "newbob_multi_epoch":
             keys |= {"newbob_multi_num_epochs", "newbob_multi_update_interval"}
             keys.add("newbob_relative_error_grow_threshold")
+        if self.pretrain_epochs:
+            keys |= {"pretrain", "pretrain_learning_rate"}
         return frozenset(keys)
 
     @property
@@ -246,7 +257,12 @@ def _decay_or_grow(c: LearningRateControl, rate: float, decay: bool, grow: bool)
 
 
 def _next_rate(c: LearningRateControl, epoch: int, history: list[_Entry]) -> float:
-    """RETURNN's `get_learning_rate_for_epoch(epoch)`; `history`: the epochs before it, oldest first."""
+    """RETURNN's `get_learning_rate_for_epoch(epoch)`, or its TF engine's pretraining rates (`from_config`);
+    `history`: the epochs before it, oldest first."""
+    if epoch <= c.pretrain_epochs:
+        return c.pretrain_learning_rate
+    if c.pretrain_epochs and epoch == c.pretrain_epochs + 1:
+        return c.learning_rate
     fixed = dict(c.learning_rates)
     if epoch in fixed:
         return fixed[epoch]

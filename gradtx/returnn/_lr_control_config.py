@@ -113,8 +113,9 @@ def _error_measure(config: Mapping[str, Any]) -> str | tuple[str, ...] | None:
     raise _refuse(key, value, 'write a score key such as "dev_error", or a list of keys.')
 
 
-def control_fields(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of `LearningRateControl.from_config(config)`, each key read as RETURNN reads it."""
+def control_fields(config: Mapping[str, Any], pretrain_epochs: int = 0) -> dict[str, Any]:
+    """The fields of `LearningRateControl.from_config(config, pretrain_epochs)`, each key read as RETURNN
+    reads it."""
     kind = config.get("learning_rate_control", "constant")
     if kind is None:
         kind = "constant"
@@ -133,6 +134,9 @@ def control_fields(config: Mapping[str, Any]) -> dict[str, Any]:
         "min_num_epochs_per_new_lr": _int(config, "learning_rate_control_min_num_epochs_per_new_lr", 0),
         "div_by_old": _bool(config, "newbob_relative_error_div_by_old"),
     }
+    if pretrain_epochs:  # RETURNN's TF engine: `pretrain_learning_rate`, by default the initial rate
+        rate = _float(config, "pretrain_learning_rate", fields["learning_rate"], rate=True)
+        fields |= {"pretrain_epochs": pretrain_epochs, "pretrain_learning_rate": rate}
     if kind == "constant":  # RETURNN's constant control reads no other key
         return fields
     fields["decay"] = _factor(config, "learning_rate_decay", "newbob_learning_rate_decay", 0.5)

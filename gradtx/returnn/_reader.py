@@ -132,6 +132,11 @@ class _Loader:
             if not line:
                 continue
             parts = line.split(None, 1)
+            if line.startswith("[") and line.endswith("]"):
+                raise ReturnnConfigError(
+                    f"`read_config`: line {number} of {filename!r}: {line!r} is the section header of a RASR "
+                    "(Sprint) config, which RETURNN does not read as its own config: pass RETURNN's config."
+                )
             if len(parts) != 2:
                 raise ReturnnConfigError(
                     f"`read_config`: line {number} of {filename!r}: {line!r} has no value (the line format "

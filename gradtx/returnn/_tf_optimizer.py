@@ -27,6 +27,7 @@ from typing import Any
 
 from gradtx import registry
 from gradtx._core import protocol as _protocol
+from gradtx.returnn import _common
 from gradtx.returnn._common import ReturnnConfigError
 
 _TAKES_EPSILON = frozenset(
@@ -245,8 +246,11 @@ def _number(config: Mapping[str, Any], key: str, default: float) -> float:
     return float(value)
 
 
-def _unused(key: str, value: Any, why: str) -> ReturnnConfigError:
-    return ReturnnConfigError(f"`tf_update`: `{key}` = {value!r} has no effect: {why}; remove it.")
+def _unused(key: str, value: Any, why: str) -> None:
+    _common.runs_without(
+        f"`from_returnn_config`: config `{key}` = {value!r} has no effect: {why}; RETURNN runs without it, "
+        "and so does gradtx."
+    )
 
 
 def optimizer_choice(config: Mapping[str, Any]) -> OptimizerChoice:
@@ -255,7 +259,8 @@ def optimizer_choice(config: Mapping[str, Any]) -> OptimizerChoice:
     The `optimizer` dict (or a string, read as `{"class": string}`) wins; else the first true
     legacy flag of `adam`, `nadam`, `adadelta`, `adagrad`, `rmsprop` (a float is the decay),
     then a nonzero `momentum` (MomentumOptimizer), else GradientDescent. A flag, `momentum`
-    or `optimizer_epsilon` that RETURNN would read and ignore is refused.
+    or `optimizer_epsilon` that RETURNN reads and then does nothing with is ignored as RETURNN ignores
+    it, with a `ReturnnConfigWarning` (`adam = True` with `nadam = True` is Adam).
 
     Args:
       config: the config's globals.
@@ -264,7 +269,7 @@ def optimizer_choice(config: Mapping[str, Any]) -> OptimizerChoice:
       An `OptimizerChoice`.
 
     Raises:
-      ReturnnConfigError: for a key RETURNN refuses or ignores, or an unknown class.
+      ReturnnConfigError: for a key RETURNN refuses, or an unknown class.
       TypeError: for a value of the wrong type.
 
     Example:
@@ -283,10 +288,8 @@ def optimizer_choice(config: Mapping[str, Any]) -> OptimizerChoice:
     ]
     multiplier = None
     if spec:
-        if flags:
-            raise _unused(
-                flags[0], config[flags[0]], "RETURNN's `optimizer` dict comes before the legacy flags"
-            )
+        for unread in flags:
+            _unused(unread, config[unread], "RETURNN's `optimizer` dict comes before the legacy flags")
         if isinstance(spec, str):
             spec = {"class": spec}
         if not isinstance(spec, Mapping) or "class" not in spec:
@@ -314,7 +317,7 @@ def optimizer_choice(config: Mapping[str, Any]) -> OptimizerChoice:
                 if name in _TAKES_EPSILON
                 else f"{_class_of(entry)} takes no `epsilon`"
             )
-            raise _unused("optimizer_epsilon", config["optimizer_epsilon"], why)
+            _unused("optimizer_epsilon", config["optimizer_epsilon"], why)
         if momentum:
             if name not in _TAKES_MOMENTUM or "momentum" in kwargs:
                 why = (
@@ -322,11 +325,12 @@ def optimizer_choice(config: Mapping[str, Any]) -> OptimizerChoice:
                     if "momentum" in kwargs
                     else f"{_class_of(entry)} takes no `momentum`"
                 )
-                raise _unused("momentum", config["momentum"], why)
-            kwargs["momentum"] = momentum
+                _unused("momentum", config["momentum"], why)
+            else:
+                kwargs["momentum"] = momentum
         return OptimizerChoice(name, kwargs, multiplier, frozenset(keys))
-    if len(flags) > 1:
-        raise _unused(flags[1], config[flags[1]], f"RETURNN takes the first legacy flag, `{flags[0]}`")
+    for later in flags[1:]:
+        _unused(later, config[later], f"RETURNN takes the first legacy flag, `{flags[0]}`")
     flag = flags[0] if flags else None
     if flag in ("adam", "nadam", "adadelta", "adagrad") and momentum:
         raise ReturnnConfigError(
@@ -341,9 +345,7 @@ def optimizer_choice(config: Mapping[str, Any]) -> OptimizerChoice:
         return OptimizerChoice("rmsprop", kwargs, None, frozenset(keys))
     if _present(config, "optimizer_epsilon"):
         chosen = flag or ("momentum" if momentum else "GradientDescent")
-        raise _unused(
-            "optimizer_epsilon", config["optimizer_epsilon"], f"RETURNN's {chosen} optimizer takes none"
-        )
+        _unused("optimizer_epsilon", config["optimizer_epsilon"], f"RETURNN's {chosen} optimizer takes none")
     if flag == "adagrad":
         return OptimizerChoice("adagrad", {}, None, frozenset(keys))
     if momentum:

@@ -142,9 +142,16 @@ def test_a_file_is_read_never_run(tmp_path):
     assert not marker.exists()
 
 
-def test_a_misspelled_updater_key_is_refused_with_the_close_name():
-    with pytest.raises(returnn.ReturnnConfigError, match="optimizer_epsilon"):
-        gradtx.from_returnn_config({"adam": True, "optimizer_epsiloon": 1e-8})
+def test_a_misspelled_updater_key_runs_as_returnn_runs_it_with_a_warning():
+    """RETURNN never reads `optimizer_epsiloon`: Adam keeps RETURNN's epsilon of 1e-16."""
+    with pytest.warns(returnn.ReturnnConfigWarning, match="did you mean `optimizer_epsilon`"):
+        tx = gradtx.from_returnn_config({"adam": True, "optimizer_epsiloon": 1e-8})
+    params = {"w": jnp.ones(3)}
+    u, _ = tx.update({"w": jnp.full(3, 1e-9)}, tx.init(params), params)
+    plain = gradtx.from_returnn_config({"adam": True})
+    np.testing.assert_array_equal(
+        u["w"], plain.update({"w": jnp.full(3, 1e-9)}, plain.init(params), params)[0]["w"]
+    )
 
 
 def test_options_of_the_other_backend_are_refused():
@@ -171,6 +178,7 @@ NOT_NUMBERS = {
     "gradient_clip_global_norm_tag": "as `global_norm_tag`",
     "decouple_constraints": "PyTorch: RETURNN requires its default True (False is refused)",
     "torch_amp": "PyTorch: turns the grad scaler on, whose skipped steps `grad_scaler` changes in the test",
+    "pretrain_greedy": "only RETURNN's default (train all layers) is taken; True is refused",
 }
 
 
@@ -186,8 +194,99 @@ def test_every_applied_key_has_a_test_that_changing_it_changes_the_numbers():
     control = {k for _, change, _ in test_lr_control.CASES for k in change}
     tf = _changed_keys(test_tf_backend.CHANGES.values()) | {"decouple_constraints", "gradient_nan_inf_filter"}
     tf |= {"learning_rate"}  # the rate the control sets: test_a_config_file_trains_at_returnns_rates
+    tf |= {"pretrain", "pretrain_learning_rate", "use_learning_rate_control_always"}  # test_pretraining_...
     torch = {k for change in test_torch_backend.CHANGES for k in change} | {"optimizer"}
     torch |= {"num_allowed_consec_invalid_gradient_steps", "grad_scaler"}  # their own test (NaN gradients)
     for backend, covered in (("tf", tf | control), ("torch", torch | control)):
         missing = set(returnn.keys("applied", backend)) - covered - set(NOT_NUMBERS)
         assert not missing, f"{backend}: applied keys without a test that they change the numbers: {missing}"
+
+
+returnn_lrc = pytest.importorskip("returnn.learning_rate_control")
+returnn_config = pytest.importorskip("returnn.config")
+
+
+def _returnn_engine_rates(config: dict, pretrain_epochs: int, scores: list[float]) -> list[float]:
+    """The rates RETURNN's TF engine trains epochs 1.. at (`init_train_epoch`), with RETURNN's own control."""
+    control = returnn_lrc.load_learning_rate_control_from_config(returnn_config.Config(dict(config)))
+    initial = control.default_learning_rate
+    pretrain_rate = config.get("pretrain_learning_rate", initial)
+    rates = []
+    for epoch, score in enumerate(scores, start=1):
+        if config.get("use_learning_rate_control_always"):
+            rate = control.get_learning_rate_for_epoch(epoch)
+        elif epoch <= pretrain_epochs:
+            rate = pretrain_rate
+            control.set_default_learning_rate_for_epoch(epoch, rate)
+        elif epoch == pretrain_epochs + 1:
+            rate = initial
+            control.set_default_learning_rate_for_epoch(epoch, rate)
+        else:
+            rate = control.get_learning_rate_for_epoch(epoch)
+        rates.append(rate)
+        control.set_epoch_error(epoch, {"dev_score": score})
+    return rates
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"pretrain_learning_rate": 0.02}, {"use_learning_rate_control_always": True}],
+    ids=["pretrain", "pretrain_learning_rate", "control_always"],
+)
+def test_pretraining_epochs_run_at_returnns_rates(extra):
+    """RETURNN's TF engine with `pretrain`: the pretraining epochs at `pretrain_learning_rate`, the next at
+    `learning_rate`, then newbob on the scores of all of them; with `use_learning_rate_control_always`
+    the control throughout. The scores worsen: newbob decays as soon as it may."""
+    config = {"adam": True, "pretrain": "default", "learning_rate": 0.1, "learning_rate_control": "newbob"}
+    config |= extra
+    scores = [1.0 + 0.1 * e for e in range(8)]
+    always = "use_learning_rate_control_always" in extra
+    tx = gradtx.from_returnn_config(config, pretrain_epochs=None if always else 3)
+    state = tx.init({"w": jnp.zeros(2)})
+    rates = []
+    for score in scores:
+        rates.append(float(state.control.rate_history()[-1]))
+        state = returnn.end_epoch(state, {"dev_score": score})
+    assert rates == _returnn_engine_rates(config, 0 if always else 3, scores)
+    if not always:  # the pretraining epochs and the next at their fixed rates, whatever the scores
+        assert rates[:4] == [extra.get("pretrain_learning_rate", 0.1)] * 3 + [0.1] and rates[4] < 0.1
+
+
+def test_pretraining_needs_its_epoch_count_and_refuses_what_it_cannot_reproduce():
+    config = {"adam": True, "pretrain": "default", "learning_rate": 0.1, "learning_rate_control": "newbob"}
+    with pytest.raises(
+        returnn.ReturnnConfigError, match=r"`pretrain` = 'default': .*pass `pretrain_epochs=`"
+    ):
+        gradtx.from_returnn_config(config)
+    with pytest.raises(ValueError, match=r"`pretrain_epochs` = 2: the config has no `pretrain`"):
+        gradtx.from_returnn_config({"adam": True}, pretrain_epochs=2)
+    with pytest.raises(ValueError, match="`pretrain_epochs` = 2: with `use_learning_rate_control_always`"):
+        gradtx.from_returnn_config(config | {"use_learning_rate_control_always": True}, pretrain_epochs=2)
+    with pytest.raises(returnn.ReturnnConfigError, match="`pretrain_greedy` = True: greedy pretraining"):
+        gradtx.from_returnn_config(config | {"pretrain_greedy": True}, pretrain_epochs=2)
+    with pytest.raises(returnn.ReturnnConfigError, match=r"`pretrain` = \{'greedy': True\}: greedy"):
+        gradtx.from_returnn_config(config | {"pretrain": {"greedy": True}}, pretrain_epochs=2)
+    torch = {"backend": "torch", "optimizer": {"class": "adam"}, "pretrain": "default"}  # not read there
+    gradtx.from_returnn_config(torch)
+    constant = {"adam": True, "pretrain": "default", "learning_rate": 0.1}
+    gradtx.from_returnn_config(constant)  # the same rate every epoch: the epoch count changes nothing
+    with pytest.raises(returnn.ReturnnConfigError, match="pass `pretrain_epochs=`"):  # ... but here it does
+        gradtx.from_returnn_config(constant | {"pretrain_learning_rate": 0.01})
+
+
+def test_a_grown_network_starts_a_fresh_optimizer_state_and_keeps_the_control():
+    """RETURNN builds a new graph, and with it a new updater, when pretraining grows the network."""
+    tx = gradtx.from_returnn_config(
+        {"adam": True, "pretrain": "default", "learning_rate": 0.1}, pretrain_epochs=2
+    )
+    small = {"w": jnp.ones(3)}
+    state = tx.init(small)
+    _, state = tx.update({"w": jnp.ones(3)}, state, small)
+    state = returnn.end_epoch(state, {"dev_score": 1.0})
+    grown = {"w": jnp.ones(3), "w2": jnp.ones((2, 3))}
+    state = returnn.new_network(tx, state, grown)
+    assert int(state.control.epoch) == 2 and float(returnn.learning_rate(state)) == pytest.approx(0.1)
+    fresh = tx.init(grown)
+    assert jax.tree.all(jax.tree.map(lambda a, b: bool(jnp.all(a == b)), state.updater, fresh.updater))
+    updates, _ = tx.update(jax.tree.map(jnp.ones_like, grown), state, grown)  # Adam's first step: -lr * 1
+    np.testing.assert_allclose(updates["w2"], -0.1, rtol=1e-5)

@@ -193,6 +193,10 @@ def test_line_format_as_returnn_reads_it(tmp_path):
 def test_line_format_errors_and_file_type_decision(tmp_path):
     with pytest.raises(ReturnnConfigError, match=r"line 2 of .*'lonely' has no value"):
         read_config(_write(tmp_path, "bad.txt", "a 1\nlonely\n"))
+    with pytest.raises(
+        ReturnnConfigError, match=r"line 1 of .*'\[\*\.lexicon\]' is the section header of a RASR"
+    ):
+        read_config(_write(tmp_path, "lexicon.config", "[*.lexicon]\nfile = lexicon.xml\n"))
     # a `.py` name makes it Python even without `#!`, as in RETURNN; `#!` makes any name Python
     assert read_config(_write(tmp_path, "c.py", "x = [1, 2]\n")) == {"x": [1, 2]}
     with pytest.raises(ReturnnConfigError, match=r"line 3 is not valid Python"):

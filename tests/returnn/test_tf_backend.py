@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import gradtx
+from gradtx import returnn
 from gradtx.returnn._common import ReturnnConfigError
 from gradtx.returnn._tf_backend import tf_update
 from gradtx.returnn._tf_optimizer import optimizer_choice, resolve_class
@@ -61,19 +62,6 @@ def same_as(tx: gradtx.GradientTransformation, grads=GRADS) -> np.ndarray:
         ({"optimizer": {"class": "adagradda"}}, r"global_step"),
         ({"adam": True, "momentum": 0.9}, r"`momentum` = 0.9 with `adam`: RETURNN refuses"),
         (
-            {"optimizer": {"class": "adam"}, "momentum": 0.9},
-            r"`momentum` = 0.9 has no effect.*takes no `momentum`",
-        ),
-        ({"optimizer": {"class": "momentum", "momentum": 0.5}, "momentum": 0.9}, r"the dict sets `momentum`"),
-        (
-            {"optimizer": {"class": "adam", "epsilon": 1e-3}, "optimizer_epsilon": 1e-8},
-            r"the dict sets `epsilon`",
-        ),
-        ({"momentum": 0.9, "optimizer_epsilon": 1e-8}, r"`optimizer_epsilon`.*momentum optimizer takes none"),
-        ({"adagrad": True, "optimizer_epsilon": 1e-8}, r"`optimizer_epsilon`.*adagrad optimizer takes none"),
-        ({"adam": True, "rmsprop": True}, r"`rmsprop` = True has no effect: .*first legacy flag, `adam`"),
-        ({"optimizer": {"class": "adam"}, "nadam": True}, r"`nadam` = True has no effect.*`optimizer` dict"),
-        (
             {"dynamic_learning_rate": {"interval": 5}},
             r'`dynamic_learning_rate` must be the dict \{"interval"',
         ),
@@ -89,6 +77,53 @@ def same_as(tx: gradtx.GradientTransformation, grads=GRADS) -> np.ndarray:
 def test_refused(config, match):
     with pytest.raises(ReturnnConfigError, match=match):
         tf_update(config)
+
+
+@pytest.mark.parametrize(
+    "config, same, match",
+    [
+        (
+            {"optimizer": {"class": "adam"}, "momentum": 0.9},
+            {"optimizer": {"class": "adam"}},
+            "takes no `momentum`",
+        ),
+        (
+            {"optimizer": {"class": "momentum", "momentum": 0.5}, "momentum": 0.9},
+            {"optimizer": {"class": "momentum", "momentum": 0.5}},
+            "the dict sets `momentum`",
+        ),
+        (
+            {"optimizer": {"class": "adam", "epsilon": 1e-3}, "optimizer_epsilon": 1e-8},
+            {"optimizer": {"class": "adam", "epsilon": 1e-3}},
+            "the dict sets `epsilon`",
+        ),
+        ({"momentum": 0.9, "optimizer_epsilon": 1e-8}, {"momentum": 0.9}, "momentum optimizer takes none"),
+        ({"adagrad": True, "optimizer_epsilon": 1e-8}, {"adagrad": True}, "adagrad optimizer takes none"),
+        (
+            {"adam": True, "rmsprop": True},
+            {"adam": True},
+            r"`rmsprop` = True has no effect: .*legacy flag, `adam`",
+        ),
+        (
+            {"adam": True, "nadam": True},
+            {"adam": True},
+            r"`nadam` = True has no effect: .*legacy flag, `adam`",
+        ),
+        (
+            {"optimizer": {"class": "adam"}, "nadam": True},
+            {"optimizer": {"class": "adam"}},
+            "`optimizer` dict",
+        ),
+    ],
+)
+def test_keys_returnn_runs_without_are_dropped_as_returnn_drops_them_with_a_warning(config, same, match):
+    """RETURNN's TF updater reads these and does nothing with them (its `_create_optimizer` sets `epsilon`
+    and `momentum` by `setdefault`, for classes that take them; the first legacy flag wins)."""
+    with pytest.warns(
+        returnn.ReturnnConfigWarning, match=f"{match}.*RETURNN runs without it, and so does gradtx"
+    ):
+        got = run(config)
+    np.testing.assert_array_equal(got, run(same))
 
 
 def test_l2_without_decouple_constraints_is_refused():
