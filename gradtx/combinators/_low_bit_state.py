@@ -7,12 +7,14 @@ from typing import Any
 from gradtx._core import checks as _checks
 from gradtx._core import lowbit as _lowbit
 from gradtx._core import protocol as _protocol
+from gradtx._core import registry as _registry
 from gradtx._core import rounding as _rounding
 
 FORMATS = ("8bit", "4bit", "bf16+sr", "bf16+8")
 _QUANTIZED_MIN_SIZE = 4096  # bitsandbytes' and torchao's: smaller slots stay as they are
 
 
+@_registry.wrapper()
 def low_bit_state(
     tx: _protocol.GradientTransformation,
     format: str = "8bit",
