@@ -78,21 +78,27 @@ def test_zero_one_shards_low_bit_state_under_jit_and_in_shard_map(fmt):
     placed, placed_grads = _placed(params, mesh), _placed(grads, mesh)
     u, state = jax.jit(zero.update)(placed_grads, zero.init(placed), placed)
     helpers.assert_trees_close(u, ref_u, rtol=0, atol=1e-7)
-    codes = jax.tree.leaves(state)[2]  # the first moment of "w", split over "data"
-    assert codes.shape[0] == 64 and codes.sharding.spec[0] == "data"
+    stored = [x for x in jax.tree.leaves(state, is_leaf=lowbit.is_stored) if lowbit.is_stored(x)]
+    assert len(stored) == (2 if fmt == "8bit" else 4)  # 8 bits: "b" is under 4,096 elements
+    for slot in stored:  # split over "data"
+        assert all(x.sharding.spec[0] == "data" for x in jax.tree.leaves(slot) if x.ndim == 2)
 
     inner = gradtx.parallel.sharded_state(tx, "data")
     line = Mesh(np.array(jax.devices()[:4]), ("data",))
 
-    def step(p, g):  # every replica holds a quarter of each slot (8,192 elements: 32 whole blocks)
+    def step(p, g):  # every replica holds a quarter of each slot
         state = inner.init(p)
-        assert all(x.size <= 64 * 512 // 4 for x in jax.tree.leaves(state) if x.ndim)
+        assert all(x.size <= 64 * 512 // 4 for x in jax.tree.leaves(state) if x.ndim > 1)
         return inner.update(g, state, p)[0]
 
-    u = jax.jit(jax.shard_map(step, mesh=line, in_specs=(P(), P()), out_specs=P(), check_vma=False))(
-        params, grads
-    )
-    helpers.assert_trees_close(u, ref_u, rtol=0, atol=1e-7)
+    mapped = jax.jit(jax.shard_map(step, mesh=line, in_specs=(P(), P()), out_specs=P(), check_vma=False))
+    if (
+        fmt == "8bit"
+    ):  # blocks of a replica's slice are not the parameter's: refused, naming the way that works
+        with pytest.raises(ValueError, match=r"`sharded_state`: `tx` is not element by element.*mesh=mesh"):
+            mapped(params, grads)
+        return
+    helpers.assert_trees_close(mapped(params, grads), ref_u, rtol=0, atol=1e-7)
 
 
 def test_packed_parameters_keep_low_bit_slots_per_buffer():

@@ -86,6 +86,7 @@ def test_every_public_factory_is_registered():
         "get",
         "with_extra_args_support",
         "update_rule",  # the constructor of building blocks: every rule it builds is registered
+        "low_bit_state",  # a transform's slots in fewer bits: tests/test_lowbit.py runs it over the registry
         "from_config",
         "inject_hyperparams",  # a factory of factories: the contract suite runs it over every entry
         "optimize_loss",

@@ -5,16 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from gradtx._core import checks as _checks
+from gradtx._core import factory as _factory
 from gradtx._core import lowbit as _lowbit
 from gradtx._core import protocol as _protocol
-from gradtx._core import registry as _registry
 from gradtx._core import rounding as _rounding
 
 FORMATS = ("8bit", "4bit", "bf16+sr", "bf16+8")
 _QUANTIZED_MIN_SIZE = 4096  # bitsandbytes' and torchao's: smaller slots stay as they are
 
 
-@_registry.wrapper()
 def low_bit_state(
     tx: _protocol.GradientTransformation,
     format: str = "8bit",
@@ -66,9 +65,9 @@ def low_bit_state(
 
     Example:
         >>> import jax.numpy as jnp, gradtx
-        >>> tx = gradtx.low_bit_state(gradtx.adamw(1e-3), "8bit")
+        >>> tx = gradtx.low_bit_state(gradtx.adam(1e-3), "8bit")
         >>> state = tx.init({"w": jnp.zeros((64, 128))})
-        >>> gradtx.get_slot(state, "nu")["w"].shape
+        >>> gradtx.get_slot(state, "v")["w"].shape
         (64, 128)
     """
     fn = "low_bit_state"
@@ -92,8 +91,11 @@ def low_bit_state(
             seed
         )
 
+    member = _factory.member(tx)
+
     def init_fn(params: Any) -> Any:
         with _lowbit.storing(signed, unsigned, min_size):
-            return tx.init(params)
+            return member.init(params)
 
-    return type(tx)(init_fn, tx.update)
+    # the same update and state as `tx`'s; a combinator that unwraps it (`sharded_state`) finds this `init`
+    return _factory.wrapped_once(fn, type(member)(init_fn, member.update))

@@ -185,12 +185,13 @@ def check_keys(config: Mapping[str, Any], backend: str) -> None:
 
     Example:
         >>> check_keys({"optimizer": {"class": "adam"}, "gradient_clip_norm": 0, "train": {}}, "tf")
-        >>> check_keys({"gradient_clip_norm": 1.0}, "torch")
+        >>> check_keys({"optimizer": {"class": "adam"}, "gradient_clip_norm": 1.0}, "torch")
         Traceback (most recent call last):
         ...
         gradtx.returnn._common.ReturnnConfigError: `from_returnn_config`: the config cannot be read as \
 RETURNN's PyTorch update:
-          `gradient_clip_norm` = 1.0: refused on the PyTorch backend: ...
+          `gradient_clip_norm` = 1.0: refused on the PyTorch backend: RETURNN's PyTorch updater raises \
+NotImplementedError for it (a TensorFlow-backend option).
     """
     if backend not in BACKENDS:
         raise ValueError(f"`check_keys`: `backend` must be one of {BACKENDS}, got {backend!r}.")

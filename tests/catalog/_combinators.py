@@ -56,12 +56,6 @@ wrapper(
     sparse="all_rows",
     nonfinite="skipped",
 )
-# every slot of momentum in 8 bits (min_size 0: the contract's leaves are small); TF's sparse rule on rows
-wrapper(
-    "low_bit_state",
-    combinators.low_bit_state,
-    {"tx": optimizers.momentum(0.05, 0.9), "format": "8bit", "min_size": 0},
-)
 wrapper(
     "decoupled_weight_decay",
     combinators.decoupled_weight_decay,
