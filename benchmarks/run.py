@@ -286,6 +286,7 @@ def main(argv: list[str] | None = None) -> dict:
             *((sizes.d_model, sizes.layers, sizes.vocab) if smoke else lowbit.TREE),
             args.rounds,
             args.min_round_ms / 1e3,
+            only=["adamw, 8bit"] if smoke else None,
         )
         suites["lowbit"]["convergence"] = lowbit.convergence(
             steps=5 if smoke else 2000,

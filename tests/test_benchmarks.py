@@ -87,9 +87,9 @@ def test_smoke_run_writes_results_and_report(tmp_path, monkeypatch):
     labels = [t["label"] for t in out["targets"]]
     # the workloads' 17, the catalogue's 3 pairs and optax_compat's 2 (step and compile each), the
     # program's 3 (HLO of the optimizer and the step, first call), the tracing case's 1, depth's 1 (muon),
-    # low-bit state's 5 (3 formats' bytes, 8 bits' step, 8 bits' loss: smoke trains float32 and 8 bits)
+    # low-bit state's 3 (8 bits' bytes, step and loss: the smoke run measures float32 and 8 bits)
     assert (
-        any("peak memory" in label for label in labels) and len(labels) == 17 + 3 * 2 + 2 * 2 + 3 + 1 + 1 + 5
+        any("peak memory" in label for label in labels) and len(labels) == 17 + 3 * 2 + 2 * 2 + 3 + 1 + 1 + 3
     )
     assert len(out["catalogue"]["rows"]) == 3 and len(out["tracing"]["rows"]) == 1
     assert [r["optimizer"] for r in out["depth"]["rows"]] == ["muon"] and out["depth"]["rows"][0]["ratio"] > 0
@@ -98,9 +98,8 @@ def test_smoke_run_writes_results_and_report(tmp_path, monkeypatch):
     assert len(frontier) == 3 and frontier["adamw (optax)"]["state_ratio"] == 1.0
     assert all(r["min_ms"] > 0 and r["state_bytes"] > 0 and r["step_ratio"] > 0 for r in frontier.values())
     low = out["lowbit"]["rows"]  # every format beside float32 and optax's AdamW, and the LM trained with each
-    assert len(low) == 6 and all(r["min_ms"] > 0 and r["step_memory"] > 0 for r in low.values())
-    # the smoke tree's leaves are under 4,096 elements, whose slots stay float32; bfloat16's are all halved
-    assert low["adamw, bf16+sr"]["bytes_per_param"] < low["adamw, float32"]["bytes_per_param"] / 1.9
+    assert list(low) == ["adamw, float32", "adamw, 8bit"]
+    assert all(r["min_ms"] > 0 and r["step_memory"] > 0 and r["bytes_per_param"] > 0 for r in low.values())
     trained = out["lowbit"]["convergence"]["rows"]
     assert list(trained) == ["adamw, float32", "adamw, 8bit"] and all(
         np.isfinite(r["held_out"]) for r in trained.values()
