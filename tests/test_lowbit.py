@@ -64,26 +64,28 @@ def test_blocks_run_along_the_fewest_trailing_axes_that_hold_one():
     4-bit codes with the last axis halved (rounded up); a scalar is one block. A conv kernel's small
     trailing axes are blocked together: where they hold whole blocks, as torchao blocks the flattened
     array."""
+    quantize = jax.jit(lambda fmt, x: fmt.quantize(x), static_argnums=0)  # one program per shape, not per op
+    dequantize = jax.jit(Quantized.dequantize)
     x = jax.random.normal(jax.random.key(0), (3, 300))
     for fmt, codes_shape, scales_shape in [
         (Format(8, 256, True), (3, 300), (3, 2)),
         (Format(4, 128, True), (3, 150), (3, 3)),
     ]:
-        q = fmt.quantize(x)
+        q = quantize(fmt, x)
         assert q.codes.shape == codes_shape and q.codes.dtype == jnp.uint8 and q.scales.shape == scales_shape
-        assert q.shape == x.shape and q.dequantize().shape == x.shape
+        assert q.shape == x.shape and dequantize(q).shape == x.shape
         for row in range(3):  # each row alone quantizes to the same codes
-            np.testing.assert_array_equal(fmt.quantize(x[row]).codes, q.codes[row])
+            np.testing.assert_array_equal(quantize(fmt, x[row]).codes, q.codes[row])
     kernel = jax.random.normal(jax.random.key(2), (4, 4, 16, 16))
     for fmt in (Format(8, 256, True), Format(4, 128, False)):
-        q, flat = fmt.quantize(jnp.abs(kernel)), fmt.quantize(jnp.abs(kernel).ravel())
+        q, flat = quantize(fmt, jnp.abs(kernel)), quantize(fmt, jnp.abs(kernel).ravel())
         assert q.codes.shape[:2] == (4, 4) and q.scales.shape[:2] == (4, 4)
         np.testing.assert_array_equal(q.codes.ravel(), flat.codes)
         np.testing.assert_array_equal(q.scales.ravel(), flat.scales)
-        np.testing.assert_array_equal(q.dequantize().ravel(), flat.dequantize())
+        np.testing.assert_array_equal(dequantize(q).ravel(), dequantize(flat))
     fmt = Format(8, 256, True)
-    one = fmt.quantize(jnp.float32(-0.5))  # its own scale: -1, the map's lowest entry (-0.99297) times 0.5
-    assert one.dequantize().shape == () and float(one.dequantize()) == fmt.code_map[0] * np.float32(0.5)
+    one = quantize(fmt, jnp.float32(-0.5))  # its own scale: -1, the map's lowest entry (-0.99297) times 0.5
+    assert dequantize(one).shape == () and float(dequantize(one)) == fmt.code_map[0] * np.float32(0.5)
 
 
 def test_the_error_is_at_most_half_a_gap_of_the_map_times_the_scale():
