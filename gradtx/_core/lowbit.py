@@ -96,9 +96,7 @@ class Format(NamedTuple):
     def quantize(self, x: Any, dtype: Any = None) -> Quantized:
         """`x` (a real float array) in this format, its values standing for an array of `dtype` (default:
         `x`'s)."""
-        x = jnp.asarray(x)
-        if not jnp.issubdtype(x.dtype, jnp.floating):
-            raise TypeError(f"a slot in {self.bits} bits holds real floats; got a slot of dtype {x.dtype}.")
+        x = real_slot(x, f"{self.bits} bits")
         shape, dtype = tuple(x.shape), x.dtype if dtype is None else dtype
         lead, trail = split(shape, self.block_size)
         blocks = _blocks(jnp.reshape(x.astype(jnp.float32), (*lead, trail)), self.block_size)
@@ -117,6 +115,15 @@ class Format(NamedTuple):
         if not zeros:
             return q
         return Quantized(jnp.zeros_like(q.codes), jnp.zeros_like(q.scales), self, q.shape, q.dtype)
+
+
+def real_slot(x: Any, what: str) -> jax.Array:
+    """`x` as an array of real floats, the values a slot in `what` can hold (a complex one would lose its
+    imaginary parts): refused otherwise."""
+    x = jnp.asarray(x)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise TypeError(f"a slot in {what} holds real floats; got a slot of dtype {x.dtype}.")
+    return x
 
 
 DEFAULT_BLOCK_SIZE = {8: 256, 4: 128}

@@ -188,7 +188,7 @@ class StochasticBF16(NamedTuple):
     seed: int = 0
 
     def store(self, x: Any, dtype: Any = None, *, zeros: bool = False) -> Rounded:
-        x = _real(x, "bfloat16 with stochastic rounding")
+        x = _lowbit.real_slot(x, "bfloat16 with stochastic rounding")
         keep, use = _split(initial_key(self.seed, _lowbit.slot_index(), x))
         return Rounded(stochastic_round(x, use), keep, x.shape, x.dtype if dtype is None else dtype)
 
@@ -199,13 +199,6 @@ class CorrectedBF16(NamedTuple):
     seed: int = 0
 
     def store(self, x: Any, dtype: Any = None, *, zeros: bool = False) -> Corrected:
-        x = _real(x, "bfloat16 with an int8 correction")
+        x = _lowbit.real_slot(x, "bfloat16 with an int8 correction")
         keep, use = _split(initial_key(self.seed, _lowbit.slot_index(), x))
         return _corrected(x, use, keep, x.dtype if dtype is None else dtype)
-
-
-def _real(x: Any, what: str) -> jax.Array:
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        raise TypeError(f"a slot in {what} holds real floats; got a slot of dtype {x.dtype}.")
-    return x
