@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import jax
+import numpy as np
 
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx.combinators import _inject
-from gradtx.returnn import _common, _keys, _lr_control, _reader
+from gradtx.returnn import _common, _keys, _lr_control, _pretrain, _reader
 from gradtx.returnn._common import BackendUpdate
 
 
@@ -97,6 +98,8 @@ def from_returnn_config(
         `use_learning_rate_control_always`: how many epochs RETURNN's pretraining takes (it prints
         the number when training starts). They run at `pretrain_learning_rate`, the next one at
         `learning_rate`; when the network grows, `gradtx.returnn.new_network` gives the state for it.
+        Default: counted from `network` as RETURNN's `pretrain.py` counts it, for its built-in
+        construction algorithms (a custom one, or a network that could not be read, needs the number).
 
     Returns:
       A `GradientTransformation` with state `ReturnnState(control, updater)`.
@@ -161,15 +164,27 @@ def _pretrain_epochs(config: Mapping[str, Any], backend: str, given: int | None)
             )
             raise ValueError(f"`{fn}`: `pretrain_epochs` = {given}: {why}; drop the argument.")
         return given
-    if active and not always and not _pretraining_changes_no_rate(config):
+    if not active or always or _pretraining_changes_no_rate(config):
+        return 0
+    counted = _pretrain.pretrain_epochs(config)
+    if counted is None:
         raise _common.ReturnnConfigError(
             f"`{fn}`: config `pretrain` = {pretrain!r}: RETURNN's TF engine runs the pretraining epochs at "
             "`pretrain_learning_rate` and the next one at `learning_rate`, before its learning-rate control "
-            "takes over; how many there are follows from the network, which gradtx does not build: pass "
-            "`pretrain_epochs=` that number (RETURNN prints it when training starts), or set "
+            "takes over; how many there are follows from the network and the construction algorithm, "
+            "which gradtx counts only for a readable `network` and a built-in algorithm "
+            f"({_why_uncounted(config)}): "
+            "pass `pretrain_epochs=` that number (RETURNN prints it when training starts), or set "
             "`use_learning_rate_control_always = True` (the control sets every epoch's rate)."
         )
-    return 0
+    return counted
+
+
+def _why_uncounted(config: Mapping[str, Any]) -> str:
+    for key in ("pretrain", "pretrain_construction_algo", "network"):
+        if isinstance(config.get(key), _reader.Unevaluated):
+            return f"`{key}` could not be read"
+    return "RETURNN's pretraining would stop on this network or these options"
 
 
 def _pretraining_changes_no_rate(config: Mapping[str, Any]) -> bool:
@@ -235,10 +250,25 @@ def end_epoch(state: ReturnnState, scores: Any) -> ReturnnState:
     return state._replace(control=_lr_control.end_epoch(state.control, scores))
 
 
-def learning_rate(state: ReturnnState) -> jax.Array:
-    """The learning rate of the current epoch, as RETURNN's learning-rate control set it."""
+def learning_rate(state: ReturnnState) -> np.float64 | jax.Array:
+    """The learning rate of the current epoch, as RETURNN's learning-rate control set it.
+
+    RETURNN keeps its rates as Python floats; so does the state (as the float64's bits), and this
+    returns that float64 to the bit: 0.001 is 0.001, not float32's 0.0010000000474974513. The update
+    steps with it rounded once to the parameters' float32, as TensorFlow's float32 rate variable and
+    torch.optim's float32 kernels take it. Under `jax.jit`, where the state is traced, it returns that
+    float32 rate.
+
+    Example:
+        >>> import jax.numpy as jnp, gradtx.returnn
+        >>> tx = gradtx.returnn.from_returnn_config({"adam": True, "learning_rate": 0.001})
+        >>> gradtx.returnn.learning_rate(tx.init(jnp.zeros(2))) == 0.001
+        np.True_
+    """
     if not isinstance(state, ReturnnState):
         raise TypeError(
             f"`learning_rate`: `state` must be a `ReturnnState` (from_returnn_config's), got {type(state)}."
         )
-    return state.control.learning_rate
+    if isinstance(state.control.rates, jax.core.Tracer):
+        return state.control.learning_rate
+    return np.float64(state.control.rate_history()[-1])

@@ -135,9 +135,10 @@ refused tf: maximize_grad_norm
     | NO_TORCH
 applied tf: pretrain
     layer-wise pretraining (TF engine): unless `use_learning_rate_control_always`, the first epochs (as
-    many as `from_returnn_config`'s `pretrain_epochs`) run at `pretrain_learning_rate` and the next at
-    `learning_rate`; RETURNN rebuilds the network, and the optimizer's state with it, each time the
-    network grows: `gradtx.returnn.new_network` does that to the state
+    many as RETURNN's pretraining takes, counted from `network`, or `from_returnn_config`'s
+    `pretrain_epochs`) run at `pretrain_learning_rate` and the next at `learning_rate`; RETURNN rebuilds
+    the network, and the optimizer's state with it, each time the network grows:
+    `gradtx.returnn.new_network` does that to the state
 applied tf: pretrain_learning_rate
     with `pretrain`: the rate of the pretraining epochs (default `learning_rate`)
 applied tf: use_learning_rate_control_always
@@ -167,8 +168,12 @@ refused torch: torch_distributed -- PyTorch: PARALLEL
 ignored tf torch: learning_rate_file
     RETURNN's file of the epochs' rates and scores: gradtx keeps this history in the transform's state
     (checkpoint the state to resume)
-ignored tf: pretrain_copy_output_layer pretrain_repetitions pretrain_construction_algo
-    how the network grows during pretraining and how many epochs that takes (`pretrain_epochs` says it)
+applied tf: pretrain_repetitions pretrain_construction_algo
+    with `pretrain`: how many epochs each step of the growing network runs, and how the steps are made:
+    they give the number of pretraining epochs (a custom construction function is refused unless
+    `pretrain_epochs` says the number)
+ignored tf: pretrain_copy_output_layer
+    whether a grown network keeps the output layer's parameters: the parameters are yours
 ignored tf: eval_learning_rate -- only read with `train_in_eval`, which is refused
 ignored tf: horovod_avg_grad horovod_reduce_type horovod_param_sync_step horovod_param_sync_time_diff
     only read with `use_horovod`, which is refused
@@ -192,7 +197,8 @@ ignored tf torch: stop_on_nonfinite_train_score
 ignored tf torch: check_learning_rates -- RETURNN's learning-rate demo tool only
 ignored tf torch: network
     the model (a `#config` entry setting updater keys is refused; the layers' `updater_opts` and `L2` are
-    passed to gradtx as arguments)
+    passed to gradtx as arguments); with `pretrain` (TF), its layer graph gives the number of
+    pretraining epochs
 ignored tf torch: get_network get_model train_step forward_step model_outputs extern_data num_inputs
     + num_outputs target
     the model, which is yours

@@ -268,13 +268,16 @@ def _problems(name: str, value: Any, config: Mapping[str, Any], backend: str) ->
         if _MATTERS.get(name, _is_set)(value, config):
             return [f"{head}: refused on the {_NAMES[backend]} backend: {note}."]
         return []
-    if isinstance(value, Unevaluated) and name == "pretrain":  # only whether it is set matters (and greedy)
+    if isinstance(value, Unevaluated) and name in _PRETRAIN_COUNT:  # `from_returnn_config` asks for the count
         return []
     if isinstance(value, Unevaluated):
         return [f"{head}: the update reads it, but it could not be read from the config (line {value.line}: "
                 f"{value.reason}); write the value itself"]  # fmt: skip
     reason = _applied_value_problem(name, value, backend)
     return [f"{head}: {reason}."] if reason else []
+
+
+_PRETRAIN_COUNT = ("pretrain", "pretrain_repetitions", "pretrain_construction_algo")
 
 
 def _is_definition(value: Any) -> bool:

@@ -80,6 +80,23 @@ class ModuleRef:
     path: str  # e.g. "numpy", "numpy.linspace", "os.path"
 
 
+@dataclasses.dataclass(frozen=True)
+class EpochValue:
+    """A `WrapEpochValue(...)` of RETURNN's pretraining, kept unevaluated: a network value that
+    changes with the pretraining epoch (a layer's size, dropout), which the update never reads."""
+
+    source: str
+    line: int | None
+
+    def __repr__(self) -> str:
+        return f"<WrapEpochValue (line {self.line}): set per pretraining epoch>"
+
+
+_EPOCH_VALUE = {
+    f"{m}.WrapEpochValue" for m in ("Pretrain", "pretrain", "returnn.pretrain", "returnn.Pretrain")
+}
+
+
 def safe_eval(node_or_source: ast.AST | str, names: Mapping[str, Any]) -> Any:
     """Evaluate a config expression without running code.
 
@@ -279,6 +296,8 @@ class _Evaluator:
         return getattr(base, node.attr)
 
     def _Call(self, node: ast.Call) -> Any:
+        if self._wraps_epoch_value(node.func):
+            return EpochValue(_short(ast.unparse(node)), node.lineno)
         func = self.eval(node.func)
         if isinstance(func, ModuleRef):
             func = _module_function(func, node.lineno)
@@ -296,6 +315,12 @@ class _Evaluator:
         if isinstance(result, (enumerate, zip)):
             result = list(result)
         return result
+
+    def _wraps_epoch_value(self, func: ast.expr) -> bool:
+        """`WrapEpochValue` imported from RETURNN's pretrain module (its argument is not evaluated)."""
+        parts = ast.unparse(func).split(".")
+        ref = next((scope[parts[0]] for scope in reversed(self.scopes) if parts[0] in scope), None)
+        return isinstance(ref, ModuleRef) and ".".join([ref.path, *parts[1:]]) in _EPOCH_VALUE
 
     def _run_comprehension(self, generators: list[ast.comprehension], emit: Callable[[], None]) -> None:
         scope: dict[str, Any] = {}

@@ -75,7 +75,8 @@ def test_a_config_file_trains_at_returnns_rates(tmp_path):
     read = returnn.read_config(str(path))
     rates = _returnn_rates({k: v for k, v in read.items() if not isinstance(v, returnn.Unevaluated)}, 5)
     assert rates[:3] == pytest.approx([0.005, 0.0125, 0.02]) and rates[4] < rates[3]  # the list, then newbob
-    np.testing.assert_allclose(float(returnn.learning_rate(state)), rates[5], rtol=1e-6)
+    assert returnn.learning_rate(state) == rates[5]  # RETURNN's Python float, to the bit
+    assert jax.jit(returnn.learning_rate)(state) == np.float32(rates[5])  # traced: the rate the step takes
 
     # the same steps by hand: TF's Adam with the config's epsilon after a value clip, its rate set per epoch
     by_hand = gradtx.inject_hyperparams(
@@ -195,6 +196,7 @@ def test_every_applied_key_has_a_test_that_changing_it_changes_the_numbers():
     tf = _changed_keys(test_tf_backend.CHANGES.values()) | {"decouple_constraints", "gradient_nan_inf_filter"}
     tf |= {"learning_rate"}  # the rate the control sets: test_a_config_file_trains_at_returnns_rates
     tf |= {"pretrain", "pretrain_learning_rate", "use_learning_rate_control_always"}  # test_pretraining_...
+    tf |= {"pretrain_repetitions", "pretrain_construction_algo"}  # test_pretrain.py
     torch = {k for change in test_torch_backend.CHANGES for k in change} | {"optimizer"}
     torch |= {"num_allowed_consec_invalid_gradient_steps", "grad_scaler"}  # their own test (NaN gradients)
     for backend, covered in (("tf", tf | control), ("torch", torch | control)):
