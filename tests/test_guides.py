@@ -1,8 +1,16 @@
-"""The guides in docs/guides and the site's index page run: their Python blocks are executed in order, in
-one namespace.
+"""The guides in docs/guides and the site's index page run: each ```python block on its own.
 
-A guide that registers a factory does so in a copy of the registry (and of the test catalogue), so
-the rest of the suite sees the built-in catalogue only.
+Every block runs in a fresh namespace, as a reader who copies that one block into a new program would
+run it. A block that goes on from the one before it says so on its first line:
+
+    # continues the previous example
+
+and then runs in the namespace the previous block left (a run of such blocks shares one namespace).
+Blocks fenced as ```py (or any other language) are shown, not run. The pages in `ONE_NAMESPACE`, not yet
+marked, still run all their blocks in one namespace.
+
+A guide that registers a factory does so in a copy of the registry (and of the test catalogue), taken
+afresh for each block that does not continue, so the rest of the suite sees the built-in catalogue only.
 """
 
 from __future__ import annotations
@@ -19,19 +27,31 @@ DOCS = pathlib.Path(__file__).parent.parent / "docs"
 GUIDES = sorted(DOCS.joinpath("guides").glob("*.md")) + [DOCS / "index.md"]
 
 
+CONTINUES = "# continues the previous example"
+"""The first line of a block that runs in the namespace of the block before it."""
+
+ONE_NAMESPACE = {"from-returnn", "state-that-fits"}
+"""Pages whose blocks still run in one namespace, in order, as every page's did before the marker: their
+blocks that build on an earlier one are to carry the marker, and the page then leaves this set."""
+
+
 def _blocks(path: pathlib.Path) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", path.read_text(), flags=re.S | re.M)
 
 
 @pytest.mark.parametrize("path", GUIDES, ids=[p.stem for p in GUIDES])
 def test_guide_runs(path, monkeypatch):
-    monkeypatch.setattr(registry, "_ENTRIES", dict(registry._ENTRIES))
-    monkeypatch.setattr(registry, "_LOOKUP", dict(registry._LOOKUP))
-    monkeypatch.setattr(catalog_rows, "ROWS", dict(catalog_rows.ROWS))
-    namespace: dict = {"__name__": f"guide_{path.stem.replace('-', '_')}"}
     blocks = _blocks(path)
     assert blocks, f"{path.name} has no Python block"
+    assert not blocks[0].startswith(CONTINUES), f"{path.name}: its first block has no example to continue"
+    built_in = dict(registry._ENTRIES), dict(registry._LOOKUP), dict(catalog_rows.ROWS)
+    namespace: dict = {}
     for i, block in enumerate(blocks):
+        if i == 0 or not (block.startswith(CONTINUES) or path.stem in ONE_NAMESPACE):  # a fresh program
+            monkeypatch.setattr(registry, "_ENTRIES", dict(built_in[0]))
+            monkeypatch.setattr(registry, "_LOOKUP", dict(built_in[1]))
+            monkeypatch.setattr(catalog_rows, "ROWS", dict(built_in[2]))
+            namespace = {"__name__": f"guide_{path.stem.replace('-', '_')}_{i}"}
         exec(compile(block, f"{path.name}[block {i}]", "exec"), namespace)  # noqa: S102 -- our own docs
 
 

@@ -55,6 +55,40 @@ def test_unknown_name_suggests_close_names():
         gradtx.get("nothing_like_it")
 
 
+@pytest.mark.parametrize(
+    "misspelled, first",
+    [
+        ("AdamOptimzer", "AdamOptimizer"),  # a TF class name, spelled as TF spells it
+        ("adam_optimiser", "AdamOptimizer"),
+        ("MomentumOptimiser", "MomentumOptimizer"),
+        ("AdagradOptimzer", "AdagradOptimizer"),
+        ("GradientDecent", "GradientDescent"),
+        ("lazyadm", "lazy_adam"),  # underscores do not count
+        ("RMS_Prop_opt", "rmsprop"),
+        ("Adamm", "adam"),  # a tie (`adamw` is as close) goes by the spelling
+    ],
+)
+def test_an_unknown_name_suggests_the_closest_spelling_first(misspelled, first):
+    with pytest.raises(
+        KeyError, match=rf"unknown optimizer or transform '{misspelled}'\. Did you mean '{first}'"
+    ):
+        gradtx.get(misspelled)
+
+
+@pytest.mark.parametrize(
+    "name, built", [("adam_w", "adamw"), ("lamb", "lamb"), ("LAMB", "lamb"), ("Lamb_Optimizer", "lamb")]
+)
+def test_case_underscores_and_a_trailing_optimizer_do_not_matter(name, built):
+    assert registry.entry(name).name == built
+
+
+def test_a_suggestion_names_each_entry_once_and_far_names_not_at_all():
+    with pytest.raises(KeyError, match=r"Did you mean 'momentum', 'momentumw'\? All names"):
+        gradtx.get("Momentun")  # not also as 'Momentum', its alias
+    with pytest.raises(KeyError, match=r"unknown optimizer or transform 'xyzzy'\. All names"):
+        gradtx.get("xyzzy")
+
+
 def test_unknown_and_duplicated_arguments_are_errors():
     with pytest.raises(
         TypeError, match=r"`gradtx.get\('momentum'\)`: unknown argument `beta1`; `momentum` takes"

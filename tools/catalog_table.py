@@ -23,7 +23,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 TARGET = ROOT / "docs" / "guides" / "from-tf1.md"  # the page that holds the table
 START, END = "<!-- catalog:start -->", "<!-- catalog:end -->"
 
-# (section, seed system, gradtx path, issue that adds it)
+# (section, what the row reproduces (a TF1 class, a RETURNN, optax or PyTorch optimizer), gradtx path,
+# issue that adds it)
 ROWS = [
     ("Optimizers", "GradientDescent", "sgd", 2),
     ("Optimizers", "Momentum", "momentum", 2),
@@ -149,7 +150,7 @@ ROWS = [
     ("Distributed", "ElasticAverage", "parallel.elastic_average", 6),
     ("Distributed", "AGN", "parallel.agn", 6),
     ("Distributed", "DropStaleGradient", "parallel.drop_stale_gradients", 6),
-    ("Distributed", "ZeRO-1 (beyond the seeds)", "parallel.sharded_state", 6),
+    ("Distributed", "ZeRO-1 (not in TF1)", "parallel.sharded_state", 6),
     ("Building blocks and combinators", "(composition)", "chain", 2),
     ("Building blocks and combinators", "(composition)", "named_chain", 2),
     ("Building blocks and combinators", "(neutral element)", "identity", 2),
@@ -282,13 +283,13 @@ def optax_note(path: str) -> str:
 def render() -> str:
     lines = []
     section = None
-    for sec, seed, path, issue in ROWS:
+    for sec, source, path, issue in ROWS:
         if sec != section:
             if section is not None:
                 lines.append("")
-            lines += [f"**{sec}**", "", "| seed system | gradtx | status |", "|---|---|---|"]
+            lines += [f"**{sec}**", "", "| reproduces | gradtx | status |", "|---|---|---|"]
             section = sec
-        lines.append(f"| {seed} | `gradtx.{path}` | {status(path, issue)}{optax_note(path)} |")
+        lines.append(f"| {source} | `gradtx.{path}` | {status(path, issue)}{optax_note(path)} |")
     return "\n".join(lines)
 
 

@@ -9,7 +9,6 @@ builds on it: `get`, `from_config`, TF's argument names.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Any, Callable, Mapping
 
 from gradtx._core import checks as _checks
@@ -224,15 +223,60 @@ def entry(name: str) -> Entry:
     """
     found = _LOOKUP.get(_key(name)) if isinstance(name, str) else None
     if found is None:
-        by_key = {_key(n): e.name for e in _ENTRIES.values() for n in (e.name, *e.aliases)}
-        close_keys = difflib.get_close_matches(_key(str(name)), list(by_key), n=8, cutoff=0.6)
-        close = list(dict.fromkeys(by_key[k] for k in close_keys))[:4]
+        close = _suggestions(str(name))
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
         raise _protocol.UnknownNameError(
             f"`gradtx.get`: unknown optimizer or transform {name!r}.{hint} "
             f"All names: gradtx.registry.names()."
         )
     return _ENTRIES[found]
+
+
+def _levenshtein(a: str, b: str) -> int:
+    """The number of single-character insertions, deletions and substitutions that turn `a` into `b`."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
+
+
+def _suggestions(name: str, n: int = 4) -> list[str]:
+    """The registered spellings closest to an unknown `name`, closest first, at most one per entry.
+
+    Every name, alias and reference class name is a candidate, spelled as registered, and so is
+    each capitalized alias with "Optimizer" appended, as TF spells its classes and the lookup
+    accepts them (`"AdamOptimizer"` for the alias `"Adam"`). Both sides are compared lowercased without
+    underscores and hyphens, by Levenshtein distance, also with a trailing "optimizer" dropped on
+    both sides, the smaller distance counting. Ties go by the spelling, and within one entry to its
+    gradtx name. A spelling further than a third of the name's length (at least 2) is left out.
+
+    Args:
+      name: the name that was not found.
+      n: the most spellings to return.
+
+    Returns:
+      A list of registered spellings: `"AdamOptimizer"` first for `"AdamOptimzer"`, `"momentum"`
+      first for `"Momentun"`.
+    """
+
+    def plain(s: str) -> str:
+        return s.lower().replace("_", "").replace("-", "")
+
+    limit = max(2, len(_key(name)) // 3)
+    best: dict[str, tuple[int, int, str]] = {}  # entry name -> (distance, not its own name, spelling)
+    for e in _ENTRIES.values():
+        spelled = (e.name, *e.aliases, *([e.reference.class_name] if e.reference else []))
+        tf_classes = tuple(
+            f"{a}Optimizer" for a in e.aliases if a[:1].isupper() and not a.endswith("Optimizer")
+        )
+        for s in spelled + tf_classes:
+            d = min(_levenshtein(plain(name), plain(s)), _levenshtein(_key(name), _key(s)))
+            if d <= limit:
+                best[e.name] = min(best.get(e.name, (d + 1, 0, "")), (d, int(s != e.name), s))
+    ranked = sorted(best.values(), key=lambda b: (b[0], b[2].lower(), b[1]))
+    return [s for _, _, s in ranked[:n]]
 
 
 def names(kind: str | None = None) -> tuple[str, ...]:
