@@ -7,6 +7,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from gradtx._algorithms.adam import _adam_family, _doc, _tf1_leaf, _tf1_rows
 from gradtx._algorithms.lazy_adam import _lazy_sparse
@@ -22,12 +23,19 @@ def _powers_from_global_step(fn, h, state, extra):
     global_step = extra.get("global_step")
     if global_step is None:
         raise _protocol.missing_extra_arg(fn, "global_step", "step")
-    step = jnp.asarray(global_step)
-    if not isinstance(step, jax.core.Tracer) and (step.ndim or not step >= 0):
-        raise ValueError(f"`{fn}`: `global_step` must be a scalar >= 0, got {global_step!r}.")
-    # cast(global_step + 1, float), added in float so that int32's 2**31 - 1 does not wrap to
-    # -2**31; a traced negative step (no error possible) counts as 0.
-    t = jnp.maximum(step.astype(state.beta1_power.dtype), 0) + 1
+    dtype = state.beta1_power.dtype
+    if isinstance(global_step, (int, np.integer)) and not isinstance(global_step, bool):
+        if global_step < 0:
+            raise ValueError(f"`{fn}`: `global_step` must be a scalar >= 0, got {global_step!r}.")
+        # TF's int64 step, of any size: cast(global_step + 1, float), the sum exact in Python
+        t = jnp.asarray(float(int(global_step) + 1), dtype)
+    else:
+        step = jnp.asarray(global_step)
+        if not isinstance(step, jax.core.Tracer) and (step.ndim or not step >= 0):
+            raise ValueError(f"`{fn}`: `global_step` must be a scalar >= 0, got {global_step!r}.")
+        # cast(global_step + 1, float), added in float so that int32's 2**31 - 1 does not wrap to
+        # -2**31; a traced negative step (no error possible) counts as 0.
+        t = jnp.maximum(step.astype(dtype), 0) + 1
     b1p, b2p = jnp.power(h.b1, t), jnp.power(h.b2, t)
     return {"c": jnp.sqrt(1 - b2p) / (1 - b1p), "beta1_power": b1p * h.b1, "beta2_power": b2p * h.b2}
 

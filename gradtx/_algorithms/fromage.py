@@ -6,6 +6,7 @@ from typing import Any
 
 from gradtx._algorithms.lamb import scale_by_trust_ratio
 from gradtx._core import checks as _checks
+from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
@@ -26,11 +27,11 @@ def fromage_rates(learning_rate: _protocol.ScalarOrSchedule) -> tuple[Any, Any]:
         return learning_rate * mult, 1 - mult
 
     def rate(count):
-        lr = learning_rate(count)
+        lr = _hyper.resolve(learning_rate, count, "learning_rate")
         return _fromage_multiplier(lr) * lr
 
     def shrink(count):
-        return 1 - _fromage_multiplier(learning_rate(count))
+        return 1 - _fromage_multiplier(_hyper.resolve(learning_rate, count, "learning_rate"))
 
     return rate, shrink
 

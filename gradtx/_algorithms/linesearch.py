@@ -163,7 +163,8 @@ def scale_by_backtracking_linesearch(
 
     Args:
       max_backtracking_steps: the most evaluations of the objective per step, >= 0.
-      slope_rtol: the fraction of the linear decrease required, >= 0.
+      slope_rtol: the fraction of the linear decrease required, in [0, 1) (from 1 on, no step
+        of a smooth objective can satisfy the condition near its start).
       decrease_factor: the factor a rejected step size is multiplied by, in (0, 1).
       increase_factor: the factor the last step size is multiplied by to start a search, > 0.
       max_learning_rate: the largest step size, > 0.
@@ -196,7 +197,9 @@ def scale_by_backtracking_linesearch(
     """
     fn = "scale_by_backtracking_linesearch"
     _checks.check_int(fn, "max_backtracking_steps", max_backtracking_steps, minimum=0)
-    for name, value in (("slope_rtol", slope_rtol), ("atol", atol), ("rtol", rtol)):
+    check_number(fn, "slope_rtol", slope_rtol)  # a decrease of the linear model's, as the zoom search's
+    _checks.check_in_range(fn, "slope_rtol", slope_rtol, 0.0, 1.0, high_open=True)
+    for name, value in (("atol", atol), ("rtol", rtol)):
         check_number(fn, name, value)
         _checks.check_nonnegative(fn, name, value)
     check_number(fn, "decrease_factor", decrease_factor)

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
+from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.formulas import total_sum
@@ -135,7 +136,7 @@ def scale_by_prodigy(
     _checks.check_bool(fn, "safeguard_warmup", safeguard_warmup)
     if b3 is None:
         b2_: Any = b2
-        b3 = (lambda count: b2_(count) ** 0.5) if _checks.is_schedule(b2_) else b2_**0.5
+        b3 = (lambda count: _hyper.resolve(b2_, count, "b2") ** 0.5) if _checks.is_schedule(b2_) else b2_**0.5
     else:
         _checks.check_in_range(fn, "b3", b3, 0.0, 1.0)
     hyper = {"learning_rate": learning_rate, "b1": b1, "b2": b2, "b3": b3, "eps": eps, "estim_lr0": estim_lr0,

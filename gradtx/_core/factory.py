@@ -74,14 +74,28 @@ def wrapped_once(name: str, raw: GradientTransformation, per_example: bool = Fal
     `inject_hyperparams` returns), so that its transform is checked like any other.
     """
     result = _packed.leaf_wise(raw)
-    if not per_example:
-        result = _shape_checked(name, result)
+    # the step's updates NaN where a schedule's value left its range (`_checks.check_scheduled`)
+    result = _schedules_checked(result) if per_example else _shape_checked(name, result)
     if not _vma.is_typed(result.init):
         result = type(result)(_vma.typed_like_params(result.init), result.update)  # type: ignore[arg-type]
     if per_example:
         result = type(result)(result.init, per_example_grads(_passing(result.update)))
     result.update._gradtx_raw = raw  # type: ignore[attr-defined]
     return result
+
+
+def _schedules_checked(tx: GradientTransformation) -> GradientTransformation:
+    """`tx` whose step's updates are NaN where a schedule's value is out of its argument's range (the
+    values `_hyper.resolve` collects, `_checks.check_scheduled`); no schedule, no cost."""
+    update = tx.update
+
+    @functools.wraps(update)
+    def checked(updates, state, params=None, **extra_args):
+        with _checks.deferred() as intervals:
+            new_updates, new_state = update(updates, state, params, **extra_args)
+        return _checks.nan_unless(intervals, new_updates), new_state
+
+    return type(tx)(tx.init, checked)
 
 
 def unwrapped(tx: Any) -> Any:
@@ -117,6 +131,7 @@ def _passing(update: Callable[..., Any]) -> Callable[..., Any]:
 
 def _shape_checked(name: str, tx: GradientTransformation) -> GradientTransformation:
     """`tx` whose `update` refuses gradients (and state slots) shaped unlike the params, at trace time,
+    makes the step's updates NaN where a schedule's value left its range (as `_schedules_checked`),
     and returns its state in the dtypes it was given (a slot updated with a wider gradient, say f32
     into a bf16 slot, is stored back in bf16, as TF stores a slot in its variable's dtype), so that
     a state can be the carry of `lax.scan`, `lax.cond` or `lax.while_loop`."""
@@ -125,8 +140,9 @@ def _shape_checked(name: str, tx: GradientTransformation) -> GradientTransformat
     def update_fn(updates, state, params=None, **extra_args):
         updates, params = _shapes.numbers_as_arrays(updates), _shapes.numbers_as_arrays(params)
         _shapes.check_shapes(name, updates, params, state)
-        new_updates, new_state = update(updates, state, params, **extra_args)
-        return new_updates, _keep_dtypes(new_state, state)
+        with _checks.deferred() as intervals:  # the schedules' values (see `_schedules_checked`)
+            new_updates, new_state = update(updates, state, params, **extra_args)
+        return _checks.nan_unless(intervals, new_updates), _keep_dtypes(new_state, state)
 
     init = tx.init
 

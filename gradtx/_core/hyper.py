@@ -14,13 +14,17 @@ from gradtx._core import scalars as _scalars
 from gradtx._core.walk import is_row_sparse, values_of
 
 
-def resolve(value: _protocol.ScalarOrSchedule, count: jax.Array) -> Any:
+def resolve(value: _protocol.ScalarOrSchedule, count: jax.Array, name: str | None = None) -> Any:
     """The value of a hyperparameter at step `count`: schedules are called, scalars returned as is.
 
     Inside step t a schedule sees `count = t - 1`, which is TF's `global_step` before its
-    increment.
+    increment. A schedule's value is checked against the range of the argument it was given as
+    (`name`, when the caller knows it): out of range, it raises where it is known at trace time,
+    else the step's updates are NaN (`_checks.check_scheduled`).
     """
-    return value(count) if _checks.is_schedule(value) else value
+    if not _checks.is_schedule(value):
+        return value
+    return _checks.check_scheduled(value, value(count), count, name)
 
 
 def any_schedule(*values: Any) -> bool:

@@ -323,7 +323,7 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
     def resolve(count_: Any, dtype: Any) -> dict[str, Any]:
         h = dict(static)
         for k, v in schedules.items():
-            h[k] = v(count_)
+            h[k] = _hyper.resolve(v, count_, k)
         if tf_scalars:
             h = {k: _scalars.as_scalar(v, dtype) for k, v in h.items()}
         return h

@@ -231,9 +231,14 @@ def accumulate_gradients(
             skip, skip_state = should_skip_update_fn(dense, state.count, params)
             skip_state = _like(skip_state, state.skip_state)
         k = _every_k_at(every_k, state.count)
-        added = _walk.map_leaves(
-            lambda g, a: a if g is None else a + g.astype(a.dtype), dense, state.accumulator
-        )
+        try:
+            added = _walk.map_leaves(
+                lambda g, a: a if g is None else a + g.astype(a.dtype), dense, state.accumulator
+            )
+        except (ValueError, TypeError):  # JAX's tree errors name no key path
+            raise _protocol.tree_mismatch_error(
+                "accumulate_gradients", "updates", updates, "state.accumulator", state.accumulator
+            ) from None
         acc = _walk.where(skip, state.accumulator, added)
         mini_step = jnp.where(skip, state.mini_step, state.mini_step + 1).astype(jnp.int32)
 

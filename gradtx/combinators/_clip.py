@@ -14,6 +14,7 @@ from gradtx._core import formulas as _formulas
 from gradtx._core import hyper as _hyper
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
+from gradtx._core import rule_parts as _rule_parts
 from gradtx._core import walk as _walk
 
 
@@ -34,7 +35,9 @@ def _stateless(fn: str, bound: Any, apply) -> _protocol.GradientTransformation:
     def update_fn(updates, state, params=None, **extra_args):
         del params, extra_args
         if scheduled:
-            return apply(updates, bound(state.count)), ClipState(_hyper.increment(state.count))
+            return apply(updates, _hyper.resolve(bound, state.count)), ClipState(
+                _hyper.increment(state.count)
+            )
         return apply(updates, bound), state
 
     return _protocol.GradientTransformation(init_fn, update_fn)
@@ -107,6 +110,9 @@ def clip_by_norm(max_norm: _protocol.ScalarOrSchedule) -> _protocol.GradientTran
     _checks.check_nonnegative("clip_by_norm", "max_norm", max_norm)
 
     def apply(updates, bound):
+        leaves, treedef = jax.tree.flatten(updates, is_leaf=_walk.is_update_leaf)
+        _rule_parts.refuse_integers("clip_by_norm", updates, leaves, treedef, None, None)  # a norm's scale
+
         def leaf(g):
             v = _walk.values_of(g)
             return _walk.with_values(g, _formulas.clip_to_norm(v, _hyper.like(bound, v)))

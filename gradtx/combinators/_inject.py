@@ -214,7 +214,9 @@ class Injection:
         # cast: a plain dict put in the state (`_replace`, `optax.tree.set`) may hold Python floats
         values = {k: jnp.asarray(v, self.dtype) for k, v in state.hyperparams.items()}
         scheduled = {k: v for k, v in injected.items() if _checks.is_schedule(v)}
-        values.update({k: jnp.asarray(v(state.count), self.dtype) for k, v in scheduled.items()})
+        values.update(
+            {k: jnp.asarray(_hyper.resolve(v, state.count, k), self.dtype) for k, v in scheduled.items()}
+        )
         return values, None
 
     def cast_note(self, params: Any) -> str:

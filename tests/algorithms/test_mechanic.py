@@ -57,6 +57,11 @@ CASES = {
         lambda: optax.contrib.mechanize(optax.sgd(_decaying, 0.9), 0.1, 1e-6, 1e-4, 3),
     ),
 }
+TOL_ALL = {"rtol": 1e-6, "atol": 1e-6}
+# A scheduled rate is checked each step (the step's updates times 1, or NaN out of range): XLA then fuses
+# the last multiply-add otherwise than in optax's program, and mechanic's growing scale carries that
+# rounding (2e-6 relative at step 20, one element of 24).
+TOL = {"mechanize-sgd-schedule-args": {"rtol": 5e-6, "atol": 5e-6}}
 EXTRA = {}  # no case takes extra arguments of `update` (Polyak's loss values: test_polyak.py)
 
 
@@ -72,7 +77,7 @@ def test_twenty_jitted_steps_and_the_compat_state_equal_optax(name):
     actual, compat_state, expected, optax_state = _runs()[name]
     for t in range(helpers.STEPS):
         at = jax.tree.map(lambda x, t=t: x[t], (actual, expected))
-        helpers.assert_trees_close(at[0], at[1], rtol=1e-6, atol=1e-6, msg=f"{name}: step {t + 1}")
+        helpers.assert_trees_close(at[0], at[1], **TOL.get(name, TOL_ALL), msg=f"{name}: step {t + 1}")
     layout = str(jax.tree.structure(compat_state))  # the state classes' names and fields
     assert layout == str(jax.tree.structure(optax_state)), name
     helpers.assert_trees_close(compat_state, optax_state, rtol=1e-6, atol=1e-6, msg=f"{name}: state")
