@@ -1,6 +1,7 @@
 """Checkpoints name the transform that wrote them: `load_npz` refuses a file of another optimizer whose
-state has the same layout (adam's into nadam or lazy_adam, adagrad's into reg_adagrad) unless asked to
-load it anyway; a changed hyperparameter is the same transform; files without a name still load."""
+state has the same layout (adam's into nadam or lazy_adam, adagrad's into reg_adagrad), or a named file
+loaded without a transform to check it against, unless asked to load it anyway; a changed hyperparameter
+is the same transform; files without a name still load."""
 
 import json
 import zipfile
@@ -75,9 +76,32 @@ def test_files_without_a_transform_name_load_and_say_nothing(tmp_path):
     np.savez(tmp_path / "v1.npz", __gradtx_dtypes__=np.asarray(dtypes), **arrays)
     restored = checkpoint.load_npz(tmp_path / "v1.npz", tx.init(PARAMS), transform=gradtx.nadam(0.1))
     helpers.assert_trees_close(restored, state, rtol=0, atol=0)
-    # a named file read without a transform: nothing to compare with
-    checkpoint.save_npz(tmp_path / "named.npz", state, transform=tx)
-    checkpoint.load_npz(tmp_path / "named.npz", tx.init(PARAMS))
+    restored = checkpoint.load_npz(tmp_path / "v1.npz", tx.init(PARAMS))  # nor without one
+    helpers.assert_trees_close(restored, state, rtol=0, atol=0)
+
+
+def test_a_named_file_loaded_without_a_transform_is_refused_unless_asked(tmp_path):
+    adam, nadam = gradtx.adam(0.1), gradtx.nadam(0.1)
+    state = _trained(adam)
+    checkpoint.save_npz(tmp_path / "s.npz", state, transform=adam)
+    with zipfile.ZipFile(tmp_path / "s.npz") as zf:
+        assert json.loads(zf.read("__gradtx__.json"))["transform"] == "adam"
+    error = (
+        r"`load_npz`: .*s.npz holds the state of `adam`, but no `transform` was given to check that "
+        r"`target` is the state of `adam`: .* Pass `transform=` the transform whose state `target` is, or "
+        r"`allow_other_transform=True` to load it unchecked."
+    )
+    with pytest.raises(checkpoint.CheckpointError, match=error):  # the issue's case: nadam's target
+        checkpoint.load_npz(tmp_path / "s.npz", nadam.init(PARAMS))
+    with pytest.raises(checkpoint.CheckpointError, match=error):  # adam's own, but not said so
+        checkpoint.load_npz(tmp_path / "s.npz", adam.init(PARAMS))
+    with pytest.raises(
+        checkpoint.CheckpointError, match=r"holds the state of `adam`, but `transform` is `nad"
+    ):
+        checkpoint.load_npz(tmp_path / "s.npz", nadam.init(PARAMS), transform=nadam)
+    for kwargs in ({"transform": gradtx.adam(0.3)}, {"allow_other_transform": True}):
+        restored = checkpoint.load_npz(tmp_path / "s.npz", nadam.init(PARAMS), **kwargs)
+        helpers.assert_trees_close(restored, state, rtol=0, atol=0)
 
 
 def test_transform_names_nest_and_leave_out_hyperparameters_and_state_keeping_wrappers():
@@ -141,5 +165,8 @@ def test_bad_transform_arguments_are_refused(tmp_path):
             if info.filename == "__gradtx__.json":
                 body = json.dumps({**json.loads(body), "transform": ["sgd"]}).encode()
             zout.writestr(info.filename, body)
-    with pytest.raises(checkpoint.CheckpointError, match=r"the header of .*bad.npz is malformed \(transform"):
+    with pytest.raises(
+        checkpoint.CheckpointError,
+        match=r"of .*bad.npz is malformed: the entry `transform` must be a transform's name, got a list",
+    ):
         checkpoint.load_npz(tmp_path / "bad.npz", state, transform=gradtx.sgd(0.1))

@@ -38,7 +38,22 @@ class GaLoreDimensionNumbers(NamedTuple):
 
 
 class GaLoreState(NamedTuple):
-    """State of `scale_by_galore` (optax's `GaLoreState`, field for field)."""
+    """State of `scale_by_galore` (optax's `GaLoreState`, field for field).
+
+    A parameter GaLore does not project (a vector, by default) keeps an empty `(0, 0)`
+    projector, as in optax's state (`optax_compat.contrib.galore` holds optax's state, so the
+    placeholder stays). orbax refuses to save arrays of size 0 ("Cannot save arrays with zero
+    size"): save the state with `gradtx.checkpoint.save_npz`, which stores them, or give orbax
+    the tree without its empty arrays and put them back from the restore target::
+
+        drop = lambda tree: jax.tree.map(lambda x: None if x.size == 0 else x, tree)
+        checkpointer.save(path, drop(item))
+        restored = checkpointer.restore(path, drop(target))  # target: e.g. jax.eval_shape of it
+        item = jax.tree.map(
+            lambda t, x: jnp.zeros(t.shape, t.dtype) if x is None else x,
+            target, restored, is_leaf=lambda x: x is None,
+        )
+    """
 
     count: _protocol.Count  # int32: completed updates (the projectors are recomputed when count % gap == 0)
     base_optimizer_state: Any  # the base optimizer's state, over the projected gradients
@@ -234,7 +249,12 @@ def scale_by_galore(
     def update_fn(updates, state, params=None, **extra_args):
         leaves, axes, treedef = dims_of(sparse.densify(updates))
         refuse_integers(name, updates, leaves, treedef, params, None)
-        old = treedef.flatten_up_to(state.projector)
+        try:
+            old = treedef.flatten_up_to(state.projector)
+        except (ValueError, TypeError):  # JAX's tree errors name no key path
+            raise _protocol.tree_mismatch_error(
+                name, "updates", updates, "state.projector", state.projector
+            ) from None
         _check_projectors(name, updates, leaves, axes, old, rank)
         renew = state.count % update_proj_gap == 0
         low, projectors = [], []

@@ -150,7 +150,9 @@ def scale_by_sophia(
     the estimator: Hutchinson's needs `obj_fn(params) -> loss`. Follow with the learning rate
     (`sophia`). The numbers of `optax.contrib.scale_by_sophia`; with `verbose`, the share of
     unclipped elements (the "win rate", best between 0.1 and 0.5) is printed every
-    `print_win_rate_every_n_steps` steps. A row-sparse gradient is densified first.
+    `print_win_rate_every_n_steps` steps. A row-sparse gradient is densified first; a `None`
+    gradient leaves its parameter's `mu` and `nu` as they are (and gives it no update), so the
+    state keeps its structure.
 
     Args:
       b1: decay of the momentum, in [0, 1).
@@ -221,9 +223,21 @@ def scale_by_sophia(
         h = {k: _hyper.resolve(v, count) for k, v in dict(b1=b1, b2=b2, eps=eps, gamma=gamma).items()}
         rho = _hyper.resolve(clip_threshold, count)
         bc1 = 1 - jnp.asarray(h["b1"], jnp.float32) ** t
-        mu = _walk.map_updates(fn, lambda g, m: _formulas.optax_moment(m, g, h["b1"]), grads, state.mu)
+        # a leaf without a gradient (None) keeps its slots and gets no update: the state keeps its structure
+        mu = _walk.map_updates(
+            fn,
+            lambda m, g: m if g is None else _formulas.optax_moment(m, g, h["b1"]),
+            state.mu,
+            grads,
+            names=("state.mu", "updates"),
+        )
         out = _walk.map_updates(
-            fn, lambda m, v: (m / bc1.astype(m.dtype)) / jnp.maximum(h["gamma"] * v, h["eps"]), mu, state.nu
+            fn,
+            lambda _, m, v: (m / bc1.astype(m.dtype)) / jnp.maximum(h["gamma"] * v, h["eps"]),
+            grads,
+            mu,
+            state.nu,
+            names=("updates", "state.mu", "state.nu"),
         )
         if rho is not None:
             if verbose:
@@ -239,7 +253,12 @@ def scale_by_sophia(
         def refresh(estimator_state, nu):
             diag, estimator_state = estimator.update(grads, estimator_state, params, **extra_args)
             return estimator_state, _walk.map_updates(
-                fn, lambda d, v: _formulas.optax_moment(v, d, h["b2"]), diag, nu
+                fn,
+                lambda v, d, g: v if g is None else _formulas.optax_moment(v, d, h["b2"]),
+                nu,
+                diag,
+                grads,
+                names=("state.nu", "the Hessian-diagonal estimate", "updates"),
             )
 
         estimator_state, nu = _control.cond(

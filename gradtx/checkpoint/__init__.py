@@ -5,15 +5,17 @@ a *target* with the same structure (e.g. `tx.init(params)` or `trainer.init(para
 `jax.eval_shape` of it), so NamedTuples, `None` leaves and dtypes come back exactly and a
 resumed run is bit-identical. Saving is atomic (a crash leaves the old file), and loading
 checks every key path, shape, dtype and state class against the target before it reads
-an array. Given the transform (`save_npz(path, state, transform=tx)`), the file names it
-(`transform_name`: `adam`, `nadam`, ...) and `load_npz(path, target, transform=tx)` refuses
-a file that another transform wrote, though its state has the same layout (adam's into
-nadam or lazy_adam), unless `allow_other_transform=True`. Packed parameters and slots
+an array; it reads regular files only (never a FIFO or a device), each read bounded by the
+target. Given the transform (`save_npz(path, state, transform=tx)`), the file names it
+(`transform_name`: `adam`, `nadam`, ...; a state alone does not say which transform made
+it), and `load_npz` refuses it unless given the same transform (`transform=tx`): another
+transform's state, though of the same layout (adam's into nadam or lazy_adam), or a call
+that names none, loads only with `allow_other_transform=True`. Packed parameters and slots
 (`gradtx.packing`) are stored leaf by leaf under the key paths of the leaves they hold, the
 names an unpacked state gives them, so a checkpoint moves between packed and unpacked runs.
 For sharded or very large states use orbax-checkpoint (`pip install gradtx[checkpoint]`):
 gradtx states are plain pytrees and round-trip through `orbax.checkpoint.StandardCheckpointer`
-unchanged.
+unchanged, but for GaLore's empty projectors, which orbax refuses (see `GaLoreState`).
 
 `from_tf1` / `to_tf1` read and write TF1 checkpoints (`tf.compat.v1.train.Saver`), with every
 optimizer slot under TF's name (`dense/kernel/Adam`, `beta1_power`, `global_step`, ...), so a

@@ -3,14 +3,16 @@ the name of the transform that wrote a state.
 
 A `Packed` node (`gradtx.packing`) is read as the leaves it holds, each under the key path
 the unpacked tree gives it, so a checkpoint does not depend on whether a run packed its
-parameters.
+parameters. A checkpoint is read from a regular file only (`open_regular`): never a FIFO, a device or
+a file of /proc.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-from typing import Any, Callable
+import stat
+from typing import IO, Any, Callable
 
 import jax
 
@@ -111,6 +113,76 @@ def state_types(tree: Any, prefix: str = "") -> dict[str, str]:
         if is_named_tuple(node):
             out.update(state_types(node, prefix + jax.tree_util.keystr(path)))
     return out
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (a named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISSOCK, "a socket"),
+)
+_PSEUDO_FILE_SYSTEMS = ("/proc", "/sys")  # files the kernel makes up as they are read: size 0, or any size
+
+
+def _not_regular(fn: str, name: str, mode: int) -> CheckpointError:
+    kind = next((what for test, what in _KINDS if test(mode)), f"not a regular file (mode {mode:o})")
+    real = os.path.realpath(name)
+    link = f" (a link to {real})" if real != os.path.abspath(name) else ""
+    return CheckpointError(
+        f"`{fn}`: {name}{link} is {kind}; a checkpoint is a regular file, and reading anything else "
+        "may block forever or never end."
+    )
+
+
+def open_regular(fn: str, path: Any) -> IO[bytes]:
+    """`path` opened for binary reading, refused with a `CheckpointError` of `fn` unless it is a regular file.
+
+    The path is checked before it is opened (symlinks followed: `os.stat`), so a FIFO is never
+    opened (which would block) nor a device read (`/dev/zero` never ends); what was opened is
+    checked again (the path may have changed in between; a FIFO is opened without blocking).
+    Files of `/proc` and `/sys`, which the kernel makes up as they are read (their size says
+    nothing of what a read gives), are refused, as is a file of size 0 that reads bytes.
+
+    Raises:
+      TypeError: if `path` is not a file path (`str`, `bytes` or `os.PathLike`).
+      FileNotFoundError: if there is no file at `path`.
+      CheckpointError: if it is not a regular file on disk.
+    """
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(
+            f"`{fn}`: `path` must be a file path (a str or an os.PathLike), got {type(path).__name__}."
+        )
+    name = os.fsdecode(path)
+    mode = os.stat(name).st_mode
+    if not stat.S_ISREG(mode):
+        raise _not_regular(fn, name, mode)
+    real = os.path.realpath(name)
+    pseudo = [root for root in _PSEUDO_FILE_SYSTEMS if real == root or real.startswith(root + "/")]
+    if pseudo:
+        raise CheckpointError(
+            f"`{fn}`: {name} is a file of {pseudo[0]}, which the kernel makes up as it is read; "
+            "a checkpoint is a regular file on disk."
+        )
+    nonblocking = getattr(os, "O_NONBLOCK", 0)  # a FIFO put there since the check: opened, not waited on
+    fd = os.open(name, os.O_RDONLY | getattr(os, "O_BINARY", 0) | nonblocking)
+    f = os.fdopen(fd, "rb")
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            raise _not_regular(fn, name, opened.st_mode)
+        if nonblocking:
+            os.set_blocking(fd, True)
+        if opened.st_size == 0 and f.read(1):
+            raise CheckpointError(
+                f"`{fn}`: {name} has size 0 but reads as more (a file the kernel makes up as it is "
+                "read); a checkpoint is a regular file on disk."
+            )
+        f.seek(0)
+    except BaseException:
+        f.close()
+        raise
+    return f
 
 
 def _fsync_dir(directory: str) -> None:
