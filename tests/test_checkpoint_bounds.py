@@ -268,27 +268,20 @@ def test_sophia_keeps_its_state_on_a_none_gradient_and_goes_through_orbax(tmp_pa
     helpers.assert_trees_close(step(restored["opt_state"]), step(state), rtol=0, atol=0)
 
 
-def test_galore_goes_through_orbax_without_its_empty_projectors(tmp_path):
-    """The recipe of `GaLoreState`'s docstring: orbax refuses arrays of size 0, which GaLore keeps (as
-    optax's state does) for each parameter it does not project."""
+def test_galore_goes_through_orbax(tmp_path):
+    """orbax refuses arrays of size 0: a parameter GaLore does not project has no projector (`None`), not
+    optax's empty `(0, 0)` array; `optax_compat.contrib.galore` keeps optax's, and steps from either."""
     tx = gradtx.galore(0.1, rank=1)
     params = {"w": jnp.arange(6.0).reshape(3, 2), "b": jnp.ones(2)}
     _, state = tx.update(params, tx.init(params), params)
-    assert state[0].projector["b"].shape == (0, 0)  # what orbax refuses
+    assert state[0].projector["b"] is None and state[0].projector["w"].shape == (3, 1)
     item = {"params": params, "opt_state": state}
-    target = jax.eval_shape(lambda: item)
-
-    def drop(tree):
-        return jax.tree.map(lambda x: None if x.size == 0 else x, tree)
-
-    restored = _orbax_round_trip(tmp_path / "orbax", drop(item), drop(target))
-    restored = jax.tree.map(
-        lambda t, x: jnp.zeros(t.shape, t.dtype) if x is None else x,
-        target,
-        restored,
-        is_leaf=lambda x: x is None,
-    )
+    restored = _orbax_round_trip(tmp_path / "orbax", item, jax.eval_shape(lambda: item))
     assert jax.tree.structure(restored) == jax.tree.structure(item)
     helpers.assert_trees_close(restored, item, rtol=0, atol=0)
     step = lambda s: tx.update(params, s, params)  # noqa: E731
     helpers.assert_trees_close(step(restored["opt_state"]), step(state), rtol=0, atol=0)
+    compat = gradtx.optax_compat.contrib.galore(0.1, rank=1)
+    compat_state = compat.update(params, compat.init(params), params)[1]
+    assert compat_state[0].projector["b"].shape == (0, 0)  # optax's placeholder
+    helpers.assert_trees_close(compat.update(params, compat_state, params)[0], step(state)[0], rtol=0, atol=0)

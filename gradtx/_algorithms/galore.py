@@ -40,24 +40,14 @@ class GaLoreDimensionNumbers(NamedTuple):
 class GaLoreState(NamedTuple):
     """State of `scale_by_galore` (optax's `GaLoreState`, field for field).
 
-    A parameter GaLore does not project (a vector, by default) keeps an empty `(0, 0)`
-    projector, as in optax's state (`optax_compat.contrib.galore` holds optax's state, so the
-    placeholder stays). orbax refuses to save arrays of size 0 ("Cannot save arrays with zero
-    size"): save the state with `gradtx.checkpoint.save_npz`, which stores them, or give orbax
-    the tree without its empty arrays and put them back from the restore target::
-
-        drop = lambda tree: jax.tree.map(lambda x: None if x.size == 0 else x, tree)
-        checkpointer.save(path, drop(item))
-        restored = checkpointer.restore(path, drop(target))  # target: e.g. jax.eval_shape of it
-        item = jax.tree.map(
-            lambda t, x: jnp.zeros(t.shape, t.dtype) if x is None else x,
-            target, restored, is_leaf=lambda x: x is None,
-        )
+    A parameter GaLore does not project (a vector, by default) has no projector: `None` there
+    (optax keeps an empty `(0, 0)` array, which orbax refuses to save; `optax_compat.contrib`'s
+    galore holds optax's state, placeholder included, and a state of either form is taken).
     """
 
     count: _protocol.Count  # int32: completed updates (the projectors are recomputed when count % gap == 0)
     base_optimizer_state: Any  # the base optimizer's state, over the projected gradients
-    projector: _protocol.Updates  # P per parameter: (m, r) or (n, r); (0, 0) for a parameter not projected
+    projector: _protocol.Updates  # P per parameter: (m, r) or (n, r); None for a parameter not projected
 
 
 setattr(GaLoreState, "slots_shaped_like_params", False)  # noqa: B010  (not a field: projectors are (m, r))
@@ -237,7 +227,7 @@ def scale_by_galore(
         projectors, proxies = [], []
         for p, ax in zip(leaves, axes, strict=True):
             if ax is None:
-                projectors.append(None if p is None else _fill(p, (0, 0)))
+                projectors.append(None)
                 proxies.append(p if p is None else _placement.zeros_like(p))
                 continue
             _, p_shape, low_shape = _shapes(jnp.shape(p), ax, rank)
@@ -280,16 +270,20 @@ def _check_projectors(
 ) -> None:
     """Raise if a projector of the state was made for a parameter of another shape (at trace time)."""
     for i, (g, ax, p) in enumerate(zip(leaves, axes, old, strict=True)):
-        if g is None or p is None:
+        if g is None or (ax is None and (p is None or jnp.size(p) == 0)):  # None, or optax's (0, 0)
             continue
-        want = (0, 0) if ax is None else _shapes(jnp.shape(g), ax, rank)[1]
-        if tuple(jnp.shape(p)) != want:
+        want = None if ax is None else _shapes(jnp.shape(g), ax, rank)[1]
+        if p is None or tuple(jnp.shape(p)) != want:
             raise ValueError(
                 f"`{fn}`: the gradient at {_walk.key_paths(updates)[i]} has shape {tuple(jnp.shape(g))}, but "
-                f"the state's GaLoreState, its slot `projector` there has shape {tuple(jnp.shape(p))} "
+                f"the state's GaLoreState, its slot `projector` there is {_shown(p)} "
                 f"(`init` makes it {want} for such a parameter); pass a state made by `init` from params "
                 "shaped like these gradients."
             )
+
+
+def _shown(p: Any) -> str:
+    return "None" if p is None else f"of shape {tuple(jnp.shape(p))}"
 
 
 def _fill(p: Any, shape: tuple[int, ...]) -> jax.Array:

@@ -411,9 +411,31 @@ dpsgd = recipe("contrib.dpsgd", gradtx.differentially_private_aggregate, example
 
 @recipe("contrib.scale_by_galore", gradtx.scale_by_galore)
 def scale_by_galore(a):
-    """`gradtx.scale_by_galore`, with optax's default base optimizer (its `scale_by_adam`)."""
+    """`gradtx.scale_by_galore`, with optax's default base optimizer (its `scale_by_adam`) and optax's
+    empty `(0, 0)` projector where gradtx keeps none."""
     base = scale_by_adam() if a.base_optimizer is None else a.base_optimizer
-    return gradtx.scale_by_galore(a.rank, a.update_proj_gap, a.scale, base, a.weight_dimension_numbers)
+    return _empty_projectors(
+        gradtx.scale_by_galore(a.rank, a.update_proj_gap, a.scale, base, a.weight_dimension_numbers)
+    )
+
+
+def _empty_projectors(tx: Any) -> _protocol.GradientTransformation:
+    """`tx` (gradtx's galore) whose state keeps optax's `zeros((0, 0), param.dtype)` where gradtx's has `None`."""
+    inner = _factory.member(tx)
+    none = {"is_leaf": lambda x: x is None}
+
+    def filled(state: Any, like: Any) -> Any:  # `like`: the params at init, the previous projectors after
+        fill = lambda p, old: jnp.zeros((0, 0), old.dtype) if p is None and old is not None else p  # noqa: E731
+        return state._replace(projector=jax.tree.map(fill, state.projector, like, **none))
+
+    def init_fn(params):
+        return filled(inner.init(params), params)
+
+    def update_fn(updates, state, params=None, **extra_args):
+        updates, new = inner.update(updates, state, params, **extra_args)  # (0, 0) is taken as None
+        return updates, filled(new, state.projector)
+
+    return _factory.composite(init_fn, update_fn, inner)
 
 
 @recipe("contrib.galore", scale_by_galore, add_decayed_weights)
