@@ -12,7 +12,6 @@ import contextlib
 import contextvars
 import math
 import numbers
-import weakref
 from typing import Any, Callable, Iterator, NamedTuple, TypeGuard
 
 import jax
@@ -21,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gradtx._core import lowbit as _lowbit
+from gradtx._core import scheduled as _scheduled
 
 _API_NAME: contextvars.ContextVar[str | None] = contextvars.ContextVar("gradtx_api_name", default=None)
 
@@ -160,7 +160,7 @@ def check_hyperparam(
     """`value` must be a finite real number, a scalar array, or a schedule; bools and strings are refused.
 
     A traced value inside `deferred()` is collected with `interval` (default: finite). A schedule's
-    values are checked at each step against `interval` (`check_scheduled`).
+    values are checked at each step against `interval` (`gradtx._core.scheduled`).
 
     Raises:
       TypeError: if `value` is none of those.
@@ -168,8 +168,7 @@ def check_hyperparam(
     """
     if is_schedule(value):
         _check_schedule_output(fn, name, value)
-        bounds = (interval or Interval(None))[1:]
-        _register(value, _Range(api_name(fn), name, *bounds, allowed, name))
+        _scheduled.register(value, api_name(fn), name, (interval or Interval(None))[1:], allowed)
         return
     if not _is_real(value):
         raise TypeError(
@@ -207,89 +206,6 @@ def _check_schedule_output(fn: str, name: str, schedule: Callable[..., Any]) -> 
             f"`{api_name(fn)}`: the schedule given as `{name}` must return a real number, "
             f"got dtype {leaves[0].dtype}."
         )
-
-
-# --------------------------------------------------------------------------- schedules
-# A hyperparameter given as a schedule is checked at each step against the range its constant is
-# checked against at construction. The check that meets the schedule records the range, keyed by the
-# schedule; `_hyper.resolve`, which every transform calls a schedule through, checks each value: a value
-# known where the step is traced (an eager step, a schedule that ignores its count) raises, naming the
-# schedule, the step and the value; a traced one is collected as an injected value is (`deferred`: the
-# outermost transform makes the step's updates NaN), and is itself NaN out of range.
-
-
-class _Range(NamedTuple):
-    fn: str  # the factory the user called (`api_name`)
-    name: str  # its argument, as the user gave the schedule
-    low: float
-    high: float
-    low_open: bool
-    high_open: bool
-    allowed: str
-    key: str  # the argument of the check (a building block's name for the same value: `ema`'s `decay`)
-
-
-_RANGES: weakref.WeakKeyDictionary[Any, list[_Range]] = weakref.WeakKeyDictionary()
-_RANGES_HELD: dict[int, tuple[Any, list[_Range]]] = {}  # schedules that take no weak reference (builtins)
-
-
-def _register(schedule: Any, rule: _Range) -> None:
-    try:
-        ranges = _RANGES.setdefault(schedule, [])
-    except TypeError:
-        ranges = _RANGES_HELD.setdefault(id(schedule), (schedule, []))[1]
-    # a factory checks its argument, then its building blocks check it again under their names: the
-    # message names the argument the user gave
-    shown = next((r.name for r in ranges if r.fn == rule.fn), rule.name)
-    rule = rule._replace(name=shown)
-    if rule not in ranges:
-        ranges.append(rule)
-
-
-def _ranges(schedule: Any, name: str | None) -> list[_Range]:
-    try:
-        ranges = _RANGES.get(schedule, [])
-    except TypeError:
-        ranges = _RANGES_HELD.get(id(schedule), (None, []))[1]
-    named = [r for r in ranges if name in (r.key, r.name)]
-    return named or ranges
-
-
-def check_scheduled(schedule: Any, value: Any, count: Any, name: str | None = None) -> Any:
-    """`value` (`schedule(count)`) checked against the ranges the schedule was given for (see above).
-
-    Returns:
-      `value`, or NaN in its place where a traced value is out of range.
-
-    Raises:
-      ValueError: for a value known at trace time that is out of range, naming the factory, the
-        argument, the step (`count + 1`) and the value.
-    """
-    ranges = _ranges(schedule, name)
-    if not ranges or jnp.ndim(value) != 0:
-        return value
-    if not _is_traced(value):
-        v = float(value)
-        for r in ranges:
-            interval = Interval(v, *r[2:6])  # low, high, low_open, high_open
-            if not (math.isfinite(v) and interval.holds(v)):
-                step = "at every step" if count is None or _is_traced(count) else f"at step {int(count) + 1}"
-                raise ValueError(
-                    f"`{r.fn}`: the schedule given as `{r.name}` returned {np.asarray(value)} {step}; "
-                    f"`{r.name}` must be {r.allowed}."
-                )
-        return value
-    if _DEFERRED.get() is not None and _in_deferred_trace():
-        for r in ranges:  # the outermost transform NaNs the step's updates
-            _defer(Interval(value, *r[2:6]))
-        return value
-    # inside a branch or a loop body, whose values cannot reach the outermost updates: NaN the value
-    inside = jnp.isfinite(value)
-    for r in ranges:
-        inside = inside & Interval(value, *r[2:6]).holds(value)
-    if not jnp.issubdtype(jnp.result_type(value), jnp.inexact):
-        return value  # an integer keeps its dtype
-    return jnp.where(inside, value, jnp.nan)
 
 
 def schedule_at_zero(schedule: Callable[..., Any]) -> float | None:

@@ -74,7 +74,7 @@ def wrapped_once(name: str, raw: GradientTransformation, per_example: bool = Fal
     `inject_hyperparams` returns), so that its transform is checked like any other.
     """
     result = _packed.leaf_wise(raw)
-    # the step's updates NaN where a schedule's value left its range (`_checks.check_scheduled`)
+    # the step's updates NaN where a schedule's value left its range (`gradtx._core.scheduled`)
     result = _schedules_checked(result) if per_example else _shape_checked(name, result)
     if not _vma.is_typed(result.init):
         result = type(result)(_vma.typed_like_params(result.init), result.update)  # type: ignore[arg-type]
@@ -86,7 +86,7 @@ def wrapped_once(name: str, raw: GradientTransformation, per_example: bool = Fal
 
 def _schedules_checked(tx: GradientTransformation) -> GradientTransformation:
     """`tx` whose step's updates are NaN where a schedule's value is out of its argument's range (the
-    values `_hyper.resolve` collects, `_checks.check_scheduled`); no schedule, no cost."""
+    values `_hyper.resolve` collects, `gradtx._core.scheduled`); no schedule, no cost."""
     update = tx.update
 
     @functools.wraps(update)

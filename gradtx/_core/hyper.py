@@ -11,6 +11,7 @@ import numpy as np
 from gradtx._core import checks as _checks
 from gradtx._core import protocol as _protocol
 from gradtx._core import scalars as _scalars
+from gradtx._core import scheduled as _scheduled
 from gradtx._core.walk import is_row_sparse, values_of
 
 
@@ -20,11 +21,11 @@ def resolve(value: _protocol.ScalarOrSchedule, count: jax.Array, name: str | Non
     Inside step t a schedule sees `count = t - 1`, which is TF's `global_step` before its
     increment. A schedule's value is checked against the range of the argument it was given as
     (`name`, when the caller knows it): out of range, it raises where it is known at trace time,
-    else the step's updates are NaN (`_checks.check_scheduled`).
+    else the step's updates are NaN (`gradtx._core.scheduled`).
     """
     if not _checks.is_schedule(value):
         return value
-    return _checks.check_scheduled(value, value(count), count, name)
+    return _scheduled.check(value, value(count), count, name)
 
 
 def any_schedule(*values: Any) -> bool:
