@@ -4,7 +4,7 @@ The check that meets a schedule at construction (`checks.check_hyperparam`, and 
 through it) records the range, keyed by the schedule (`register`); `_hyper.resolve`, which every
 transform calls a schedule through, checks each value (`check`). A value known where the step is
 traced (an eager step, a schedule that ignores its count) raises, naming the factory, the argument,
-the step and the value; a traced one is collected as an injected value is (`checks.deferred`: the
+the step and the value; a traced one is collected as an injected value is (`deferred.deferred`: the
 outermost transform makes the step's updates NaN), or, inside a branch or a loop body whose values
 cannot reach those updates, is itself NaN out of range.
 """
@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from gradtx._core import checks as _checks
+from gradtx._core import deferred as _deferred
 
 
 class _Range(NamedTuple):
@@ -77,14 +77,14 @@ def check(schedule: Any, value: Any, count: Any, name: str | None = None) -> Any
     ranges = _ranges(schedule, name)
     if not ranges or jnp.ndim(value) != 0:
         return value
-    if not _checks._is_traced(value):
+    if not _deferred.is_traced(value):
         v = float(value)
         for r in ranges:
-            interval = _checks.Interval(v, *r[2:6])  # low, high, low_open, high_open
+            interval = _deferred.Interval(v, *r[2:6])  # low, high, low_open, high_open
             if not (math.isfinite(v) and interval.holds(v)):
                 step = (
                     "at every step"
-                    if count is None or _checks._is_traced(count)
+                    if count is None or _deferred.is_traced(count)
                     else f"at step {int(count) + 1}"
                 )
                 raise ValueError(
@@ -92,14 +92,14 @@ def check(schedule: Any, value: Any, count: Any, name: str | None = None) -> Any
                     f"`{r.name}` must be {r.allowed}."
                 )
         return value
-    if _checks._DEFERRED.get() is not None and _checks._in_deferred_trace():
+    if _deferred._DEFERRED.get() is not None and _deferred._in_deferred_trace():
         for r in ranges:  # the outermost transform NaNs the step's updates
-            _checks._defer(_checks.Interval(value, *r[2:6]))
+            _deferred._defer(_deferred.Interval(value, *r[2:6]))
         return value
     # inside a branch or a loop body, whose values cannot reach the outermost updates: NaN the value
     inside = jnp.isfinite(value)
     for r in ranges:
-        inside = inside & _checks.Interval(value, *r[2:6]).holds(value)
+        inside = inside & _deferred.Interval(value, *r[2:6]).holds(value)
     if not jnp.issubdtype(jnp.result_type(value), jnp.inexact):
         return value  # an integer keeps its dtype
     return jnp.where(inside, value, jnp.nan)
