@@ -3,14 +3,13 @@
 from gradtx._core.chain import chain, named_chain
 from gradtx.combinators._accumulate import (
     AccumulateGradientsState,
-    ApplyIfFiniteState,
     accumulate_gradients,
-    apply_if_finite,
     has_updated,
     skip_large_updates,
     skip_not_finite,
 )
 from gradtx.combinators._apply_every import ApplyEveryState, apply_every
+from gradtx.combinators._apply_if_finite import ApplyIfFiniteState, apply_if_finite
 from gradtx.combinators._clip import ClipByGlobalNormState, ClipState, clip, clip_by_global_norm, clip_by_norm
 from gradtx.combinators._complex import (
     SplitRealAndImaginaryArrays,

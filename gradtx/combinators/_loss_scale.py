@@ -15,7 +15,7 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import walk as _walk
 from gradtx.combinators import _carry
-from gradtx.combinators._accumulate import step_is_finite
+from gradtx.combinators._apply_if_finite import step_is_finite
 from gradtx.combinators._zeroing import _zeros
 
 LOSS_SCALES = ("dynamic",)

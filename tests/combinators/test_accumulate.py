@@ -1,4 +1,4 @@
-"""gradtx/combinators/_accumulate.py: accumulate_gradients (optax's MultiSteps), apply_if_finite."""
+"""accumulate_gradients (optax's MultiSteps, in _accumulate.py) and apply_if_finite (_apply_if_finite.py)."""
 
 import functools
 import itertools
