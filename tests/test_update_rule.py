@@ -267,7 +267,7 @@ def _trajectory(tx, n=5):
 
 
 def test_restated_keeps_the_numbers_under_other_field_names():
-    from gradtx._core.rule import restated
+    from gradtx._core.restated import restated
 
     plain = gradtx.scale_by_bias_corrected_adam()
     u0, s0 = _trajectory(plain)
@@ -280,7 +280,7 @@ def test_restated_keeps_the_numbers_under_other_field_names():
 
 
 def test_restated_without_a_count_and_its_refusals():
-    from gradtx._core.rule import restated
+    from gradtx._core.restated import restated
 
     u0, s0 = _trajectory(gradtx.trace(0.9))
     u1, s1 = _trajectory(restated(gradtx.trace(0.9), _NoCount, {"momentum": "trace"}))

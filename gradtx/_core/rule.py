@@ -28,40 +28,11 @@ from gradtx._core import rule_parts as _leaves
 from gradtx._core import scalars as _scalars
 from gradtx._core import vma as _vma
 from gradtx._core import walk as _walk
-
-
-class Slot(NamedTuple):
-    """A slot shaped like its parameter: its fill value and dtype (see `update_rule`'s `slots`).
-
-    Attributes:
-      fill: the initial value: a number, or a hyperparameter (a schedule is read at count 0).
-      dtype: the slot's dtype (e.g. `mu_dtype`); None: the parameter's; a low-bit format
-        (`gradtx._core.lowbit.Format`): blockwise-quantized codes and scales.
-      nonnegative: the slot never holds a negative value (a second moment, a sum of squares): in
-        fewer bits it takes an unsigned map, twice as fine.
-    """
-
-    fill: Any = 0.0
-    dtype: Any = None
-    nonnegative: bool = False
-
-
-SQUARES = Slot(0.0, nonnegative=True)
-"""A slot of zeros that never goes negative: a sum or an average of squares (a second moment)."""
+from gradtx._core.rule_parts import SQUARES as SQUARES
+from gradtx._core.rule_parts import TREE_SCALARS as TREE_SCALARS
+from gradtx._core.rule_parts import Slot as Slot
 
 _NO_STATE = _protocol.EmptyState()
-
-TREE_SCALARS: Mapping[str, Any] = types.MappingProxyType(
-    {
-        "over": "tree",
-        "reads_params": True,
-        "compute_dtype": _scalars.at_least_float32,
-        "real_only": "its global scalars are of real vectors",
-    }
-)
-"""The declaration of a rule whose scalars follow sums over the whole tree (Prodigy, D-Adaptation, DoG):
-over all leaves together, reading the params, its scalars in float32 at least (float64 for float64
-params), real numbers only."""
 
 
 def update_rule(
@@ -202,61 +173,6 @@ def update_rule(
         extra, over, paths, real_only, compute_dtype,
     )  # fmt: skip
     return _construct(declaration, state, {})
-
-
-def restated(
-    tx: Any, state: Any, rename: Mapping[str, str] | None = None
-) -> _protocol.GradientTransformation:
-    """The rule `tx` (made by `update_rule`) with its state in another NamedTuple class.
-
-    The formula, hyperparameters and numbers are `tx`'s; only the state's class and field
-    names change: `rename` maps `tx`'s field names to `state`'s (`{"m": "mu", "v": "nu"}`;
-    the count may be renamed too, as optax's Adan calls it `t`); unmapped fields keep their
-    names. A `state` without the count field keeps no count (the rule must then take no
-    schedule). `gradtx.optax_compat` gives optax's state layouts this way, at no cost per step.
-
-    Args:
-      tx: a transform returned by `update_rule` (or by a factory that returns one).
-      state: the new state's NamedTuple class.
-      rename: `{field of tx's state: field of state}`.
-
-    Returns:
-      The same rule with state `state`.
-
-    Raises:
-      TypeError: if `tx` was not made by `update_rule`, or the fields do not correspond.
-
-    Example:
-        >>> from typing import NamedTuple
-        >>> import jax.numpy as jnp, gradtx
-        >>> from gradtx._core.rule import restated
-        >>> class TraceState(NamedTuple):  # optax's: no count, the slot named `trace`
-        ...     trace: gradtx.Updates
-        >>> tx = restated(gradtx.trace(0.9), TraceState, {"momentum": "trace"})
-        >>> tx.init(jnp.zeros(2))
-        TraceState(trace=Array([0., 0.], dtype=float32))
-        >>> tx.update(jnp.ones(2), tx.init(jnp.zeros(2)))[1]
-        TraceState(trace=Array([1., 1.], dtype=float32))
-    """
-    declaration = getattr(getattr(_factory.unwrapped(tx), "init", None), "_gradtx_rule", None)
-    if declaration is None:
-        raise TypeError(f"`restated`: {tx!r} was not made by `update_rule`.")
-    rename = dict(rename or {})
-    old = declaration.state._fields
-    unknown = sorted(set(rename) - set(old))
-    target = {rename.get(f, f) for f in old if f != "count"}
-    if unknown or target != set(state._fields) - {rename.get("count", "count")}:
-        raise TypeError(
-            f"`restated`: {state.__name__}{state._fields} does not correspond to "
-            f"{declaration.state.__name__}{old} renamed by {rename}."
-        )
-    if rename.get("count", "count") not in state._fields:
-        if _hyper.any_schedule(*(declaration.hyper or {}).values()):
-            raise TypeError(
-                f"`restated`: {state.__name__} keeps no count, and {declaration.name} has schedules."
-            )
-        declaration = declaration._replace(counting="never")
-    return _construct(declaration, state, rename)
 
 
 class _Declaration(NamedTuple):

@@ -4,7 +4,8 @@ casts back to the slots' dtypes, the formula on touched rows, rules over all lea
 from __future__ import annotations
 
 import types
-from typing import Any, Callable
+from collections.abc import Mapping
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -15,6 +16,39 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import scalars as _scalars
 from gradtx._core import sparse_rows as _sparse_rules
 from gradtx._core import walk as _walk
+
+
+class Slot(NamedTuple):
+    """A slot shaped like its parameter: its fill value and dtype (see `update_rule`'s `slots`).
+
+    Attributes:
+      fill: the initial value: a number, or a hyperparameter (a schedule is read at count 0).
+      dtype: the slot's dtype (e.g. `mu_dtype`); None: the parameter's; a low-bit format
+        (`gradtx._core.lowbit.Format`): blockwise-quantized codes and scales.
+      nonnegative: the slot never holds a negative value (a second moment, a sum of squares): in
+        fewer bits it takes an unsigned map, twice as fine.
+    """
+
+    fill: Any = 0.0
+    dtype: Any = None
+    nonnegative: bool = False
+
+
+SQUARES = Slot(0.0, nonnegative=True)
+"""A slot of zeros that never goes negative: a sum or an average of squares (a second moment)."""
+
+
+TREE_SCALARS: Mapping[str, Any] = types.MappingProxyType(
+    {
+        "over": "tree",
+        "reads_params": True,
+        "compute_dtype": _scalars.at_least_float32,
+        "real_only": "its global scalars are of real vectors",
+    }
+)
+"""The declaration of a rule whose scalars follow sums over the whole tree (Prodigy, D-Adaptation, DoG):
+over all leaves together, reading the params, its scalars in float32 at least (float64 for float64
+params), real numbers only."""
 
 
 def is_none(x: Any) -> bool:

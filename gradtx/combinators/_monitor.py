@@ -14,7 +14,7 @@ from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
-from gradtx._core.rule import restated
+from gradtx._core.restated import restated
 from gradtx.combinators._ema import ema
 from gradtx.combinators._stateless import stateless
 

@@ -18,7 +18,7 @@ import gradtx
 from gradtx._core import factory as _factory
 from gradtx._core import naming as _naming
 from gradtx._core.docs import args_section
-from gradtx._core.rule import restated
+from gradtx._core.restated import restated
 from gradtx.optax_compat._signatures import SIGNATURES
 
 MODULE = "gradtx.optax_compat"

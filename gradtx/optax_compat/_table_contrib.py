@@ -23,7 +23,7 @@ from gradtx._algorithms.newton_schulz import NS_COEFFS
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
-from gradtx._core.rule import restated
+from gradtx._core.restated import restated
 from gradtx.combinators._plateau import plateau_rule
 from gradtx.optax_compat import _table_wrappers
 from gradtx.optax_compat._mirror import MARKERS, block, forward, recipe, relaid, state_class
@@ -420,7 +420,7 @@ def scale_by_galore(a):
 
 
 def _empty_projectors(tx: Any) -> _protocol.GradientTransformation:
-    """`tx` (gradtx's galore) whose state keeps optax's `zeros((0, 0), param.dtype)` where gradtx's has `None`."""
+    """`tx` (gradtx's galore) whose state keeps optax's `zeros((0, 0), dtype)` where gradtx's has `None`."""
     inner = _factory.member(tx)
     none = {"is_leaf": lambda x: x is None}
 

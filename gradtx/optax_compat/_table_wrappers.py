@@ -23,7 +23,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import masks as _masks
 from gradtx._core import protocol as _protocol
-from gradtx._core.rule import restated
+from gradtx._core.restated import restated
 from gradtx.combinators import _conditional
 from gradtx.combinators._lookahead import sync_step
 from gradtx.combinators._masking import by_structure, check_partition, route
