@@ -17,7 +17,9 @@ class ReturnnConfigError(ValueError):
 
 class ReturnnConfigWarning(UserWarning):
     """A config key RETURNN runs without (it never reads it, or reads it and does nothing with it): gradtx
-    does what RETURNN does, and says so, naming the key and what RETURNN does."""
+    does what RETURNN does, and says so, naming the key and what RETURNN does. Also a statement that sets
+    config values when RETURNN runs the config and that the reader does not run (`exec(...)`,
+    `globals()[...] = ...`, `config.set(...)`): the warning names its line and the values not taken."""
 
 
 def runs_without(message: str) -> None:

@@ -7,7 +7,9 @@ import dataclasses
 from typing import Any
 
 from gradtx.returnn._common import ReturnnConfigError
-from gradtx.returnn._safe_eval import ModuleRef, RefusedExpression, check_value, safe_eval
+from gradtx.returnn._reader_dynamic import NAMESPACES, dropped_writes
+from gradtx.returnn._safe_eval import ModuleRef, RefusedExpression, check_value, safe_eval, short_source
+from gradtx.returnn._safe_eval_limits import Budget, BudgetExceeded, check_count, guard_hashed
 
 _AUGMENTED = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%"}
 _AUGMENTED |= {ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^"}
@@ -49,54 +51,75 @@ _STATEMENTS = {
 
 
 class PythonReader:
-    """Walks a Python config's top-level statements, binding into `names` (RETURNN's `typed_dict`)."""
+    """Walks a Python config's top-level statements, binding into `names` (RETURNN's `typed_dict`);
+    `budget` is the read's, `quote` whether messages may quote the file (not when it is included)."""
 
-    def __init__(self, names: dict[str, Any], filename: str):
+    def __init__(
+        self, names: dict[str, Any], filename: str, budget: Budget | None = None, *, quote: bool = True
+    ):
         self.names = names
         self.filename = filename
+        self.budget = Budget() if budget is None else budget
+        self.quote = quote
         names.setdefault("config", ConfigRef(names))  # RETURNN runs a Python config with `config` defined
 
     def run(self, content: str, first_line: int = 0) -> None:
         try:
             module = ast.parse(content, self.filename)
         except SyntaxError as e:
+            why = f": {e.msg.rstrip('.')}" if self.quote else ""
             raise ReturnnConfigError(
                 f"`read_config`: {self.filename!r} is read as a Python config (it starts with `#!` or is "
                 f"named *.py, as RETURNN decides) but line {(e.lineno or 0) + first_line} is not valid "
-                f"Python: {e.msg.rstrip('.')}."
+                f"Python{why}."
             ) from None
-        except (RecursionError, MemoryError):
+        except RecursionError:
             raise ReturnnConfigError(
                 f"`read_config`: {self.filename!r} is nested too deeply to parse."
             ) from None
         ast.increment_lineno(module, first_line)
         self.statements(module.body)
 
+    def eval(self, node: ast.AST) -> Any:
+        return safe_eval(node, self.names, self.budget)
+
     def statements(self, body: list[ast.stmt]) -> None:
         for stmt in body:
+            self.budget.step(stmt.lineno)
+            read = True
             try:
                 self.statement(stmt)
+            except BudgetExceeded:
+                raise
             except ReturnnConfigError as e:
+                read = False
                 reason = e.what if isinstance(e, RefusedExpression) else str(e)
                 for name in sorted(_bound_names([stmt])):
+                    if name in NAMESPACES and name not in self.names:
+                        continue  # `globals()[...] = ...` changes no name `globals`
+                    if getattr(e, "unread", None) == name and isinstance(self.names.get(name), Unevaluated):
+                        continue  # `d[k] = 1` after `d` could not be read: `d` keeps its first reason
                     if not isinstance(self.names.get(name), (ModuleRef, ConfigRef)):
                         self.names[name] = Unevaluated(name, reason, stmt.lineno)
+            if not (read and isinstance(stmt, ast.If)):  # an `if`'s branch taken is walked by `statements`
+                for name, reason, line in dropped_writes(stmt, self.names, self.filename, quote=self.quote):
+                    self.names[name] = Unevaluated(name, reason, line)
 
     def statement(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, ast.Assign):
-            value = safe_eval(stmt.value, self.names)
+            value = self.eval(stmt.value)
             for target in stmt.targets:
                 self.assign(target, value)
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-            self.assign(stmt.target, safe_eval(stmt.value, self.names))
+            self.assign(stmt.target, self.eval(stmt.value))
         elif isinstance(stmt, ast.AugAssign):
             op = _AUGMENTED.get(type(stmt.op))
             if op is None or not isinstance(stmt.target, (ast.Name, ast.Subscript)):
-                raise _unread(f"the augmented assignment `{ast.unparse(stmt)}` is not read", stmt)
+                raise _unread(f"the augmented assignment `{short_source(stmt)}` is not read", stmt)
             text = f"({ast.unparse(stmt.target)}) {op} ({ast.unparse(stmt.value)})"
             expr = ast.parse(text, mode="eval").body
             ast.increment_lineno(expr, stmt.lineno - 1)
-            self.assign(stmt.target, safe_eval(expr, self.names))
+            self.assign(stmt.target, self.eval(expr))
         elif isinstance(stmt, ast.Import):
             for alias in stmt.names:
                 if alias.asname:
@@ -109,41 +132,41 @@ class PythonReader:
                 ref = ModuleRef(f"{stmt.module or ''}.{alias.name}")
                 if stmt.module in ("numpy", "math") and alias.name != "*":  # `from math import pi`: the value
                     try:
-                        ref = safe_eval(f"m.{alias.name}", {"m": ModuleRef(stmt.module)})
+                        ref = safe_eval(f"m.{alias.name}", {"m": ModuleRef(stmt.module)}, self.budget)
                     except RefusedExpression:
                         pass  # stays an import, refused where used
                 if alias.name != "*":
                     self.names[alias.asname or alias.name] = ref
         elif isinstance(stmt, ast.If):
-            taken = stmt.body if safe_eval(stmt.test, self.names) else stmt.orelse
+            taken = stmt.body if self.eval(stmt.test) else stmt.orelse
             self.statements(taken)
         elif isinstance(stmt, ast.Delete):
             for target in stmt.targets:
                 if isinstance(target, ast.Name):
                     self.names.pop(target.id, None)
                 elif isinstance(target, ast.Subscript):
-                    del self.container(target.value)[safe_eval(target.slice, self.names)]
+                    del self.container(target.value)[self.eval(target.slice)]
                 else:
-                    raise _unread(f"`{ast.unparse(stmt)}` is not read", stmt)
+                    raise _unread(f"`{short_source(stmt)}` is not read", stmt)
         elif isinstance(stmt, ast.Expr) and _is_mutation(stmt.value):
             call = stmt.value
             assert isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
             container = self.container(call.func.value)
             if call.func.attr not in _MUTATIONS[type(container)]:
                 raise _unread(f"`{ast.unparse(call.func)}` on a {type(container).__name__} is not read", call)
-            args = [safe_eval(a, self.names) for a in call.args]
-            _refuse_cycle(container, [args, [safe_eval(k.value, self.names) for k in call.keywords]], call)
+            args = [self.eval(a) for a in call.args]
+            _refuse_cycle(container, [args, [self.eval(k.value) for k in call.keywords]], call)
             getattr(container, call.func.attr)(
-                *args, **{str(k.arg): safe_eval(k.value, self.names) for k in call.keywords}
+                *args, **{str(k.arg): self.eval(k.value) for k in call.keywords}
             )
-            check_value(container, stmt.lineno)
+            _check_container(container, stmt.lineno)
         elif isinstance(stmt, (ast.Expr, ast.Pass, ast.Global, ast.Nonlocal, ast.Assert, ast.AnnAssign)):
             changed = {
                 n for n in _bound_names([stmt]) if not isinstance(self.names.get(n), (ModuleRef, ConfigRef))
             }
             if isinstance(stmt, ast.Expr) and changed:
                 raise _unread(
-                    f"the call `{ast.unparse(stmt)}` is not executed (it may change the value)", stmt
+                    f"the call `{short_source(stmt)}` is not executed (it may change the value)", stmt
                 )
         else:
             raise _unread(
@@ -164,17 +187,45 @@ class PythonReader:
                 self.assign(t, v)
         elif isinstance(target, ast.Subscript):
             _refuse_cycle(self.container(target.value), value, target)
-            self.container(target.value)[safe_eval(target.slice, self.names)] = value
-            check_value(self.container(target.value), target.lineno)
+            self.container(target.value)[self.eval(target.slice)] = value
+            _check_container(self.container(target.value), target.lineno)
         else:
-            raise _unread(f"the assignment target `{ast.unparse(target)}` is not read", target)
+            raise _unread(f"the assignment target `{short_source(target)}` is not read", target)
 
     def container(self, node: ast.expr) -> Any:
         """The dict or list `node` names (itself, so changing it changes the config's value)."""
-        value = safe_eval(node, self.names)
+        value = self.eval(node)
         if not isinstance(value, (dict, list)):
-            raise _unread(f"changing `{ast.unparse(node)}` (a {type(value).__name__}) is not read", node)
+            raise _unread(f"changing `{short_source(node)}` (a {type(value).__name__}) is not read", node)
         return value
+
+
+def _check_container(container: dict[Any, Any] | list[Any], line: int | None) -> None:
+    """Refuse a dict or list a statement changed when it now has over `MAX_ELEMENTS` elements, or keys
+    sharing a hash (`guard_hashed`). Its nested size is not measured again (that would take time quadratic
+    in the statements building a network): an operation measures what it reads (`guard_call`), and
+    `over_caps` what the read gives."""
+    check_count(len(container), line)
+    if isinstance(container, dict):
+        guard_hashed(container.keys(), line)
+
+
+def over_caps(names: dict[str, Any], budget: Budget) -> None:
+    """Read as `Unevaluated` each value of `names` over the caps: one a statement changed in place (a list
+    repeated a thousand times in another, then appended to)."""
+    verdicts: dict[int, str | None] = {}  # by value: why it is over the caps (a value bound to many names)
+    for name, value in list(names.items()):
+        if isinstance(value, (Unevaluated, ModuleRef, ConfigRef)):
+            continue
+        if id(value) not in verdicts:
+            budget.step(None)
+            try:
+                check_value(value, None)
+                verdicts[id(value)] = None
+            except RefusedExpression as e:
+                verdicts[id(value)] = f"{e.what}, once statements changed it in place"
+        if verdicts[id(value)] is not None:
+            names[name] = Unevaluated(name, str(verdicts[id(value)]), None)
 
 
 def _refuse_cycle(container: Any, value: Any, node: ast.AST) -> None:
@@ -183,7 +234,7 @@ def _refuse_cycle(container: Any, value: Any, node: ast.AST) -> None:
     while stack:
         item = stack.pop()
         if item is container:
-            raise _unread(f"`{ast.unparse(node)}` would put a value inside itself", node)
+            raise _unread(f"`{short_source(node)}` would put a value inside itself", node)
         if isinstance(item, (dict, list, tuple)) and id(item) not in seen:
             seen.add(id(item))
             stack.extend(item.values() if isinstance(item, dict) else item)

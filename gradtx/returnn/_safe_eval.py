@@ -6,10 +6,13 @@ expressions, subscripts and slices, list/set/dict comprehensions and generator e
 admitted values (documented choice: they are common in configs, e.g. `[lr * i for i in range(5)]`,
 and are bounded like everything else), names defined earlier in the config, the builtins in
 `_BUILTINS`, a few read-only methods of plain values (`_METHODS`), `numpy.X` / `np.X` for the
-constructors in `_NUMPY` (with `.tolist()`), and `math.X`. Every produced sequence is capped at
-`MAX_ELEMENTS` elements and every integer at `MAX_INT_BITS` bits, so a config cannot exhaust memory.
-Anything else (other attributes or calls, lambdas, walrus, dunder names) raises `ReturnnConfigError`
-naming the construct and the line. numpy results become Python lists and floats.
+constructors in `_safe_eval_modules.NUMPY` (with `.tolist()`), and `math.X`. Every value built is
+capped (`MAX_ELEMENTS` elements, `MAX_VALUE_BYTES` bytes, integers of `MAX_INT_BITS` bits), work over
+the caps is refused before it runs (big-integer products, keys sharing a hash, `sum` of lists), and
+one read is bounded in time (`MAX_SECONDS`) and in the bytes of all values it builds (`MAX_BUILT_BYTES`),
+so a config cannot exhaust time or memory (`_safe_eval_limits`). Anything else (other attributes or
+calls, lambdas, walrus, dunder names) raises `ReturnnConfigError` naming the construct and the line.
+numpy results become Python lists and floats.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
-import math
 import operator
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -30,14 +32,19 @@ from gradtx.returnn._safe_eval_limits import MAX_INT_BITS as MAX_INT_BITS
 from gradtx.returnn._safe_eval_limits import (
     MAX_ITERATIONS,
     WIDE_FORMAT,
+    Budget,
     check_count,
     check_value,
     guard_array_index,
     guard_binop,
     guard_call,
+    guard_hashed,
+    own_bytes,
     refusal,
 )
 from gradtx.returnn._safe_eval_limits import RefusedExpression as RefusedExpression
+from gradtx.returnn._safe_eval_modules import ModuleRef as ModuleRef
+from gradtx.returnn._safe_eval_modules import module_attr, module_function, to_plain
 
 _BUILTINS: dict[str, Callable[..., Any]] = {
     "list": list, "tuple": tuple, "dict": dict, "set": set, "frozenset": frozenset, "len": len,
@@ -45,11 +52,6 @@ _BUILTINS: dict[str, Callable[..., Any]] = {
     "bool": bool, "str": str, "sorted": sorted, "range": range, "enumerate": enumerate, "zip": zip,
     "reversed": lambda seq: list(reversed(seq)), "any": any, "all": all,
 }  # fmt: skip
-_NUMPY = frozenset(
-    "linspace logspace geomspace arange array asarray concatenate repeat ones zeros full "
-    "pi e inf nan float32 float64 int32 int64".split()
-)
-_MATH = frozenset("sqrt exp log log2 log10 pow pi e inf nan tau floor ceil cos sin".split())
 _METHODS = {
     dict: frozenset({"get", "keys", "values", "items", "copy"}),
     list: frozenset({"copy", "index", "count"}),
@@ -74,13 +76,6 @@ _COMPARE: dict[type, Callable[[Any, Any], Any]] = {
 
 
 @dataclasses.dataclass(frozen=True)
-class ModuleRef:
-    """An imported module (or `from` import) as the config names it; only numpy's and math's are usable."""
-
-    path: str  # e.g. "numpy", "numpy.linspace", "os.path"
-
-
-@dataclasses.dataclass(frozen=True)
 class EpochValue:
     """A `WrapEpochValue(...)` of RETURNN's pretraining, kept unevaluated: a network value that
     changes with the pretraining epoch (a layer's size, dropout), which the update never reads."""
@@ -97,7 +92,7 @@ _EPOCH_VALUE = {
 }
 
 
-def safe_eval(node_or_source: ast.AST | str, names: Mapping[str, Any]) -> Any:
+def safe_eval(node_or_source: ast.AST | str, names: Mapping[str, Any], budget: Budget | None = None) -> Any:
     """Evaluate a config expression without running code.
 
     Args:
@@ -106,12 +101,14 @@ def safe_eval(node_or_source: ast.AST | str, names: Mapping[str, Any]) -> Any:
       names: the config's names defined so far; a `ModuleRef` stands for an import, any object
         with `reason` and `line` attributes (the reader's `Unevaluated`) for a name that could not
         be read.
+      budget: the read's budget (time, bytes built) this evaluation spends from; a fresh one when None.
 
     Returns:
       The value, with numpy arrays as Python lists and numpy scalars as Python numbers.
 
     Raises:
-      ReturnnConfigError: naming the construct and its line when the expression is not admitted.
+      ReturnnConfigError: naming the construct and its line when the expression is not admitted
+        (`RefusedExpression`), or the budget when the read is over it (`BudgetExceeded`).
 
     Example:
         >>> safe_eval("[1e-3] * 2 + list(np.linspace(0.0, 1.0, num=3))", {"np": ModuleRef("numpy")})
@@ -131,50 +128,59 @@ def safe_eval(node_or_source: ast.AST | str, names: Mapping[str, Any]) -> Any:
         node = node_or_source
     if isinstance(node, ast.Expression):
         node = node.body
-    value = _Evaluator(names).eval(node)
+    budget = Budget() if budget is None else budget
+    line = getattr(node, "lineno", None)
+    budget.step(line)
+    value = _Evaluator(names, budget).eval(node)
+    if isinstance(node, ast.Name) and not isinstance(value, (np.ndarray, np.generic)):
+        return value  # a config name's value, stored plain (not walked again: `d[k] = v` reads `d`)
+    if _reads(node):  # not measured by `eval`: an element, a branch's value
+        check_value(value, line)
     try:
-        return to_plain(value)
+        plain = to_plain(value)
     except RecursionError:
-        raise refusal("a value nested too deeply", getattr(node, "lineno", None)) from None
+        raise refusal("a value nested too deeply", line) from None
+    if plain is not value:  # numpy values became Python lists and numbers
+        budget.charge(check_value(plain, line), line)
+    return plain
 
 
-def to_plain(value: Any) -> Any:
-    """`value` with numpy arrays as lists and numpy scalars as Python scalars, inside lists, tuples and dicts;
-    a container with nothing to convert is returned itself (so `b = a` aliases as in Python)."""
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (list, tuple)):
-        items = [to_plain(v) for v in value]
-        if all(a is b for a, b in zip(items, value, strict=True)):
-            return value
-        return items if isinstance(value, list) else tuple(items)
-    if isinstance(value, dict):
-        pairs = [(to_plain(k), to_plain(v)) for k, v in value.items()]
-        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True)):
-            return value
-        return dict(pairs)
-    return value
+# Nodes whose value was built before (a name's, an element's) or is a bool: not measured or charged again.
+_READS = (ast.Name, ast.Constant, ast.Attribute, ast.BoolOp, ast.IfExp, ast.Compare, ast.Slice)
+
+
+def _reads(node: ast.AST) -> bool:
+    if isinstance(node, ast.Subscript):  # an element; a slice is a new value
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return not any(isinstance(p, ast.Slice) for p in parts)
+    return isinstance(node, _READS)
 
 
 class _Evaluator:
-    def __init__(self, names: Mapping[str, Any]):
+    def __init__(self, names: Mapping[str, Any], budget: Budget):
         self.scopes: list[Mapping[str, Any]] = [names]
+        self.budget = budget
         self.iterations = 0  # of all comprehensions of the expression, at most MAX_ITERATIONS
 
     def eval(self, node: ast.AST) -> Any:
+        """The value of `node`; a new value is checked against the caps and charged to the budget (a call's
+        result in full, as it may hold new elements: `.tolist()`, `zip`; else the bytes it holds itself)."""
         method = getattr(self, "_" + type(node).__name__, None)
         line = getattr(node, "lineno", None)
         if method is None:
             raise refusal(f"{_describe(node)} is not read", line)
+        self.budget.step(line)
         try:
-            return check_value(method(node), line)
+            value = method(node)
+            if not _reads(node):
+                nbytes = check_value(value, line)
+                self.budget.charge(nbytes if isinstance(node, ast.Call) else own_bytes(value), line)
+            return value
         except ReturnnConfigError:
             raise
         except (ArithmeticError, TypeError, ValueError, LookupError, AttributeError, RecursionError) as e:
             raise refusal(
-                f"evaluating `{_source(node)}` failed: {type(e).__name__}: {str(e)[:200]}", line
+                f"evaluating `{short_source(node)}` failed: {type(e).__name__}: {str(e)[:200]}", line
             ) from None
 
     def _Constant(self, node: ast.Constant) -> Any:
@@ -187,9 +193,10 @@ class _Evaluator:
             if node.id in scope:
                 value = scope[node.id]
                 if hasattr(value, "reason") and hasattr(value, "line"):
-                    raise refusal(
+                    raise RefusedExpression(
                         f"`{node.id}` could not be read (line {value.line}: {_short(value.reason)})",
                         node.lineno,
+                        unread=node.id,
                     )
                 return value
         if node.id in _BUILTINS:
@@ -215,22 +222,29 @@ class _Evaluator:
         return tuple(self._seq(node.elts))
 
     def _Set(self, node: ast.Set) -> set[Any]:
-        return set(self._seq(node.elts))
+        items = self._seq(node.elts)
+        guard_hashed(items, node.lineno)
+        return set(items)
 
     def _Dict(self, node: ast.Dict) -> dict[Any, Any]:
-        out: dict[Any, Any] = {}
+        pairs: list[tuple[Any, Any]] = []
         for key, value in zip(node.keys, node.values, strict=True):
             if key is None:
-                out.update(self.eval(value))
+                mapping = self.eval(value)
+                if not hasattr(mapping, "keys"):
+                    raise TypeError(f"'{type(mapping).__name__}' object is not a mapping")
+                pairs.extend((k, mapping[k]) for k in mapping.keys())
             else:
-                out[self.eval(key)] = self.eval(value)
-        return out
+                pairs.append((self.eval(key), self.eval(value)))
+            check_count(len(pairs), node.lineno)
+        return _dict(pairs, node.lineno)
 
     def _JoinedStr(self, node: ast.JoinedStr) -> str:
         return "".join(str(self.eval(v)) for v in node.values)
 
     def _FormattedValue(self, node: ast.FormattedValue) -> str:
         value = self.eval(node.value)
+        check_value(value, node.lineno)  # printed whole
         convert: dict[int, Callable[[Any], str]] = {115: str, 114: repr, 97: ascii}
         if node.conversion in convert:
             value = convert[node.conversion](value)
@@ -260,8 +274,10 @@ class _Evaluator:
 
     def _Compare(self, node: ast.Compare) -> bool:
         left = self.eval(node.left)
+        check_value(left, node.lineno)  # compared whole
         for op, comp in zip(node.ops, node.comparators, strict=True):
             right = self.eval(comp)
+            check_value(right, node.lineno)
             if not _COMPARE[type(op)](left, right):
                 return False
             left = right
@@ -273,7 +289,7 @@ class _Evaluator:
     def _Subscript(self, node: ast.Subscript) -> Any:
         value = self.eval(node.value)
         if isinstance(value, ModuleRef):
-            raise refusal(f"subscripting `{ast.unparse(node.value)}` is not read", node.lineno)
+            raise refusal(f"subscripting `{short_source(node.value)}` is not read", node.lineno)
         index = self.eval(node.slice)
         if isinstance(value, np.ndarray):
             guard_array_index(index, node.lineno)
@@ -287,12 +303,12 @@ class _Evaluator:
             raise refusal(f"the private attribute `.{node.attr}` is not read", node.lineno)
         base = self.eval(node.value)
         if isinstance(base, ModuleRef):
-            return _module_attr(base, node.attr, node.lineno)
+            return module_attr(base, node.attr, node.lineno)
         if hasattr(base, "safe_attribute"):  # the reader's `config` object
             return base.safe_attribute(node.attr, node.lineno)
         allowed = next((names for typ, names in _METHODS.items() if isinstance(base, typ)), frozenset())
         if node.attr not in allowed:
-            raise refusal(f"the attribute `{ast.unparse(node)}` is not read", node.lineno)
+            raise refusal(f"the attribute `{short_source(node)}` is not read", node.lineno)
         return getattr(base, node.attr)
 
     def _Call(self, node: ast.Call) -> Any:
@@ -300,9 +316,9 @@ class _Evaluator:
             return EpochValue(_short(ast.unparse(node)), node.lineno)
         func = self.eval(node.func)
         if isinstance(func, ModuleRef):
-            func = _module_function(func, node.lineno)
+            func = module_function(func, node.lineno)
         elif not callable(func):
-            raise refusal(f"`{ast.unparse(node.func)}` is not a function the reader calls", node.lineno)
+            raise refusal(f"`{short_source(node.func)}` is not a function the reader calls", node.lineno)
         args = self._seq(node.args)
         kwargs: dict[str, Any] = {}
         for kw in node.keywords:
@@ -358,16 +374,25 @@ class _Evaluator:
     _GeneratorExp = _ListComp
 
     def _SetComp(self, node: ast.SetComp) -> set[Any]:
-        return set(self._ListComp(node))  # type: ignore[arg-type]
+        items = self._ListComp(node)  # type: ignore[arg-type]
+        guard_hashed(items, node.lineno)
+        return set(items)
 
     def _DictComp(self, node: ast.DictComp) -> dict[Any, Any]:
-        out: dict[Any, Any] = {}
+        pairs: list[tuple[Any, Any]] = []
 
         def emit() -> None:
-            out[self.eval(node.key)] = self.eval(node.value)
+            pairs.append((self.eval(node.key), self.eval(node.value)))
+            check_count(len(pairs), node.lineno)
 
         self._run_comprehension(node.generators, emit)
-        return out
+        return _dict(pairs, node.lineno)
+
+
+def _dict(pairs: list[tuple[Any, Any]], line: int | None) -> dict[Any, Any]:
+    """`dict(pairs)`, refused when its keys share hash values (`guard_hashed`)."""
+    guard_hashed([k for k, _ in pairs], line)
+    return dict(pairs)
 
 
 def _bind(target: ast.expr, value: Any, scope: dict[str, Any]) -> None:
@@ -382,10 +407,10 @@ def _bind(target: ast.expr, value: Any, scope: dict[str, Any]) -> None:
         for t, v in zip(target.elts, values, strict=True):
             _bind(t, v, scope)
     else:
-        raise refusal(f"the loop target `{ast.unparse(target)}` is not read", target.lineno)
+        raise refusal(f"the loop target `{short_source(target)}` is not read", target.lineno)
 
 
-def _source(node: ast.AST) -> str:
+def short_source(node: ast.AST) -> str:
     """The expression's text, shortened for a message."""
     try:
         return _short(ast.unparse(node))
@@ -400,19 +425,3 @@ def _short(text: str, limit: int = 100) -> str:
 def _describe(node: ast.AST) -> str:
     names = {"Lambda": "a lambda", "NamedExpr": "the walrus operator `:=`", "Await": "`await`"}
     return names.get(type(node).__name__, f"the construct `{type(node).__name__}`")
-
-
-def _module_attr(base: ModuleRef, attr: str, line: int | None) -> Any:
-    allowed = {"numpy": _NUMPY, "math": _MATH}.get(base.path)
-    if allowed is None or attr not in allowed:
-        raise refusal(f"`{base.path}.{attr}` is not read (of the imports, only numpy's and math's are)", line)
-    value = getattr(np if base.path == "numpy" else math, attr)
-    return value if not callable(value) or isinstance(value, type) else ModuleRef(f"{base.path}.{attr}")
-
-
-def _module_function(ref: ModuleRef, line: int | None) -> Callable[..., Any]:
-    module, _, attr = ref.path.partition(".")
-    value = _module_attr(ModuleRef(module), attr, line) if attr else None
-    if not isinstance(value, ModuleRef):
-        raise refusal(f"calling `{ref.path}` is not read", line)
-    return getattr(np if module == "numpy" else math, attr)

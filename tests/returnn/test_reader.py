@@ -9,6 +9,7 @@ from gradtx.returnn._common import ReturnnConfigError
 from gradtx.returnn._keys import check_keys
 from gradtx.returnn._reader import Unevaluated, read_config
 from gradtx.returnn._safe_eval import MAX_ELEMENTS, ModuleRef, safe_eval
+from gradtx.returnn._safe_eval_limits import MAX_ITERATIONS
 
 returnn_config = pytest.importorskip("returnn.config")
 
@@ -337,7 +338,7 @@ def test_safe_eval_admitted(expr, expected):
         ("1 << 10**9", "a shift by 1000000000 bits"),
         ("'%99999999d' % 1", "huge or `\\*` width"),
         ("f'{1:>999999999}'", "too wide"),
-        ("[sum(1 for j in range(1000)) for i in range(2000)]", "over 1000000 iterations"),
+        ("[sum(1 for j in range(1000)) for i in range(2000)]", f"over {MAX_ITERATIONS} iterations"),
         ("np.load('x.npy')", "`numpy.load` is not read"),
         ("(y := 1)", "the walrus operator"),
         ("x.append(1)", "the attribute `x.append` is not read"),
@@ -347,6 +348,15 @@ def test_safe_eval_admitted(expr, expected):
         ("x = 1", "is not a Python expression"),
         ("np.array(['a' * 10, ''])", "`numpy.array` of text is not read"),
         ("np.ones(3, dtype='U1000000')", "the dtype 'U1000000' is not read"),
+        ("(1 << 99990) * (1 << 99990)", "a product of a 99991-bit and a 99991-bit integer is over"),
+        ("True << 10**9", "a shift by 1000000000 bits"),
+        ("(1 << 99990) ** 2", "`<a 99991-bit integer> \\*\\* 2` is over 100000 bits"),
+        (f"set(range(0, 100 * {2**61 - 1}, {2**61 - 1}))", "keys share hash values"),
+        (f"{{{2**61 - 1} * i: 0 for i in range(100)}}", "keys share hash values"),
+        ("list(zip(x, x))", "1200000 elements"),
+        ("round(5, -10**6)", "`round` to -1000000 digits"),
+        ("sum([[0] * 100] * 9000, [])", "a `sum` of sequences copying"),
+        ("[1 << 99000] * 10**4", "a value of over 64 MiB"),
     ],
 )
 def test_safe_eval_refused(expr, match):
