@@ -6,8 +6,7 @@ run it. A block that goes on from the one before it says so on its first line:
     # continues the previous example
 
 and then runs in the namespace the previous block left (a run of such blocks shares one namespace).
-Blocks fenced as ```py (or any other language) are shown, not run. The pages in `ONE_NAMESPACE`, not yet
-marked, still run all their blocks in one namespace.
+Blocks fenced as ```py (or any other language) are shown, not run.
 
 A guide that registers a factory does so in a copy of the registry (and of the test catalogue), taken
 afresh for each block that does not continue, so the rest of the suite sees the built-in catalogue only.
@@ -30,10 +29,6 @@ GUIDES = sorted(DOCS.joinpath("guides").glob("*.md")) + [DOCS / "index.md"]
 CONTINUES = "# continues the previous example"
 """The first line of a block that runs in the namespace of the block before it."""
 
-ONE_NAMESPACE = {"from-returnn", "state-that-fits"}
-"""Pages whose blocks still run in one namespace, in order, as every page's did before the marker: their
-blocks that build on an earlier one are to carry the marker, and the page then leaves this set."""
-
 
 def _blocks(path: pathlib.Path) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", path.read_text(), flags=re.S | re.M)
@@ -47,7 +42,7 @@ def test_guide_runs(path, monkeypatch):
     built_in = dict(registry._ENTRIES), dict(registry._LOOKUP), dict(catalog_rows.ROWS)
     namespace: dict = {}
     for i, block in enumerate(blocks):
-        if i == 0 or not (block.startswith(CONTINUES) or path.stem in ONE_NAMESPACE):  # a fresh program
+        if i == 0 or not (block.startswith(CONTINUES)):  # a fresh program
             monkeypatch.setattr(registry, "_ENTRIES", dict(built_in[0]))
             monkeypatch.setattr(registry, "_LOOKUP", dict(built_in[1]))
             monkeypatch.setattr(catalog_rows, "ROWS", dict(built_in[2]))
