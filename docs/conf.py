@@ -30,6 +30,7 @@ import os
 import pathlib
 import re
 import shutil
+import sys
 
 from sphinx.application import Sphinx
 from sphinx.util import logging
@@ -40,6 +41,7 @@ _log = logging.getLogger(__name__)
 
 DOCS = pathlib.Path(__file__).resolve().parent
 ROOT = DOCS.parent
+sys.path.insert(0, str(DOCS / "_ext"))  # this site's extensions (gradtx_xref)
 
 
 def _copy_notebooks() -> None:
@@ -76,6 +78,7 @@ extensions = [
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
     "sphinx-mathjax-offline",  # bundles MathJax 3 into _static/: formulas render offline
+    "gradtx_xref",  # docs/_ext/: inline code renders as code and links to its entry
 ]
 # No sphinx.ext.viewcode: the public names are re-exports (`gradtx.adam` is defined in
 # gradtx.optimizers._tf), and viewcode files an object's "[source]" backlink under the first
@@ -91,6 +94,9 @@ exclude_patterns = [
     ".DS_Store",
 ]
 templates_path: list[str] = []
+# Single backticks in the docstrings (reStructuredText): code, a link where the name is documented
+# (docs/_ext/gradtx_xref.py), not Sphinx's default italics.
+default_role = "gradtx-code"
 nitpicky = False  # docstrings name jax/numpy/optax objects that have no page here (no intersphinx offline)
 
 # -- MyST -------------------------------------------------------------------------------------

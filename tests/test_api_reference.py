@@ -26,7 +26,13 @@ import api_pages  # noqa: E402
 from tests import catalog  # noqa: E402
 
 MODULES = ["gradtx", *(f"gradtx.{m}" for m in api_pages.SUBPACKAGES)]
-DIRECTIVE = re.compile(r"^\.\. (?:auto(?:function|class|data)|py:data):: ([\w.]+)$", re.M)
+DIRECTIVE = re.compile(r"^\.\. auto(?:function|class|data):: ([\w.]+)$", re.M)
+DATA = re.compile(r"^\.\. py:data:: (\w+)\n   :module: ([\w.]+)$", re.M)
+
+
+def _documented(text: str) -> list[str]:
+    """The paths the autodoc and `py:data` directives of `text` document."""
+    return DIRECTIVE.findall(text) + [f"{module}.{name}" for name, module in DATA.findall(text)]
 
 
 def _pages() -> dict[str, str]:
@@ -80,7 +86,7 @@ def test_train_and_slots_names_are_covered():
 
 
 def test_each_object_is_documented_once():
-    counts = collections.Counter(DIRECTIVE.findall(_text()))
+    counts = collections.Counter(_documented(_text()))
     assert [p for p, n in counts.items() if n > 1] == []
     assert counts["gradtx.scale_by_adam"] == 1
     assert counts["gradtx.optax_compat.adam"] == 1
@@ -93,7 +99,7 @@ def test_every_registry_entry_is_in_the_tables():
         m = re.match(r"^\| (?:\{py:func\}`(\w+) <([\w.]+)>`|`(\w+)`) \|", line)
         if m:
             rows[m.group(1) or m.group(3)] = (m.group(2), line)
-    documented = set(DIRECTIVE.findall(_text()))
+    documented = set(_documented(_text()))
     for entry in catalog.entries():
         assert entry.name in rows, f"registry entry {entry.name!r} is not in docs/api/registry.md"
         target, line = rows[entry.name]
@@ -101,3 +107,207 @@ def test_every_registry_entry_is_in_the_tables():
         for alias in entry.aliases:
             assert f"`{alias}`" in line, (entry.name, alias)
         assert entry.reference in line, (entry.name, entry.reference)
+
+
+def test_data_is_registered_under_its_own_path():
+    # `.. py:data:: gradtx.x.Name` under `.. automodule:: gradtx.x` is registered as gradtx.x.gradtx.x.Name
+    assert not re.search(r"^\.\. py:data:: \S*\.", _text(), re.M)
+    assert "gradtx.aggregating.MaybeAxis" in _documented(_pages()["losses.md"])
+
+
+def _summary(page: str) -> str:
+    """The summary table at the top of an API page (the reStructuredText of its list-table)."""
+    text = _pages()[page]
+    assert ":class: gradtx-summary" in text, f"{page} has no summary table"
+    head, table = text.split(":class: gradtx-summary", 1)
+    assert "## " not in head, f"{page}: the summary table comes after the intro, before the sections"
+    return table.split("```", 1)[0]
+
+
+@pytest.mark.parametrize("page", [p.slug for p in api_pages.PAGES])
+def test_each_page_opens_with_a_summary_of_its_objects(page):
+    table = _summary(f"{page}.md")
+    missing = [p for p in _documented(_pages()[f"{page}.md"]) if f"<{p}>`" not in table]
+    assert missing == [], f"{page}.md: not in its summary table: {missing}"
+
+
+def test_summaries_are_first_sentences_with_arguments_as_code():
+    table = _summary("transforms.md")
+    row = next(line for line in table.splitlines() if "<gradtx.scale_by_bias_corrected_adam>" in line)
+    summary = table.split(row, 1)[1].splitlines()[1]
+    assert summary.startswith("     - Adam's scaling with bias-corrected moments") and summary.endswith(".")
+    # an argument of the function is code, not a link to the top-level object of that name
+    projections = _summary("numerics.md")
+    assert ":py:obj:`!scale`" in projections and "<gradtx.scale>`" not in projections
+    assert api_pages.first_sentence("Scale it (e.g. `x`). Then more. And more.") == "Scale it (e.g. `x`)."
+    assert api_pages.first_sentence("Clip by `a.b`. Then `c`.") == "Clip by `a.b`."
+    assert api_pages.first_sentence("No full stop: `x.y`") == "No full stop: `x.y`"
+
+
+def _optax_rows() -> dict[str, list[str]]:
+    """optax_compat's table: the optax name -> its row's other two cells."""
+    rows: dict[str, list[str]] = {}
+    lines = _summary("optax_compat.md").splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"^   \* - :py:\w+:`(optax\.[\w.]+) <", line)
+        if m:
+            rows[m[1]] = [lines[i + 1].removeprefix("     - "), lines[i + 2].removeprefix("     - ")]
+    return rows
+
+
+def test_optax_compat_table_has_a_row_for_every_optax_name():
+    rows = _optax_rows()
+    page = next(p for p in api_pages.PAGES if p.slug == "optax_compat")
+    names = [
+        f"{module}.{name}"
+        for module in page.modules
+        for name in api_pages.public_names(module)
+        if type(getattr(importlib.import_module(module), name)).__name__ != "module"
+    ]
+    assert sorted(rows) == sorted("optax." + n.removeprefix("gradtx.optax_compat.") for n in names)
+    assert len(rows) > 400
+
+
+def test_optax_compat_table_says_what_each_name_is_built_from_and_what_differs():
+    rows = _optax_rows()
+    built, how = rows["optax.adam"]  # a recipe: the blocks it chains, through the table's own scale_by_adam
+    assert "<gradtx.scale_by_bias_corrected_adam>" in built and "<gradtx.scale_by_learning_rate>" in built
+    assert "<gradtx.chain>" not in built and how.startswith("`chain(scale_by_adam(")
+    built, how = rows["optax.scale_by_adan"]  # a block: its factory, its state and renames
+    assert built == ":py:func:`scale_by_adan <gradtx.scale_by_adan>`"
+    assert "state `ScaleByAdanState(m, v, n, g, t)`" in how and "fields renamed: `count` -> `t`" in how
+    assert "optax's :py:obj:`!decay` is gradtx's `momentum`" in rows["optax.trace"][1]
+    assert rows["optax.chain"] == [":py:func:`chain <gradtx.chain>`", "none: the same object"]
+    built, how = rows["optax.ScaleByAdamState"]  # a state class: gradtx's state it renames
+    assert "<gradtx.ScaleByBiasCorrectedAdamState>" in built and "fields `ScaleByAdamState(" in how
+    assert (
+        rows["optax.transforms.MultiSteps"][1]
+        == "as :py:class:`optax.MultiSteps <gradtx.optax_compat.MultiSteps>`"
+    )
+
+
+def test_optax_compat_functions_show_optax_signatures():
+    import inspect
+
+    from gradtx.optax_compat import _mirror
+    from gradtx.optax_compat._signatures import SIGNATURES
+
+    checked = 0
+    for item in api_pages.collect():
+        key = item.path.removeprefix("gradtx.optax_compat.")
+        if item.page == "optax_compat" and item.alias_of is None and key in SIGNATURES:
+            assert str(inspect.signature(item.obj)) == str(_mirror.signature(key)), item.path
+            checked += 1
+    assert checked > 100
+
+
+# --------------------------------------------------------------------------- docs/_ext/gradtx_xref.py
+
+_XREF_CONF = """
+import sys
+sys.path.insert(0, {ext!r})
+extensions = ["myst_parser", "gradtx_xref"]
+default_role = "gradtx-code"
+"""
+
+_XREF_RST = """
+API
+===
+
+.. py:function:: scale_by_adam(b1=0.9)
+   :module: gradtx
+
+.. py:function:: momentum(learning_rate, momentum)
+   :module: gradtx
+
+.. py:function:: chain(*transforms)
+   :module: gradtx
+
+.. py:function:: gradient_descent(learning_rate)
+   :module: gradtx
+
+.. py:function:: demo(learning_rate, chain)
+   :module: gradtx
+
+   Takes `learning_rate` and `chain` (its arguments), returns `scale_by_adam` of `x * y`;
+   optax's `chain`, Flax's `TrainState`, `gradtx._core.protocol.EmptyState` and `gradtx.not_a_name`.
+"""
+
+_XREF_MD = """
+# Guide
+
+Names: `gradtx.scale_by_adam`, `gradtx.sgd`, `chain()`, `chain(...)`, `momentum` in prose, Flax's `chain`,
+`not_a_name`, `x + y`, [a link `chain`](api.rst).
+
+| name | `gradtx` | key |
+|---|---|---|
+| `momentum` | `chain` | `chain` |
+
+```python
+chain
+```
+"""
+
+
+@pytest.fixture(scope="module")
+def xref_site(tmp_path_factory):
+    import io
+    from warnings import catch_warnings, simplefilter
+
+    from sphinx.application import Sphinx
+    from sphinx.deprecation import RemovedInSphinx11Warning
+
+    src = tmp_path_factory.mktemp("xref")
+    (src / "conf.py").write_text(_XREF_CONF.format(ext=str(ROOT / "docs" / "_ext")))
+    (src / "index.rst").write_text("Test\n====\n\n.. toctree::\n\n   api\n   guide\n")
+    (src / "api.rst").write_text(_XREF_RST)
+    (src / "guide.md").write_text(_XREF_MD)
+    warnings = io.StringIO()
+    with catch_warnings():  # Sphinx 9 deprecates what myst-parser's own transforms still use
+        simplefilter("ignore", RemovedInSphinx11Warning)
+        app = Sphinx(src, src, src / "_build", src / "_doctrees", "html", status=None, warning=warnings)
+        app.build()
+    out = src / "_build"
+    return (out / "api.html").read_text(), (out / "guide.html").read_text(), warnings.getvalue()
+
+
+def _code(html: str, text: str) -> list[str]:
+    """How each inline code `text` renders: "link:<target>" or "code"."""
+    found = []
+    pattern = r'(<a class="reference internal" href="[^"]*#([\w.]+)"[^>]*>)?<code class="[^"]*literal[^"]*">'
+    for m in re.finditer(pattern + r'<span class="pre">' + re.escape(text) + r"</span></code>", html):
+        found.append(f"link:{m[2]}" if m[1] else "code")
+    return found
+
+
+def test_default_role_renders_code_and_links_documented_names(xref_site):
+    api, _, warnings = xref_site
+    assert "<cite>" not in api
+    demo = api.split('id="gradtx.demo"', 1)[1]
+    assert _code(demo, "learning_rate") == ["code"] and _code(demo, "chain") == ["code", "code"]
+    assert _code(demo, "scale_by_adam") == ["link:gradtx.scale_by_adam"]
+    assert re.search(
+        r'<code class="docutils literal notranslate"><span class="pre">x</span> <span class="pre">\*</span>',
+        demo,
+    )
+    assert _code(demo, "TrainState") == ["code"]
+    assert _code(demo, "gradtx._core.protocol.EmptyState") == ["code"]  # private, exists: code
+    assert "gradtx.not_a_name" in warnings and "documented nowhere" in warnings
+    assert warnings.count("WARNING") == 1, warnings
+
+
+def test_inline_literals_on_pages_link_to_the_api(xref_site):
+    _, guide, _ = xref_site
+    assert _code(guide, "gradtx.scale_by_adam") == ["link:gradtx.scale_by_adam"]
+    assert _code(guide, "gradtx.sgd") == ["link:gradtx.gradient_descent"]  # documented under that name
+    assert _code(guide, "chain()") == ["link:gradtx.chain"] and _code(guide, "chain(...)") == [
+        "link:gradtx.chain"
+    ]
+    # an argument name elsewhere is a link only as a whole table cell; another's name; a config key
+    assert _code(guide, "momentum") == ["code", "link:gradtx.momentum"]
+    assert _code(guide, "chain") == ["code", "code", "link:gradtx.chain", "code"]  # Flax's, in a link, cells
+    assert _code(guide, "not_a_name") == ["code"]
+    assert re.search(
+        r'<code class="docutils literal notranslate"><span class="pre">x</span> <span class="pre">\+</span>',
+        guide,
+    )

@@ -138,7 +138,8 @@ def update_rule(
       prepare: `prepare(h, state, extra_args) -> {name: value}`, once per step.
       sparse: `"densify"`, `"rows"` or a sparse formula, as above.
       reads_params: the formula reads the parameter (`update` then needs `params`).
-      kind: `gradtx.ElementWise`, `gradtx.LeafWise` or `gradtx.SliceWise`.
+      kind: `gradtx.ElementWise` or `gradtx.LeafWise` (gradtx's own rules that reduce only over
+        a tensor's slices use a third, internal kind).
       count: `"always"`, `"if_scheduled"` for a stateless rule with schedules, or `"never"`.
       tf_scalars: TF's float32 scalar arithmetic, as above.
       extra: `{name: default}` of extra arguments the formula reads.
