@@ -65,7 +65,8 @@ from gradtx._algorithms.radam import radam
 from gradtx._algorithms.rmsprop import rmsprop
 from gradtx._algorithms.rprop import rprop
 from gradtx._algorithms.sam import sam
-from gradtx._algorithms.schedule_free import schedule_free, schedule_free_adamw, schedule_free_sgd
+from gradtx._algorithms.schedule_free import schedule_free, schedule_free_sgd
+from gradtx._algorithms.schedule_free_adamw import schedule_free_adamw
 from gradtx._algorithms.schedule_free_radam import schedule_free_radam
 from gradtx._algorithms.scion import scion, scion_light
 from gradtx._algorithms.sgd import gradient_descent, noisy_sgd, sgd
@@ -75,8 +76,9 @@ from gradtx._algorithms.sm3 import sm3
 from gradtx._algorithms.soap import soap
 from gradtx._algorithms.sophia import sophia
 from gradtx._algorithms.sophia_h import sophia_h
-from gradtx._algorithms.spam import spam, stable_spam
+from gradtx._algorithms.spam import spam
 from gradtx._algorithms.stable_adamw import stable_adamw
+from gradtx._algorithms.stable_spam import stable_spam
 from gradtx._algorithms.yogi import yogi
 
 __all__ = [

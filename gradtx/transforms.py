@@ -47,13 +47,10 @@ from gradtx._algorithms.came import ScaleByCameState, scale_by_came
 from gradtx._algorithms.cautious import CautiousState
 from gradtx._algorithms.cocob import ScaleByCocobState, scale_by_cocob
 from gradtx._algorithms.dadapt import ScaleByDAdaptAdamWState, scale_by_dadapt_adamw
-from gradtx._algorithms.dog import (
+from gradtx._algorithms.dog import ScaleByDoGState, ScaleByDoWGState, scale_by_dog, scale_by_dowg
+from gradtx._algorithms.dog_layerwise import (
     ScaleByDistanceOverGradientsState,
-    ScaleByDoGState,
-    ScaleByDoWGState,
     scale_by_distance_over_gradients,
-    scale_by_dog,
-    scale_by_dowg,
 )
 from gradtx._algorithms.fadam import ScaleByFAdamState, scale_by_fadam
 from gradtx._algorithms.ftrl import ScaleByFtrlState, scale_by_ftrl
@@ -84,8 +81,9 @@ from gradtx._algorithms.mars import ScaleByMarsState, scale_by_mars
 from gradtx._algorithms.mechanic import MechanizeState
 from gradtx._algorithms.momentum import TraceState, trace
 from gradtx._algorithms.momo import MomoAdamState, MomoState
-from gradtx._algorithms.muon import ScaleByMuonState, scale_by_muon, scale_by_shape
+from gradtx._algorithms.muon import ScaleByMuonState, scale_by_muon
 from gradtx._algorithms.muon_dims import MuonDimensionNumbers
+from gradtx._algorithms.muon_shape import scale_by_shape
 from gradtx._algorithms.muonclip import QKClipState, qk_clip
 from gradtx._algorithms.nadam import scale_by_nesterov_adam
 from gradtx._algorithms.neural_optimizer1 import ScaleByNeuralOptimizer1State, scale_by_neural_optimizer1
@@ -103,14 +101,13 @@ from gradtx._algorithms.proximal import (
 )
 from gradtx._algorithms.psgd_kron import ScaleByPsgdKronState, scale_by_psgd_kron
 from gradtx._algorithms.radam import ScaleByRadamState, scale_by_radam
-from gradtx._algorithms.rmsprop import (
+from gradtx._algorithms.rmsprop import ScaleByRmspropState, scale_by_rmsprop
+from gradtx._algorithms.rmsprop_optax import (
     ScaleByBiasCorrectedRmsState,
-    ScaleByRmspropState,
     ScaleByRmsState,
     ScaleByRStdDevState,
     scale_by_bias_corrected_rms,
     scale_by_rms,
-    scale_by_rmsprop,
     scale_by_stddev,
 )
 from gradtx._algorithms.rprop import ScaleByRpropState, scale_by_rprop
@@ -133,8 +130,9 @@ from gradtx._algorithms.sophia import (
     scale_by_sophia,
 )
 from gradtx._algorithms.sophia_h import ScaleBySophiaHState, scale_by_sophia_h
-from gradtx._algorithms.spam import SpamState, StableSpamState, scale_by_stable_spam
+from gradtx._algorithms.spam import SpamState
 from gradtx._algorithms.stable_adamw import ScaleByStableAdamWState, scale_by_stable_adamw
+from gradtx._algorithms.stable_spam import StableSpamState, scale_by_stable_spam
 from gradtx._algorithms.yogi import ScaleByYogiState, scale_by_yogi
 from gradtx.combinators._block_scaling import (
     BlockRmsState,

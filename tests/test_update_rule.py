@@ -36,10 +36,16 @@ def _heavy_ball(g, velocity, h):
 
 
 NO_RULES = {
-    "muon_dims.py": "Muon's dimension numbers and the reshapes they describe: data, no update",
+    "muon_dims.py": "Muon's dimension numbers, the reshapes they describe and the routing by them: no update",
     "newton_schulz.py": "the orthogonalising iteration Muon's rule calls per matrix: a function, no update",
     "kron_factors.py": "the Kronecker factors' math PSGD Kron's rule calls per leaf: functions, no update",
     "shampoo_roots.py": "the matrix roots Shampoo's rule calls per statistic: functions, no update",
+    "shampoo_statistics.py": "Shampoo's per-dimension statistics, their slots and renewals, which its rule "
+    "calls per leaf: functions, no update",
+    "psgd_kron_leaf.py": "PSGD Kron's factors slot, random numbers and per-leaf matrix work, which its "
+    "rule calls: functions, no update",
+    "soap_basis.py": "SOAP's layouts, eigenbases and their slots, which its rule calls per leaf: functions, "
+    "no update",
 }
 """Modules under `_algorithms/` that hold no transform, with the reason."""
 

@@ -1,25 +1,28 @@
-"""Muon: momentum orthogonalised by Newton-Schulz (`scale_by_muon`, `muon`) and `scale_by_shape`; the
-axes of a leaf's matrices are given by `MuonDimensionNumbers`."""
+"""Muon: momentum orthogonalised by Newton-Schulz (`scale_by_muon`, `muon`); the axes of a leaf's matrices
+are given by `MuonDimensionNumbers`.
+
+The width scaling `muon` chains (`scale_by_shape`) is in `muon_shape.py`, the dimension numbers in
+`muon_dims.py`, the Newton-Schulz iteration in `newton_schulz.py`.
+"""
 
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 
-from gradtx import packing
 from gradtx._algorithms.adam import first_moment_estimate, scale_by_bias_corrected_adam
 from gradtx._algorithms.muon_dims import (
     MuonDimensionNumbers,
     _as_matrices,
-    _axes,
     _check_dims,
     _check_dims_tree,
+    _with_dims,
     dims_by_leaf,
 )
+from gradtx._algorithms.muon_shape import scale_by_shape
 from gradtx._algorithms.newton_schulz import NS_COEFFS, PRECONDITIONINGS, coefficient_schedule, newton_schulz
 from gradtx._core import checks as _checks
 from gradtx._core import formulas as _formulas
@@ -183,101 +186,6 @@ def scale_by_muon(
     return rule(None) if weight_dimension_numbers is None else _with_dims(rule, weight_dimension_numbers)
 
 
-def _with_dims(rule: Any, weight_dimension_numbers: Any) -> _protocol.GradientTransformation:
-    """`rule(dims)`, `dims` resolved from `weight_dimension_numbers` and each step's updates (by key path).
-
-    Routing only: the state is the rule's (`init` is its), and each step runs the rule `update_rule` made
-    for the dims of those updates (a function of the updates can only be resolved there)."""
-    plain = rule({})
-
-    def resolved_step(updates, state, params=None, **extra_args):
-        return rule(dims_by_leaf(weight_dimension_numbers, updates)).update(
-            updates, state, params, **extra_args
-        )
-
-    return packing.leaf_wise(_protocol.GradientTransformation(plain.init, resolved_step))
-
-
-def _shape_leaf(u, h, *, consistent_rms: float | None, dims=None, path=None):
-    """`u` times `sqrt(max(1, n_out / n_in))` (or `consistent_rms * sqrt(max(n_in, n_out))`) for a matrix."""
-    del h
-    d = None if dims is None else dims.get(path)
-    if (d is None and u.ndim != 2) or u.size == 0:
-        return (u,)
-    d = MuonDimensionNumbers() if d is None else d
-    if dims is not None:
-        _check_dims("scale_by_shape", d, u.shape, path)
-    red, out = _axes(d, u.ndim)
-    fan_in, fan_out = math.prod(u.shape[a] for a in red), math.prod(u.shape[a] for a in out)
-    if consistent_rms is None:
-        factor: Any = jnp.sqrt(jnp.maximum(1, fan_out / fan_in))
-    else:
-        factor = jnp.sqrt(jnp.maximum(fan_in, fan_out)) * consistent_rms
-    return (factor * u,)
-
-
-@_registry.transform()
-def scale_by_shape(
-    consistent_rms: float | None = None, *, weight_dimension_numbers: Any = None
-) -> _protocol.GradientTransformation:
-    r"""Multiply each matrix leaf of the updates by a factor of its shape (Muon's width scaling).
-
-    For a matrix with :math:`n_{in}` rows (the reduction axis of :math:`x W`) and
-    :math:`n_{out}` columns:
-
-    .. math::
-        u \leftarrow \sqrt{\max(1, n_{out} / n_{in})}\; u
-        \quad\text{or, with } \rho = \text{consistent\_rms},\quad
-        u \leftarrow \rho \sqrt{\max(n_{in}, n_{out})}\; u
-
-    The second form gives every matrix's orthogonalised update the RMS :math:`\rho` (0.2
-    matches AdamW's, Liu et al.). Leaves that are not matrices are left as they are
-    (`optax.contrib.scale_by_shape`). With `weight_dimension_numbers` (as `scale_by_muon`'s),
-    :math:`n_{in}` and :math:`n_{out}` of a leaf given a `MuonDimensionNumbers` are the
-    products of its reduction and output axes. A row-sparse update is densified first.
-
-    Args:
-      consistent_rms: :math:`\rho` (a number > 0), or None for the width scaling.
-      weight_dimension_numbers: as `scale_by_muon`'s.
-
-    Returns:
-      A `GradientTransformation` with state `EmptyState()`.
-
-    Raises:
-      ValueError: for a non-positive or non-finite `consistent_rms`.
-      TypeError: for a `consistent_rms` that is not a number, or a dimension-numbers tree with
-        other leaves; (when traced) ValueError for dimension numbers that do not fit their leaf.
-
-    Example:
-        >>> import jax.numpy as jnp, gradtx
-        >>> tx = gradtx.scale_by_shape()
-        >>> tx.update(jnp.ones((2, 8)), tx.init(None))[0][0, 0]  # sqrt(8 / 2)
-        Array(2., dtype=float32)
-
-    References:
-      Jordan et al., *Muon: an optimizer for hidden layers in neural networks*, 2024; Liu et
-      al., *Muon is scalable for LLM training*, 2025 (arXiv:2502.16982).
-    """
-    fn = "scale_by_shape"
-    if consistent_rms is not None:
-        _checks.check_number(fn, "consistent_rms", consistent_rms)
-        _checks.check_finite(fn, "consistent_rms", consistent_rms)
-        _checks.check_positive(fn, "consistent_rms", consistent_rms)
-    _check_dims_tree(fn, weight_dimension_numbers)
-
-    def rule(dims):
-        return update_rule(
-            fn,
-            _protocol.EmptyState,
-            functools.partial(_shape_leaf, consistent_rms=consistent_rms, dims=dims),
-            kind=_protocol.LeafWise,  # a factor of each matrix's shape
-            count="if_scheduled",
-            paths=dims is not None,
-        )
-
-    return rule(None) if weight_dimension_numbers is None else _with_dims(rule, weight_dimension_numbers)
-
-
 def _muon_labels(params: Any) -> Any:
     """`"muon"` for matrices, `"fallback"` for the other leaves."""
     return jax.tree.map(lambda p: "muon" if jnp.ndim(p) == 2 else "fallback", params)
@@ -424,4 +332,4 @@ def muon(
     return partition({"muon": matrices, "fallback": fallback}, labels)
 
 
-__all__ = ["ScaleByMuonState", "muon", "scale_by_muon", "scale_by_shape"]
+__all__ = ["ScaleByMuonState", "muon", "scale_by_muon"]

@@ -1,8 +1,8 @@
 """Muon's weight dimension numbers: which axes of a leaf are its matrices' rows and columns.
 
 `MuonDimensionNumbers` (optax.contrib's), their checks against a leaf, a leaf as a stack of
-matrices and back, and the dimension numbers of each leaf of a tree; `scale_by_muon`,
-`scale_by_shape` and `muon` read them.
+matrices and back, the dimension numbers of each leaf of a tree, and a rule made at each step
+for the dimension numbers of its updates; `scale_by_muon`, `scale_by_shape` and `muon` read them.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from typing import Any, NamedTuple, Sequence
 
 import jax
 
+from gradtx import packing
 from gradtx._core import checks as _checks
 from gradtx._core import placement as _placement
+from gradtx._core import protocol as _protocol
 from gradtx._core import walk as _walk
 
 
@@ -112,6 +114,21 @@ def dims_by_leaf(dims: Any, updates: Any) -> Any:
     for path, _ in jax.tree_util.tree_flatten_with_path(updates, is_leaf=_walk.is_update_leaf)[0]:
         out[path] = next((d for p, d in given if tuple(path[: len(p)]) == tuple(p)), None)
     return out
+
+
+def _with_dims(rule: Any, weight_dimension_numbers: Any) -> _protocol.GradientTransformation:
+    """`rule(dims)`, `dims` resolved from `weight_dimension_numbers` and each step's updates (by key path).
+
+    Routing only: the state is the rule's (`init` is its), and each step runs the rule `update_rule` made
+    for the dims of those updates (a function of the updates can only be resolved there)."""
+    plain = rule({})
+
+    def resolved_step(updates, state, params=None, **extra_args):
+        return rule(dims_by_leaf(weight_dimension_numbers, updates)).update(
+            updates, state, params, **extra_args
+        )
+
+    return packing.leaf_wise(_protocol.GradientTransformation(plain.init, resolved_step))
 
 
 __all__ = ["MuonDimensionNumbers"]

@@ -5,8 +5,9 @@ computes the same numbers. Where a top-level gradtx name keeps TF's convention
 (`gradtx.adam` is TF's epsilon-hat Adam, `gradtx.adamw` contrib's AdamW, whose decay is
 not scaled by the rate), the name here is optax's: `optax_compat.adam` is optax's Adam.
 
-The module is a generated mirror: `_table.py` (and `_table_contrib.py` for `optax.contrib`)
-say which gradtx factory, or which chain of them, each optax name is; `_mirror.py` gives it
+The module is a generated mirror: `_table.py` and `_table_relaid.py` (and `_table_contrib.py`,
+`_table_contrib_matrix.py` and `_table_contrib_schedule_free.py` for `optax.contrib`) say which gradtx
+factory, or which chain of them, each optax name is; `_mirror.py` gives it
 optax's signature (generated from optax by tools/optax_signatures.py), optax's state classes
 (the gradtx rule's state renamed, at no cost per step) and a docstring written from gradtx's.
 `_table_schedules.py` holds optax's schedules and `_table_wrappers.py` its wrappers and routing, in
@@ -34,6 +35,7 @@ from gradtx.optax_compat import (
     _mirror,
     _multi_steps,
     _table,
+    _table_relaid,
     _table_schedules,
     _table_wrappers,
     projections,
@@ -90,6 +92,7 @@ def _gradtx_names() -> dict[str, Any]:
 _NAMES = {
     **_gradtx_names(),
     **public(_table),
+    **public(_table_relaid),
     **public(_table_schedules),
     **public(_table_wrappers),
     **public(_inject),

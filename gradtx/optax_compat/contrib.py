@@ -1,10 +1,10 @@
 """`optax.contrib` under `gradtx.optax_compat`: optax's contributed optimizers with optax's numbers.
 
 Every name is a gradtx rule (or a chain, a wrapper) under optax's signature and state class, from the
-mirror's table (`_table_contrib.py`), or gradtx's own object where it is optax's as it is; this module
-gives them optax's address, so `optax.contrib.prodigy(...)` keeps working after
-`import gradtx.optax_compat as optax`. A name optax has here and optax_compat lacks raises
-AttributeError saying so.
+mirror's tables (`_table_contrib.py`, `_table_contrib_matrix.py`, `_table_contrib_schedule_free.py`), or
+gradtx's own object where it is optax's as it is; this module gives them optax's address, so
+`optax.contrib.prodigy(...)` keeps working after `import gradtx.optax_compat as optax`. A name optax has
+here and optax_compat lacks raises AttributeError saying so.
 """
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 import gradtx
-from gradtx.optax_compat import _mirror, _table, _table_contrib
+from gradtx.optax_compat import (
+    _mirror,
+    _table,
+    _table_contrib,
+    _table_contrib_matrix,
+    _table_contrib_schedule_free,
+)
 from gradtx.optax_compat._mirror import public
 
 _GRADTX = (
@@ -26,7 +32,8 @@ _NAMES = {
     **{name: getattr(gradtx, name) for name in _GRADTX},
     **{
         name: value
-        for name, value in public(_table_contrib).items()
+        for table in (_table_contrib, _table_contrib_matrix, _table_contrib_schedule_free)
+        for name, value in public(table).items()
         if value is not getattr(_table, name, None)  # a top-level name the table uses
     },
     "NormalizeState": _table_contrib.NormalizeState,

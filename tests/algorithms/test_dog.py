@@ -1,5 +1,6 @@
-"""gradtx/_algorithms/dog.py: DoG, DoWG and layer-wise DoG (`scale_by_distance_over_gradients`) against
-optax's, 20 steps on the same gradients, 0-d leaves kept 0-d, DoG's heuristic start, and their errors.
+"""gradtx/_algorithms/dog.py and dog_layerwise.py: DoG, DoWG and layer-wise DoG
+(`scale_by_distance_over_gradients`) against optax's, 20 steps on the same gradients, 0-d leaves kept 0-d,
+DoG's heuristic start, and their errors.
 
 The gradients have a constant part (a bias) under the noise, so that the params travel and the distance
 estimates grow. Each case runs gradtx's optimizer and optax's (jitted, 20 steps: every case of this file one

@@ -1,7 +1,7 @@
-"""gradtx/_algorithms/muon.py: Muon's building blocks against their definitions (the Newton-Schulz iteration
-orthogonalises: U V^T from NumPy's SVD; other leaves get the bias-corrected momentum; `scale_by_shape` scales
-by the matrix's shape), and the alias `muon` against optax.contrib's, 20 steps on the same gradients, its
-fallback for leaves that are not matrices, its config names and its errors.
+"""gradtx/_algorithms/muon.py and muon_shape.py: Muon's building blocks against their definitions (the
+Newton-Schulz iteration orthogonalises: U V^T from NumPy's SVD; other leaves get the bias-corrected momentum;
+`scale_by_shape` scales by the matrix's shape), and the alias `muon` against optax.contrib's, 20 steps on the
+same gradients, its fallback for leaves that are not matrices, its config names and its errors.
 
 Muon's tolerance against optax is `helpers.MUON_TOLERANCE`; its dimension numbers (conv kernels, stacked
 weights): test_muon_dims.py.

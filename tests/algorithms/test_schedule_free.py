@@ -1,6 +1,7 @@
-"""gradtx/_algorithms/schedule_free.py: schedule-free AdamW / SGD against a float64 NumPy reference written
-from Defazio et al., *The road less scheduled* (2024), Algorithm 1, with the warmup of the authors' code
-(step t gets t / warmup_steps); the wrapper `schedule_free` and the aliases against optax.contrib's.
+"""gradtx/_algorithms/schedule_free.py and schedule_free_adamw.py: schedule-free AdamW / SGD against a float64
+NumPy reference written from Defazio et al., *The road less scheduled* (2024), Algorithm 1, with the warmup of
+the authors' code (step t gets t / warmup_steps); the wrapper `schedule_free` and the aliases against
+optax.contrib's.
 
 The reference keeps the paper's sequences `z` and `x` and computes `y` from them; gradtx
 keeps `z` and the params `y` and recovers `x`. (optax's warmup shifts the base step by one,

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import gradtx
-from gradtx._algorithms import soap as soap_module
+from gradtx._algorithms import soap_basis
 from tests.algorithms import _references
 
 CASES = _references.cases("soap")
@@ -59,7 +59,7 @@ def _reference_basis(case):
 @pytest.mark.parametrize("case", CASES, ids=repr)
 def test_soap_equals_pytorch_optimizer(case, monkeypatch):
     if case.label in RANK_DEFICIENT:
-        monkeypatch.setattr(soap_module, "_eigenbasis", _reference_basis(case))
+        monkeypatch.setattr(soap_basis, "_eigenbasis", _reference_basis(case))
     _references.check_case(case)
 
 
@@ -69,7 +69,7 @@ def test_the_eigenbases_differ_only_where_the_eigensolver_chooses(case):
     choice are exactly those with a repeated eigenvalue."""
     repeated = False
     for a, q_ref in _eigh_calls(case):
-        q = np.asarray(soap_module._eigenbasis(jnp.asarray(a)))
+        q = np.asarray(soap_basis._eigenbasis(jnp.asarray(a)))
         values = np.diag(q_ref.T @ a.astype(np.float64) @ q_ref)
         for idx in _clusters(values):
             repeated |= len(idx) > 1
@@ -83,8 +83,8 @@ def test_the_cases_refresh_merge_and_precondition_vectors():
     kwargs = {c.label: c.kwargs for c in CASES}
     assert all(c.get("precondition_frequency", 10) < len(CASES[0].grads) for c in kwargs.values())
     assert kwargs["merged"]["merge_dims"] and kwargs["channels_last"]["data_format"] == "channels_last"
-    layout = soap_module._layout(
-        (4, 3, 2, 2), soap_module._Config(1, 6, True, False, True, False, "channels_last")
+    layout = soap_basis._layout(
+        (4, 3, 2, 2), soap_basis._Config(1, 6, True, False, True, False, "channels_last")
     )
     assert layout.permute and layout.dims == (4, 6, 2)
     shapes = [a.shape for a, _ in _eigh_calls(next(c for c in CASES if c.label == "precondition_1d"))]
@@ -100,9 +100,9 @@ def test_soap_takes_pytorch_optimizers_arguments_and_defaults():
 
 
 def test_merge_small_dims_is_pytorch_optimizers():
-    assert soap_module._merge_small_dims((1, 2, 512, 1, 2048, 1, 3, 4), 1024) == (1024, 2048, 12)
-    assert soap_module._merge_small_dims((1, 2, 768, 1, 2048), 1024) == (2, 768, 2048)
-    assert soap_module._merge_small_dims((4, 3, 2, 2), 10000) == (48,)  # the reference fails here
+    assert soap_basis._merge_small_dims((1, 2, 512, 1, 2048, 1, 3, 4), 1024) == (1024, 2048, 12)
+    assert soap_basis._merge_small_dims((1, 2, 768, 1, 2048), 1024) == (2, 768, 2048)
+    assert soap_basis._merge_small_dims((4, 3, 2, 2), 10000) == (48,)  # the reference fails here
 
 
 def test_a_leaf_merged_whole_is_one_dimension_and_vectors_need_precondition_1d():

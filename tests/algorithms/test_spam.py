@@ -1,6 +1,6 @@
-"""gradtx/_algorithms/spam.py: SPAM and StableSPAM against pytorch-optimizer's, 20 steps on the recorded
-gradients (defaults, momentum resets with their warmup, clipping that bites, the betas' cosine decay,
-`gamma1=-1`, weight decay), their arguments and defaults, their errors."""
+"""gradtx/_algorithms/spam.py and stable_spam.py: SPAM and StableSPAM against pytorch-optimizer's, 20 steps
+on the recorded gradients (defaults, momentum resets with their warmup, clipping that bites, the betas' cosine
+decay, `gamma1=-1`, weight decay), their arguments and defaults, their errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""References of gradtx/_algorithms/spam.py: pytorch-optimizer's `SPAM` and `StableSPAM`.
+"""References of gradtx/_algorithms/spam.py and stable_spam.py: pytorch-optimizer's `SPAM` and `StableSPAM`.
 
 The non-default cases make every mode happen within the 20 steps: momentum resets every few steps with
 their cosine warmup (`update_proj_gap`, `warmup_epoch`), spike clipping that bites (a small `threshold`,
