@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 from gradtx.returnn._common import ReturnnConfigError
+from gradtx.returnn._safe_eval_comprehensions import Comprehensions, dict_of, short_source
+from gradtx.returnn._safe_eval_comprehensions import short_text as _short
 from gradtx.returnn._safe_eval_limits import MAX_ELEMENTS as MAX_ELEMENTS
 from gradtx.returnn._safe_eval_limits import MAX_INT_BITS as MAX_INT_BITS
 from gradtx.returnn._safe_eval_limits import (
-    MAX_ITERATIONS,
     WIDE_FORMAT,
     Budget,
     check_count,
@@ -156,7 +157,7 @@ def _reads(node: ast.AST) -> bool:
     return isinstance(node, _READS)
 
 
-class _Evaluator:
+class _Evaluator(Comprehensions):
     def __init__(self, names: Mapping[str, Any], budget: Budget):
         self.scopes: list[Mapping[str, Any]] = [names]
         self.budget = budget
@@ -237,7 +238,7 @@ class _Evaluator:
             else:
                 pairs.append((self.eval(key), self.eval(value)))
             check_count(len(pairs), node.lineno)
-        return _dict(pairs, node.lineno)
+        return dict_of(pairs, node.lineno)
 
     def _JoinedStr(self, node: ast.JoinedStr) -> str:
         return "".join(str(self.eval(v)) for v in node.values)
@@ -337,89 +338,6 @@ class _Evaluator:
         parts = ast.unparse(func).split(".")
         ref = next((scope[parts[0]] for scope in reversed(self.scopes) if parts[0] in scope), None)
         return isinstance(ref, ModuleRef) and ".".join([ref.path, *parts[1:]]) in _EPOCH_VALUE
-
-    def _run_comprehension(self, generators: list[ast.comprehension], emit: Callable[[], None]) -> None:
-        scope: dict[str, Any] = {}
-        self.scopes.append(scope)
-        try:
-            self._loop(generators, scope, emit)
-        finally:
-            self.scopes.pop()
-
-    def _loop(self, gens: list[ast.comprehension], scope: dict, emit: Callable[[], None]) -> None:
-        gen = gens[0]
-        if gen.is_async:
-            raise refusal("an async comprehension is not read", gen.target.lineno)
-        for item in self.eval(gen.iter):
-            self.iterations += 1
-            if self.iterations > MAX_ITERATIONS:
-                raise refusal(f"comprehensions of over {MAX_ITERATIONS} iterations", gen.target.lineno)
-            _bind(gen.target, item, scope)
-            if all(self.eval(cond) for cond in gen.ifs):
-                if len(gens) > 1:
-                    self._loop(gens[1:], scope, emit)
-                else:
-                    emit()
-
-    def _ListComp(self, node: ast.ListComp | ast.GeneratorExp) -> list[Any]:
-        out: list[Any] = []
-
-        def emit() -> None:
-            out.append(self.eval(node.elt))
-            check_count(len(out), node.lineno)
-
-        self._run_comprehension(node.generators, emit)
-        return out
-
-    _GeneratorExp = _ListComp
-
-    def _SetComp(self, node: ast.SetComp) -> set[Any]:
-        items = self._ListComp(node)  # type: ignore[arg-type]
-        guard_hashed(items, node.lineno)
-        return set(items)
-
-    def _DictComp(self, node: ast.DictComp) -> dict[Any, Any]:
-        pairs: list[tuple[Any, Any]] = []
-
-        def emit() -> None:
-            pairs.append((self.eval(node.key), self.eval(node.value)))
-            check_count(len(pairs), node.lineno)
-
-        self._run_comprehension(node.generators, emit)
-        return _dict(pairs, node.lineno)
-
-
-def _dict(pairs: list[tuple[Any, Any]], line: int | None) -> dict[Any, Any]:
-    """`dict(pairs)`, refused when its keys share hash values (`guard_hashed`)."""
-    guard_hashed([k for k, _ in pairs], line)
-    return dict(pairs)
-
-
-def _bind(target: ast.expr, value: Any, scope: dict[str, Any]) -> None:
-    if isinstance(target, ast.Name):
-        scope[target.id] = value
-    elif isinstance(target, (ast.Tuple, ast.List)) and not any(
-        isinstance(t, ast.Starred) for t in target.elts
-    ):
-        values = list(value)
-        if len(values) != len(target.elts):
-            raise refusal(f"unpacking {len(values)} values into {len(target.elts)} names", target.lineno)
-        for t, v in zip(target.elts, values, strict=True):
-            _bind(t, v, scope)
-    else:
-        raise refusal(f"the loop target `{short_source(target)}` is not read", target.lineno)
-
-
-def short_source(node: ast.AST) -> str:
-    """The expression's text, shortened for a message."""
-    try:
-        return _short(ast.unparse(node))
-    except RecursionError:
-        return "..."
-
-
-def _short(text: str, limit: int = 100) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _describe(node: ast.AST) -> str:
