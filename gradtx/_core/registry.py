@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import protocol as _protocol
+from gradtx._core.spelling import edit_distance
 
 KINDS = ("optimizer", "transform", "wrapper")
 """The kinds of entries: full optimizers, transforms from plain arguments, wrappers of a transform."""
@@ -232,16 +233,6 @@ def entry(name: str) -> Entry:
     return _ENTRIES[found]
 
 
-def _levenshtein(a: str, b: str) -> int:
-    """The number of single-character insertions, deletions and substitutions that turn `a` into `b`."""
-    row = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        prev, row[0] = row[0], i
-        for j, cb in enumerate(b, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
-    return row[-1]
-
-
 def _suggestions(name: str, n: int = 4) -> list[str]:
     """The registered spellings closest to an unknown `name`, closest first, at most one per entry.
 
@@ -272,7 +263,7 @@ def _suggestions(name: str, n: int = 4) -> list[str]:
             f"{a}Optimizer" for a in e.aliases if a[:1].isupper() and not a.endswith("Optimizer")
         )
         for s in spelled + tf_classes:
-            d = min(_levenshtein(plain(name), plain(s)), _levenshtein(_key(name), _key(s)))
+            d = min(edit_distance(plain(name), plain(s)), edit_distance(_key(name), _key(s)))
             if d <= limit:
                 best[e.name] = min(best.get(e.name, (d + 1, 0, "")), (d, int(s != e.name), s))
     ranked = sorted(best.values(), key=lambda b: (b[0], b[2].lower(), b[1]))

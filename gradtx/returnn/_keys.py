@@ -16,6 +16,7 @@ import difflib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gradtx._core.spelling import edit_distance
 from gradtx.returnn import _common
 from gradtx.returnn._common import ReturnnConfigError
 from gradtx.returnn._key_table import BACKEND_NAMES as _NAMES
@@ -213,23 +214,6 @@ _OWNED = ("newbob_", "learning_rate_control_")
 """Prefixes of the learning-rate control's keys: an unknown key with one is meant for it."""
 
 
-def _edits(a: str, b: str) -> int:
-    """The edits (insertions, deletions, substitutions, swaps of neighbours) from `a` to `b`: a typo is 1 or
-    2 (`optimizer_epsiloon`, `learning_rate_contorl`); a helper named after a key is more (`bn_momentum`)."""
-    if abs(len(a) - len(b)) > 2:
-        return 3
-    previous, row = None, list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        current = [i]
-        for j, cb in enumerate(b, 1):
-            cost = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (ca != cb))
-            if previous is not None and i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
-                cost = min(cost, previous[j - 2] + 1)
-            current.append(cost)
-        previous, row = row, current
-    return row[-1]
-
-
 def _unknown(name: str, value: Any, backend: str) -> None:
     """A key RETURNN's updater does not read: a warning where the user may have meant one it does."""
     head = f"`from_returnn_config`: config `{name}` = {_short(value)}"
@@ -240,7 +224,13 @@ def _unknown(name: str, value: Any, backend: str) -> None:
         )
         return
     read = _read_by_update(backend)
-    close = [k for k in read if _edits(name, k) <= (2 if len(k) >= 8 else 1)]
+    # a typo is 1 or 2 edits (`optimizer_epsiloon`, `learning_rate_contorl`); a helper named after a key is
+    # more (`bn_momentum`), and so is any name whose length differs by more than 2
+    close = [
+        k
+        for k in read
+        if abs(len(name) - len(k)) <= 2 and edit_distance(name, k, swaps=True) <= (2 if len(k) >= 8 else 1)
+    ]
     if not close and name.startswith(_OWNED):  # the learning-rate control's own prefixes
         close = difflib.get_close_matches(name, read, n=1, cutoff=0.0)
     if close and not _is_definition(value):
