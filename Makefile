@@ -8,6 +8,11 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 # minute; pip does it when uv cannot (uv reads no pip.conf: a private index or a proxy's certificate)
 UV     := $(VENV)/bin/uv pip install -q --python $(PY)
 PYTEST_ARGS ?= -n 2
+# Bytecode is kept (in .venv/pycache, out of the tree) even where the environment sets PYTHONDONTWRITEBYTECODE:
+# without it every process -- xdist's workers, the notebooks' kernels, the suite's subprocesses -- compiles
+# jax, TensorFlow and gradtx from source again, about a minute of `make test`.
+unexport PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX ?= $(CURDIR)/$(VENV)/pycache
 
 .PHONY: test demo bench lint install clean release floor docs references
 
