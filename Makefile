@@ -20,8 +20,9 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install uv
 
+# the docs extra too: tests/test_api_reference.py reads the docstrings with Sphinx (skipped without it)
 $(VENV)/.installed-test: pyproject.toml | $(PY)
-	$(UV) -e '.[test,demo]' || $(PIP) install -e '.[test,demo]'
+	$(UV) -e '.[test,demo,docs]' || $(PIP) install -e '.[test,demo,docs]'
 	touch $@
 
 $(VENV)/.installed-lint: pyproject.toml | $(PY)
