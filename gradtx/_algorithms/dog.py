@@ -90,8 +90,8 @@ def scale_by_dog(
     it the real ones; "learning_rate" makes the first step size `value` itself. Follow it
     with `scale_by_learning_rate` (`dog` does). The numbers of `optax.contrib.scale_by_dog`.
     It reads the params; a row-sparse gradient is densified. `ElementWise`, except with the
-    "heuristic" start: its `init` reads the whole params' norm, which ZeRO's slices
-    (`parallel.sharded_state` in `shard_map`) would not give, so it is `LeafWise` then.
+    "heuristic" start: its `init` reads the whole params' norm, `SliceWise` then (on ZeRO's
+    slices, `parallel.sharded_state` in `shard_map`, that norm is the whole params' too).
 
     Args:
       init_step: `(kind, value)`: kind one of "distance", "learning_rate", "heuristic";
@@ -143,7 +143,7 @@ def scale_by_dog(
             "max_dist": functools.partial(_dog_r_eps, init_step=init_step),
             "sum_sq_norm_grads": lambda h: 0.0,
         },
-        kind=_protocol.LeafWise if kind == "heuristic" else _protocol.ElementWise,
+        kind=_protocol.SliceWise if kind == "heuristic" else _protocol.ElementWise,
         count="never",
         **{**TREE_SCALARS, "real_only": None},  # a real step size times the gradient: complex leaves turn
     )

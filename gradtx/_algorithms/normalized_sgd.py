@@ -12,6 +12,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
+from gradtx._core import sliced as _sliced
 from gradtx._core.chain import chain
 from gradtx._core.rule import update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
@@ -25,7 +26,7 @@ class ScaleByL2NormalizationState(NamedTuple):
 
 def _normalized(x: jax.Array, eps: jax.Array) -> jax.Array:
     """`x / sqrt(max(sum(|x|^2), eps))`, the sum taken in float32 at least (also for bf16 gradients)."""
-    squared = _formulas.squared_norm(x)
+    squared = _sliced.total(_formulas.squared_norm(x))  # the whole tensor's, on ZeRO's slices too
     return x * lax.rsqrt(jnp.maximum(squared, jnp.real(eps))).astype(x.dtype)
 
 
@@ -73,7 +74,7 @@ def scale_by_l2_normalization(eps: _protocol.ScalarOrSchedule = 1e-12) -> _proto
         _l2_leaf,
         hyper={"eps": eps},
         sparse=_l2_values,
-        kind=_protocol.LeafWise,  # the norm is the whole tensor's
+        kind=_protocol.SliceWise,  # the norm is the whole tensor's (`_sliced.total`)
         count="if_scheduled",
         tf_scalars=True,
     )

@@ -31,7 +31,7 @@ setattr(ScaleByNovogradState, "slots_shaped_like_params", ("m",))  # noqa: B010 
 
 def _novograd_leaf(g, m, v, w, h):
     """One leaf: `(update, m, v)`; `v` starts at the first step's `||g||^2`."""
-    norm2 = (jnp.sqrt(_formulas.squared_norm(g)) ** 2).astype(v.dtype)  # optax's `norm(g) ** 2`, its bits
+    norm2 = (_formulas.leaf_norm(g) ** 2).astype(v.dtype)  # optax's `norm(g) ** 2`, its bits
     v = jnp.where(h.count == 0, norm2, _formulas.optax_moment(v, norm2, h.b2))
     scaled = g / (jnp.sqrt(v + h.eps_root) + h.eps).astype(g.dtype)
     m = h.b1 * m + (scaled + h.weight_decay * w.astype(g.dtype)).astype(m.dtype)
@@ -116,7 +116,7 @@ def scale_by_novograd(
             "nu": _scalar_slot if nu_dtype is None else functools.partial(_scalar_slot, dtype=nu_dtype),
         },
         reads_params=True,
-        kind=_protocol.LeafWise,  # the second moment is the whole leaf's
+        kind=_protocol.SliceWise,  # the second moment is the whole leaf's (`leaf_norm`, on ZeRO's slices too)
     )
 
 
@@ -150,7 +150,8 @@ def novograd(
       nu_dtype: dtype of the per-leaf second moment `v` (default: each param's dtype).
 
     Returns:
-      A `LeafWise` chain; its slots are `m` and `v` (one scalar per leaf).
+      A `SliceWise` chain (on ZeRO's slices each leaf's norm is still the whole leaf's); its
+      slots are `m` and `v` (one scalar per leaf).
 
     Raises:
       ValueError: for a decay outside [0, 1], or a negative `eps`, `eps_root`, weight decay or rate.

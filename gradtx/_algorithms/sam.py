@@ -12,6 +12,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import factory as _factory
 from gradtx._core import formulas as _formulas
 from gradtx._core import hyper as _hyper
+from gradtx._core import packed as _packed
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import rule_parts as _rule_parts
@@ -75,7 +76,8 @@ def normalize() -> _protocol.GradientTransformation:
         norm = _formulas.global_norm(updates)
         return _walk.map_updates("normalize", lambda g: g / norm.astype(g.dtype), updates), state
 
-    return _protocol.GradientTransformation(init_fn, update_fn)  # `api` gives it per-leaf views (packing)
+    # per-leaf views of packed trees; its one reduction is `global_norm`'s (`_sliced.total`): ZeRO's slices
+    return _protocol.SliceWise(*_packed.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn)))
 
 
 @_registry.optimizer("SAM")

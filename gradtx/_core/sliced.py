@@ -2,8 +2,9 @@
 
 A rule that reduces over every element of the updates (a global norm, an all-finite test,
 a NaN flag per parameter) writes its reduction as always, over the arrays it is given,
-and passes the result through `total` before using it; a rule that draws an array shaped
-like a whole leaf (gradient noise) draws it through `leaf_part`. Both are the identity
+and passes the result through `total` before using it (a mean divides by `leaf_size`); a
+rule that draws an array shaped like a whole leaf (gradient noise) draws it through
+`leaf_part`. Both are the identity
 (`leaf_part` just calls `make(x.shape)`) unless the arrays the rule is given are parts of
 the leaves: `parallel.sharded_state` inside `shard_map` / `pmap` gives its transform one
 replica's flat slice of every leaf, and sets a `Parts` here for the duration of that
@@ -42,6 +43,10 @@ class Parts(Protocol):
 
     def leaf_part(self, path: Any, x: jax.Array, make: Callable[[tuple[int, ...]], jax.Array]) -> jax.Array:
         """`make(shape)`, shaped like the whole leaf at `path`, cut to the part `x` holds."""
+        ...
+
+    def leaf_size(self, path: Any, x: jax.Array) -> int:
+        """The number of elements of the whole leaf at `path`, of which `x` is a part."""
         ...
 
 
@@ -86,6 +91,20 @@ def leaf_part(path: Any, x: jax.Array, make: Callable[[tuple[int, ...]], jax.Arr
         return make(tuple(x.shape))
     with jax.named_scope(LEAF_SCOPE):
         return parts.leaf_part(path, x, make)
+
+
+def leaf_size(path: Any, x: jax.Array) -> int:
+    """The number of elements of the whole leaf at `path` (a mean's divisor), where the rule holds `x` of it.
+
+    Args:
+      path: the leaf's key path (`update_rule(..., paths=True)` gives it to the formula).
+      x: what the rule holds of the leaf: the leaf itself, or a part of it.
+
+    Returns:
+      `x.size`, unless `x` is a part of the leaf: then the whole leaf's size.
+    """
+    parts = _PARTS.get()
+    return x.size if parts is None else parts.leaf_size(path, x)
 
 
 @contextlib.contextmanager

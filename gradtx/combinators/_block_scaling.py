@@ -4,7 +4,7 @@ block: its RMS, or its parameter's RMS or norm; Adafactor's clipping and paramet
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -13,12 +13,13 @@ from gradtx._core import checks as _checks
 from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
+from gradtx._core import sliced as _sliced
 from gradtx._core.rule import update_rule
 
 
 def _param_norm_leaf(u: jax.Array, w: jax.Array, h) -> tuple[jax.Array]:
     """`u * max(min_scale, ||w||)`: the norm of the whole leaf (Frobenius for a matrix)."""
-    norm = jnp.sqrt(_formulas.squared_norm(w)).astype(_formulas.real_dtype(w.dtype))
+    norm = _formulas.leaf_norm(w).astype(_formulas.real_dtype(w.dtype))
     return (u * jnp.where(norm <= h.min_scale, h.min_scale, norm).astype(u.dtype),)
 
 
@@ -34,13 +35,14 @@ def scale_by_param_block_norm(
     learning rate is relative to the size of each parameter block; beside
     `scale_by_param_block_rms`, which uses the root mean square. These are the numbers of
     `optax.scale_by_param_block_norm`. A per-tensor rule: on packed parameters it sees
-    per-leaf views. A row-sparse update is densified first.
+    per-leaf views; on ZeRO's slices (`parallel.sharded_state` in `shard_map`) the norm is the
+    whole leaf's (one scalar all-reduce per leaf). A row-sparse update is densified first.
 
     Args:
       min_scale: :math:`\epsilon_2`, the smallest factor (parameters at or near zero), > 0.
 
     Returns:
-      A `LeafWise` transform; state `EmptyState()`, or `BlockRmsState(count)` for a schedule.
+      A `SliceWise` transform; state `EmptyState()`, or `BlockRmsState(count)` for a schedule.
 
     Raises:
       ValueError: for a non-positive or non-finite `min_scale`; at update time, if `params`
@@ -66,7 +68,7 @@ def scale_by_param_block_norm(
         _param_norm_leaf,
         hyper={"min_scale": min_scale},
         reads_params=True,
-        kind=_protocol.LeafWise,
+        kind=_protocol.SliceWise,  # the norm is the whole leaf's, on ZeRO's slices too (`leaf_norm`)
         count="if_scheduled",
     )
 
@@ -77,19 +79,20 @@ class BlockRmsState(NamedTuple):
     count: _protocol.Count  # int32: completed updates
 
 
-def _rms(x: jax.Array) -> jax.Array:
-    """`sqrt(mean(x^2))` of one leaf, summed in at least float32 (NaN for an empty leaf)."""
-    return jnp.sqrt(_formulas.squared_norm(x) / x.size)
+def _rms(x: jax.Array, path: Any) -> jax.Array:
+    """`sqrt(mean(x^2))` of the whole leaf at `path`, summed in at least float32 (NaN for an empty leaf);
+    on ZeRO's slices too (`_sliced`)."""
+    return jnp.sqrt(_sliced.total(_formulas.squared_norm(x)) / _sliced.leaf_size(path, x))
 
 
-def _clip_leaf(u, h):
+def _clip_leaf(u, h, *, path):
     """`u / max(1, RMS(u) / d)`, in that order (optax's and Adafactor's rounding)."""
-    return (u / jnp.maximum(1, _rms(u) / h.threshold).astype(u.dtype),)
+    return (u / jnp.maximum(1, _rms(u, path) / h.threshold).astype(u.dtype),)
 
 
-def _param_scale_leaf(u, w, h):
+def _param_scale_leaf(u, w, h, *, path):
     """`u * max(min_scale, RMS(w))`."""
-    rms = _rms(w)
+    rms = _rms(w, path)
     return (u * jnp.where(rms <= h.min_scale, h.min_scale, rms).astype(u.dtype),)
 
 
@@ -102,7 +105,9 @@ def clip_by_block_rms(threshold: _protocol.ScalarOrSchedule) -> _protocol.Gradie
     .. math:: u \leftarrow \frac{u}{\max\big(1, \mathrm{RMS}(u) / d\big)}, \qquad
         \mathrm{RMS}(u) = \sqrt{\mathrm{mean}(u^2)}
 
-    (`optax.clip_by_block_rms`). A row-sparse update is densified first.
+    (`optax.clip_by_block_rms`). The RMS is the whole leaf's, on ZeRO's slices too
+    (`parallel.sharded_state` in `shard_map`: one scalar all-reduce per leaf). A row-sparse
+    update is densified first.
 
     Args:
       threshold: :math:`d`, the largest RMS an update keeps, > 0.
@@ -132,8 +137,9 @@ def clip_by_block_rms(threshold: _protocol.ScalarOrSchedule) -> _protocol.Gradie
         BlockRmsState,
         _clip_leaf,
         hyper={"threshold": threshold},
-        kind=_protocol.LeafWise,
+        kind=_protocol.SliceWise,  # the whole leaf's RMS on ZeRO's slices too (`_rms`)
         count="if_scheduled",
+        paths=True,
     )
 
 
@@ -146,7 +152,8 @@ def scale_by_param_block_rms(
     .. math:: u \leftarrow u \cdot \max\big(\epsilon_2, \mathrm{RMS}(w)\big)
 
     so that a learning rate is relative to the scale of each parameter
-    (`optax.scale_by_param_block_rms`). A row-sparse update is densified first.
+    (`optax.scale_by_param_block_rms`). The RMS is the whole leaf's, on ZeRO's slices too
+    (`parallel.sharded_state` in `shard_map`). A row-sparse update is densified first.
 
     Args:
       min_scale: :math:`\epsilon_2`, the smallest factor (parameters at or near zero), > 0.
@@ -179,6 +186,7 @@ def scale_by_param_block_rms(
         _param_scale_leaf,
         hyper={"min_scale": min_scale},
         reads_params=True,
-        kind=_protocol.LeafWise,
+        kind=_protocol.SliceWise,  # the whole leaf's RMS on ZeRO's slices too (`_rms`)
         count="if_scheduled",
+        paths=True,
     )

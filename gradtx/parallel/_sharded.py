@@ -47,6 +47,13 @@ def _refuse_leaf_wise(fn: str, tx: Any, axes: tuple) -> ValueError:
     )
 
 
+def _slices(n: int, axes: tuple, tree: Any) -> Slices:
+    """What runs `_sliced.total` and `_sliced.leaf_part` while the rule holds slices of `tree`'s leaves."""
+    leaves = jax.tree_util.tree_leaves_with_path(tree)
+    shapes = {jax.tree_util.keystr(k): tuple(np.shape(x)) for k, x in leaves}
+    return Slices(n, axes, shapes)
+
+
 def _row(x: Any, axes: tuple) -> jax.Array:
     """A state leaf as this replica's row of the global state; under `check_vma=True` typed as varying over
     `axes` (it is one replica's), whatever the rule computed it from, so `init` and `update` give one type."""
@@ -80,11 +87,15 @@ def sharded_state(
     `chain(clip_by_global_norm(c), adamw(...))` adds one scalar all-reduce to the step.
     `add_noise` has each replica draw every leaf's whole noise and keep its slice: the same
     numbers as unsharded, at the cost of drawing (not storing) the whole gradient's noise
-    on every replica. LARS's and LAMB's trust ratios take each tensor's norms the same way
-    (one scalar all-reduce per tensor), and masks and labels given as trees or key-path
-    patterns route the slices as the whole leaves. Rules that need whole tensors (Shampoo,
-    Adafactor, SM3, Muon, a mask that is a function of the params) are refused when built,
-    naming the member, and an element-wise one that mixes elements otherwise (GGT, optax's
+    on every replica. LARS's and LAMB's trust ratios, NovoGrad's second moment,
+    NormalizedSGD's, layer-wise DoG's, `scale_by_param_block_norm`'s norms and
+    `clip_by_block_rms`' and `scale_by_param_block_rms`' root mean squares take each
+    tensor's norms the same way (one scalar all-reduce per tensor), SAM's `normalize` and
+    DoG's the global norm (DoG's heuristic start too: `init` runs with the same totals), and
+    masks and labels given as trees or key-path patterns route the slices as the whole
+    leaves. Rules that need whole tensors (Shampoo, Adafactor's factored statistics, SM3,
+    Muon, a mask that is a function of the params) are refused when built, naming the
+    member, and an element-wise one that mixes elements otherwise (GGT, optax's
     own clip declared `ElementWise`) is refused when traced (the jaxpr of its update is
     read): on slices they would see 1/N of each tensor. The padding never reaches the
     parameters. Row-sparse gradients are densified. `init` must run inside the mapped
@@ -182,7 +193,8 @@ def sharded_state(
             return ShardedState(inner=jax.tree.map(lambda x: split(x, mesh, axes), inner.init(params)))
         n = _axes.bound_size(fn, axes)
         slices = jax.tree.map(lambda p: my_slice(jnp.asarray(p), n, axes), params)
-        return ShardedState(inner=jax.tree.map(lambda x: _row(x, axes), inner.init(slices)))
+        with _sliced.holding(_slices(n, axes, params)):  # a norm `init` reads (DoG's start): the whole leaf's
+            return ShardedState(inner=jax.tree.map(lambda x: _row(x, axes), inner.init(slices)))
 
     def jit_update(updates, state, params, extra_args):
         grads = sparse.densify(updates)
@@ -214,10 +226,7 @@ def sharded_state(
         g_slices = _walk.map_updates(fn, reduce_slice, grads)
         p_slices = None if params is None else jax.tree.map(lambda p: my_slice(p, n, axes), params)
         inner_state = jax.tree.map(lambda x: x[0], state.inner)
-        shapes = {
-            jax.tree_util.keystr(k): tuple(np.shape(g)) for k, g in jax.tree_util.tree_leaves_with_path(grads)
-        }
-        with _sliced.holding(Slices(n, axes, shapes)):  # the rule's global reductions: one collective each
+        with _sliced.holding(_slices(n, axes, grads)):  # the rule's global reductions: one collective each
             args = (g_slices, inner_state, p_slices)
             data = [
                 *(True for _ in jax.tree.leaves(g_slices)),

@@ -73,7 +73,8 @@ class Slices:
 
     `total` combines the replicas' partial reductions with one collective over `axes` (a
     pytree of partials is one all-reduce); `leaf_part` makes the whole leaf's array (its
-    shape read from `shapes`, by key path) and keeps this replica's slice of it.
+    shape read from `shapes`, by key path) and keeps this replica's slice of it;
+    `leaf_size` is the whole leaf's size.
     """
 
     def __init__(self, n: int, axes: tuple, shapes: dict[str, tuple[int, ...]]) -> None:
@@ -91,17 +92,23 @@ class Slices:
         # typed (check_vma=True) as the partial was, so a rule's `cond` branches and state keep their types
         return jax.tree.map(_vma.typed_like, out, partial)
 
-    def leaf_part(self, path: Any, x: jax.Array, make: Any) -> jax.Array:
+    def _shape(self, path: Any, x: jax.Array, what: str) -> tuple[int, ...]:
         key = jax.tree_util.keystr(tuple(path))
         shape = self.shapes.get(key)
         if shape is None or tuple(x.shape) != (slice_len(math.prod(shape), self.n),):
             raise ValueError(
-                f"`sharded_state`: a rule makes an array shaped like the whole parameter at "
-                f"{key or '<root>'} (gradient noise), but the tree it was given does not match the "
-                f"parameters' (a combinator inside `sharded_state` changed its structure); put that rule "
-                f"directly in `sharded_state`'s chain."
+                f"`sharded_state`: a rule {what} the whole parameter at {key or '<root>'}, but the tree it "
+                f"was given does not match the parameters' (a combinator inside `sharded_state` changed its "
+                f"structure); put that rule directly in `sharded_state`'s chain."
             )
+        return shape
+
+    def leaf_part(self, path: Any, x: jax.Array, make: Any) -> jax.Array:
+        shape = self._shape(path, x, "makes an array shaped like (gradient noise)")
         return my_slice(make(shape), self.n, self.axes)
+
+    def leaf_size(self, path: Any, x: jax.Array) -> int:
+        return math.prod(self._shape(path, x, "divides by the size of (a root mean square)"))
 
 
 # --------------------------------------------------------------------------- jit layout

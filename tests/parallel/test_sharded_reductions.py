@@ -240,6 +240,43 @@ def test_per_tensor_norms_and_key_path_masks_equal_the_unsharded_run(make, mode)
 
 
 @pytest.mark.parametrize(
+    "make",
+    [
+        lambda: gradtx.normalized_sgd(0.1),
+        lambda: gradtx.novograd(0.1, weight_decay=0.01),
+        lambda: gradtx.chain(gradtx.scale_by_param_block_norm(), gradtx.sgd(0.1)),
+        lambda: gradtx.chain(
+            gradtx.scale_by_param_block_rms(), gradtx.clip_by_block_rms(0.05), gradtx.sgd(1.0)
+        ),
+        lambda: gradtx.chain(gradtx.scale_by_distance_over_gradients(reps_rel=0.1), gradtx.sgd(0.1)),
+        lambda: gradtx.dog(0.5, init_step=("heuristic", 1e-3)),
+        lambda: gradtx.sam(gradtx.sgd(0.1), gradtx.chain(gradtx.normalize(), gradtx.sgd(0.05))),
+    ],
+    ids=[
+        "normalized_sgd",
+        "novograd",
+        "param_block_norm",
+        "block_rms",
+        "layerwise_dog",
+        "dog_heuristic",
+        "sam",
+    ],
+)
+def test_per_tensor_and_global_norms_of_other_rules_equal_the_unsharded_run(make):
+    """Per-tensor norms (NormalizedSGD, NovoGrad's second moment, the parameter's block norm and RMS, the
+    update's block RMS, whose mean divides by the whole leaf's size, layer-wise DoG's distances and sums)
+    and global ones (SAM's `normalize`, DoG's, and the parameter norm DoG's heuristic start reads in
+    `init`) are their slices' sums of squares added over the replicas."""
+    params, grads = _problem(3)
+    grads = {k: np.nan_to_num(g, nan=0.5, posinf=0.0) for k, g in grads.items()}
+    got, _ = _sharded(sharded_state(make(), _util.AXIS), params, grads, "novma", observe=lambda s: ())
+    ref = _unsharded(make(), params, grads, observe=lambda s: ())[0]
+    assert all(np.isfinite(v).all() for v in ref.values())
+    assert not np.allclose(ref["w"][-1], params["w"])  # it trained
+    _assert_all_replicas(got, ref)
+
+
+@pytest.mark.parametrize(
     "inner, member",
     [
         (
