@@ -16,6 +16,9 @@ mode                               file                      what is asserted
                                                              all-reduces <= optax's
 `jax.pmap`                         this file                 numbers, state replicated like params,
                                                              all-reduces <= optax's
+ZeRO-1 in `jax.shard_map`          this file                 numbers, state in N slices (1/N per
+(`sharded_state`, check_vma=True)                            device) that unshard to the single
+                                                             device's state
 =================================  ========================  ==========================================
 
 Here each optimizer's example runs data parallel: `cross_shard(tx, "data")` on a batch split over 8
@@ -260,4 +263,59 @@ def test_every_optimizer_runs_data_parallel_with_the_single_device_numbers(mode)
                     f"{name}: {ours} arrays all-reduced in {STEPS} steps, optax's equivalent {theirs}"
                 )
     assert counts.get(None, 0) == 0, f"all-reduces outside any optimizer's scope: {counts}"
+    assert not failures, "\n".join(failures)
+
+
+@functools.cache
+def _zero():
+    """`(results, errors)` of every optimizer under ZeRO-1 in `shard_map` (check_vma=True): `sharded_state`
+    with `gather_state=True`, so that element-wise rules and gradtx's reductions run on slices and the
+    others on whole tensors with their state gathered; results `{name: (params [N, ...], state rows)}`."""
+    _, x, y = _problem()
+    params, errors = _starts(), {}
+    own = functools.partial(gradtx.parallel.per_replica, axis_name=AXIS)
+
+    def one(name, params, x, y):
+        tx = gradtx.parallel.sharded_state(catalog.entry(name).build(), AXIS, gather_state=True)
+        return _train(tx, name, params[_scope("gradtx", name)], x, y, own=own)
+
+    def body(params, x, y):
+        out = _traced(lambda n: one(n, params, x, y), OPTIMIZERS, errors)
+        return {n: (jax.tree.map(lambda a: a[None], p), s) for n, (p, s) in out.items()}  # s: rows already
+
+    mesh = jax.make_mesh((N,), (AXIS,))
+    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P(), P(AXIS), P(AXIS)), out_specs=P(AXIS)))
+    args = (params, *(jax.device_put(a, NamedSharding(mesh, P(AXIS))) for a in (x, y)))
+    results = f.lower(*args).compile(FAST_COMPILE)(*args)
+    return jax.tree.map(np.asarray, jax.block_until_ready(results)), errors
+
+
+def test_every_optimizer_under_zero_keeps_one_nth_of_its_state_with_the_single_device_numbers():
+    """No registered optimizer is refused by `sharded_state` inside `shard_map` (issue: ZeRO-1 for every
+    optimizer): each replica stores ceil(size / N) of every state leaf (a scalar: its copy), the params
+    equal the single-device run's, and `unshard_state` gives its state."""
+    reference, ref_errors = _reference()
+    results, errors = _zero()
+    params = _problem()[0]
+    failures = []
+    for name in OPTIMIZERS:
+        if name in ref_errors or name in errors:
+            failures.append(f"{name}: raised {ref_errors.get(name) or errors.get(name)!r}")
+            continue
+        (got_params, state), (ref_params, ref_state) = results[name], reference[name]
+        like = jax.eval_shape(catalog.entry(name).build().init, params)
+        for row, whole in zip(jax.tree.leaves(state.inner), jax.tree.leaves(like), strict=True):
+            want = (N,) if whole.shape == () else (N, -(-int(np.prod(whole.shape)) // N))
+            if row.shape != want:
+                failures.append(f"{name}: a state leaf {whole.shape} is stored as {row.shape}, not {want}")
+                break
+        if name in ROUNDING_AMPLIFIED:  # the replicas agree with each other
+            ref_params = jax.tree.map(lambda a: a[0], got_params)
+        try:
+            for r in range(N):
+                _close(jax.tree.map(lambda a, r=r: a[r], got_params), ref_params, LOOSE.get(name, TOL))
+            if name not in ROUNDING_AMPLIFIED:
+                _close(gradtx.parallel.unshard_state(state, like), ref_state, LOOSE.get(name, TOL))
+        except AssertionError as e:
+            failures.append(f"{name}: differs from the single-device run: {e}")
     assert not failures, "\n".join(failures)

@@ -15,7 +15,6 @@ from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import scalars as _scalars
-from gradtx._core import sliced as _sliced
 from gradtx._core.rule import update_rule
 
 
@@ -33,8 +32,8 @@ setattr(ScaleByDistanceOverGradientsState, "slots_shaped_like_params", ("init_pa
 
 def _ldog_leaf(g, max_dist, sum_sq, x0, w, h):
     """Layer-wise DoG for one leaf: its own distance and gradient sum."""
-    max_dist = jnp.maximum(max_dist, jnp.sqrt(_sliced.total(jnp.sum(jnp.square(w - x0)))))
-    sum_sq = sum_sq + _sliced.total(jnp.sum(jnp.square(g)))  # the whole leaf's, on ZeRO's slices too
+    max_dist = jnp.maximum(max_dist, jnp.sqrt(jnp.sum(jnp.square(w - x0))))
+    sum_sq = sum_sq + jnp.sum(jnp.square(g))
     rate = h.global_scale * (max_dist / jnp.sqrt(sum_sq + h.eps))
     return rate.reshape(()) * g, max_dist, sum_sq, x0
 
@@ -59,8 +58,8 @@ def scale_by_distance_over_gradients(
     with :math:`\bar r_0 = r_{rel} (1 + \lVert x_0 \rVert)`. Unlike `scale_by_dog`, the sign
     is not flipped: give `global_scale=-1.0` for descent, or follow it with
     `scale_by_learning_rate`. The update of a 0-d leaf is 0-d (optax 0.2.8 returns it
-    shaped [1]). A per-tensor rule (`SliceWise`: on ZeRO's slices each norm is the whole
-    leaf's); it reads the params; a row-sparse gradient is densified.
+    shaped [1]). A per-tensor rule (`LeafWise`); it reads the params; a row-sparse gradient
+    is densified.
 
     Args:
       reps_rel: :math:`r_{rel}`, the initial distance relative to each leaf's norm, > 0.
@@ -71,7 +70,7 @@ def scale_by_distance_over_gradients(
       param_dtype: the dtype the initial params are kept in (None: the params').
 
     Returns:
-      A `SliceWise` transform with state
+      A `LeafWise` transform with state
       `ScaleByDistanceOverGradientsState(max_dist, grad_sum_of_squares, init_params)`.
 
     Raises:
@@ -99,7 +98,7 @@ def scale_by_distance_over_gradients(
     _checks.check_float_dtype(fn, "param_dtype", param_dtype)
 
     def initial_distance(p):
-        return _placement.reduced(p, ()) + reps_rel * (1 + jnp.sqrt(_sliced.total(jnp.sum(jnp.square(p)))))
+        return _placement.reduced(p, ()) + reps_rel * (1 + jnp.sqrt(jnp.sum(jnp.square(p))))
 
     def gradient_sum(p):
         return _placement.reduced(p, (), _scalars.at_least_float32(p.dtype)).reshape(1)
@@ -122,7 +121,9 @@ def scale_by_distance_over_gradients(
         },
         reads_params=True,
         count="never",  # optax's layout: no count, so no schedules
-        kind=_protocol.SliceWise,  # its norms go through `_sliced.total`
+        # not `SliceWise`: its per-leaf sum is shaped [1] (optax's layout), which ZeRO's layout cannot tell
+        # from a one-element slot (`parallel.shard_state` would pad it instead of repeating it)
+        kind=_protocol.LeafWise,
         real_only=why,
     )
 

@@ -13,6 +13,7 @@ from gradtx._core import formulas as _formulas
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import scalars as _scalars
+from gradtx._core import sliced as _sliced
 from gradtx._core.chain import chain
 from gradtx._core.rule import Slot, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
@@ -35,13 +36,14 @@ def _torch_dtype(name: str, value: Any) -> Any:
     return _TORCH_DTYPES[key]
 
 
-def _rms(x: Any) -> Any:
-    return jnp.sqrt(jnp.mean(x * x))
+def _rms(x: Any, path: Any) -> Any:
+    """The RMS of the whole leaf at `path`, on ZeRO's slices too (`_sliced`)."""
+    return jnp.sqrt(_sliced.total(jnp.sum(x * x)) / _sliced.leaf_size(path, x))
 
 
-def _clipped(x: Any, clip: Any) -> Any:
+def _clipped(x: Any, clip: Any, path: Any) -> Any:
     """`x / max(1, rms(x) / clip)`: `x` with its RMS capped at `clip`."""
-    return x / jnp.maximum(_rms(x) / clip, 1.0)
+    return x / jnp.maximum(_rms(x, path) / clip, 1.0)
 
 
 class ScaleByFAdamState(NamedTuple):
@@ -52,17 +54,18 @@ class ScaleByFAdamState(NamedTuple):
     fim: _protocol.Updates  # the diagonal empirical Fisher, bias-corrected (starts at 0)
 
 
-def _fadam_leaf(g, momentum, fim, w, h):
+def _fadam_leaf(g, momentum, fim, w, h, *, path):
     wide = _scalars.at_least_float32(g.dtype)
     x, w = g.astype(wide), w.astype(wide)
     b2 = debiased_beta(h.b2, h.t, wide)
     fim = fim.astype(wide) * b2 + x * x * (1 - b2)
-    scaled = h.eps_2 * _rms(x)
-    eps_power = jnp.where((_rms(x) > 0) & (scaled < h.eps), scaled ** (2 * h.p), h.eps ** (2 * h.p))
+    rms = _rms(x, path)
+    scaled = h.eps_2 * rms
+    eps_power = jnp.where((rms > 0) & (scaled < h.eps), scaled ** (2 * h.p), h.eps ** (2 * h.p))
     base = fim**h.p + eps_power
     m = momentum.astype(wide)
-    m = _formulas.moment_increment(m, _clipped(x / base, h.clip), h.b1)  # torch's lerp
-    u = m + h.weight_decay * _clipped(w / base, h.clip)
+    m = _formulas.moment_increment(m, _clipped(x / base, h.clip, path), h.b1)  # torch's lerp
+    u = m + h.weight_decay * _clipped(w / base, h.clip, path)
     return u.astype(g.dtype), m, fim
 
 
@@ -112,7 +115,7 @@ def scale_by_fadam(
       fim_dtype: dtype of `fim` (default float32).
 
     Returns:
-      A `LeafWise` transform with state `ScaleByFAdamState(count, momentum, fim)`.
+      A `SliceWise` transform with state `ScaleByFAdamState(count, momentum, fim)`.
 
     Raises:
       ValueError: for a beta outside [0, 1), a non-positive `clip` or `p`, a negative `eps`,
@@ -149,9 +152,10 @@ def scale_by_fadam(
         },
         slots={"momentum": Slot(0.0, mu_dtype), "fim": Slot(0.0, fim_dtype, nonnegative=True)},
         reads_params=True,
-        kind=_protocol.LeafWise,
+        kind=_protocol.SliceWise,  # its RMS is the whole leaf's, on ZeRO's slices too (`_rms`)
         real_only=_REAL_ONLY,
         compute_dtype=_scalars.at_least_float32,
+        paths=True,
     )
 
 
@@ -223,7 +227,7 @@ def fadam(
       fim_dtype: dtype of `fim` (default float32).
 
     Returns:
-      A `LeafWise` chain; its slots are `momentum` and `fim`.
+      A `SliceWise` chain; its slots are `momentum` and `fim`.
 
     Raises:
       ValueError: for a beta outside [0, 1), a non-positive `clip` or `p`, a negative `eps`,

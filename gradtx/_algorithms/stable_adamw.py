@@ -14,6 +14,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import scalars as _scalars
+from gradtx._core import sliced as _sliced
 from gradtx._core.chain import chain
 from gradtx._core.rule import SQUARES, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
@@ -40,10 +41,11 @@ def debiased_beta(beta: Any, t: Any, dtype: Any) -> Any:
     return jnp.where((t > 1) & positive, beta * (jnp.expm1((t - 1) * log) / jnp.expm1(t * log)), 0.0)
 
 
-def update_rms(g: Any, v: Any, eps: Any) -> Any:
-    r"""StableAdamW's divisor :math:`\max(1, \sqrt{\operatorname{mean}(g^2 / \max(v, \epsilon^2))})` of one
-    leaf (pytorch-optimizer's `get_stable_adamw_rms`)."""
-    return jnp.maximum(jnp.sqrt(jnp.mean(g * g / jnp.maximum(v, eps * eps))), 1.0)
+def update_rms(g: Any, v: Any, eps: Any, path: Any) -> Any:
+    r"""StableAdamW's divisor :math:`\max(1, \sqrt{\operatorname{mean}(g^2 / \max(v, \epsilon^2))})` of the
+    whole leaf at `path` (pytorch-optimizer's `get_stable_adamw_rms`), on ZeRO's slices too (`_sliced`)."""
+    ratios = jnp.sum(g * g / jnp.maximum(v, eps * eps))
+    return jnp.maximum(jnp.sqrt(_sliced.total(ratios) / _sliced.leaf_size(path, g)), 1.0)
 
 
 class ScaleByStableAdamWState(NamedTuple):
@@ -54,7 +56,7 @@ class ScaleByStableAdamWState(NamedTuple):
     exp_avg_sq: _protocol.Updates  # the bias-corrected second moment (starts at 0)
 
 
-def _stable_adamw_leaf(g, exp_avg, exp_avg_sq, *rest, decays):
+def _stable_adamw_leaf(g, exp_avg, exp_avg_sq, *rest, decays, path):
     w, h = rest if decays else (None, rest[0])
     wide = _scalars.at_least_float32(g.dtype)
     x = g.astype(wide)
@@ -65,7 +67,7 @@ def _stable_adamw_leaf(g, exp_avg, exp_avg_sq, *rest, decays):
     u = m / (jnp.sqrt(v) + h.eps)
     if decays:
         u = u + h.weight_decay * w.astype(wide)
-    return (u / update_rms(x, v, h.eps)).astype(g.dtype), m, v
+    return (u / update_rms(x, v, h.eps, path)).astype(g.dtype), m, v
 
 
 def _check_betas(fn: str, b1: Any, b2: Any) -> None:
@@ -102,7 +104,7 @@ def scale_by_stable_adamw(
       weight_decay: :math:`\lambda`, the decoupled decay (divided by :math:`r_t` too), >= 0.
 
     Returns:
-      A `LeafWise` transform with state `ScaleByStableAdamWState(count, exp_avg, exp_avg_sq)`.
+      A `SliceWise` transform with state `ScaleByStableAdamWState(count, exp_avg, exp_avg_sq)`.
 
     Raises:
       ValueError: for a beta outside [0, 1), a negative `eps` or `weight_decay`.
@@ -131,9 +133,10 @@ def scale_by_stable_adamw(
         hyper={"b1": b1, "b2": b2, "eps": eps, **({"weight_decay": weight_decay} if decays else {})},
         slots={"exp_avg": 0.0, "exp_avg_sq": SQUARES},
         reads_params=decays,
-        kind=_protocol.LeafWise,
+        kind=_protocol.SliceWise,  # the RMS is the whole leaf's, on ZeRO's slices too (`update_rms`)
         real_only=_REAL_ONLY,
         compute_dtype=_scalars.at_least_float32,
+        paths=True,
     )
 
 
@@ -181,7 +184,7 @@ def stable_adamw(
       weight_decouple: decay the weights directly (True) or through the gradient (False).
 
     Returns:
-      A `LeafWise` chain; its slots are `exp_avg` and `exp_avg_sq`.
+      A `SliceWise` chain; its slots are `exp_avg` and `exp_avg_sq`.
 
     Raises:
       ValueError: for a beta outside [0, 1), a negative `eps`, weight decay or rate.

@@ -16,6 +16,7 @@ from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import scalars as _scalars
+from gradtx._core import sliced as _sliced
 from gradtx._core.rule import SQUARES, update_rule
 from gradtx.combinators._weight_decay import torch_weight_decay
 
@@ -47,11 +48,11 @@ def _stable_spam_leaf(g, exp_avg, exp_avg_sq, m_norm, v_norm, m_max, h, *, gap, 
         arc = math.pi / (t_max + 1)
         cos = (1 + jnp.cos(arc * (t + 1))) / (1 + math.cos(arc))
         scale = jnp.where(h.t < t_max, eta_min + (1 - eta_min) * cos, eta_min)
-    top = jnp.max(jnp.abs(g), initial=0)  # an empty leaf: 0 (and no step)
+    top = _sliced.total(jnp.max(jnp.abs(g), initial=0), "max")  # an empty leaf: 0 (and no step)
     m_max = _formulas.moment_increment(m_max, top, h.theta)
     hat = m_max / _formulas.torch_debias(h.theta, h.t, dtype)
     g = jnp.where(jnp.abs(g) > hat, g / top * hat, g)
-    norm = jnp.sqrt(_formulas.squared_norm(g))
+    norm = _formulas.leaf_norm(g)  # the whole leaf's, as `top` is, on ZeRO's slices too
     active = norm != 0  # a NaN norm is active: NaN reaches the params, as in the reference
     decay1 = h.gamma1 * scale
     new_m_norm = _formulas.moment_increment(m_norm, norm, decay1)
@@ -130,7 +131,7 @@ def scale_by_stable_spam(
       eps: added to the roots, >= 0.
 
     Returns:
-      A `LeafWise` transform with state `StableSpamState(count, exp_avg, exp_avg_sq, m_norm_t, v_norm_t,
+      A `SliceWise` transform with state `StableSpamState(count, exp_avg, exp_avg_sq, m_norm_t, v_norm_t,
       m_max_t)` (the last three one scalar per leaf).
 
     Raises:
@@ -158,7 +159,7 @@ def scale_by_stable_spam(
                "theta": theta, "eps": eps},
         slots={"exp_avg": 0.0, "exp_avg_sq": SQUARES, "m_norm_t": _scalar_slot, "v_norm_t": _scalar_slot,
                "m_max_t": _scalar_slot},
-        kind=_protocol.LeafWise, real_only=_REAL_ONLY, compute_dtype=_scalars.at_least_float32,
+        kind=_protocol.SliceWise, real_only=_REAL_ONLY, compute_dtype=_scalars.at_least_float32,
     )  # fmt: skip
 
 
@@ -239,7 +240,7 @@ def stable_spam(
       mask: which parameters decay (tree of bools, function or key-path patterns); all if None.
 
     Returns:
-      A `LeafWise` chain; its slots are `exp_avg`, `exp_avg_sq` and per-leaf `m_norm_t`, `v_norm_t`,
+      A `SliceWise` chain; its slots are `exp_avg`, `exp_avg_sq` and per-leaf `m_norm_t`, `v_norm_t`,
       `m_max_t`.
 
     Raises:

@@ -86,13 +86,14 @@ def _defer(interval: Interval) -> None:
         intervals.append(interval)
 
 
-def nan_unless(intervals: list[Interval], updates: Any) -> Any:
+def nan_unless(intervals: list[Interval], updates: Any, combine: Any = None) -> Any:
     """`updates` with every float value NaN unless every interval holds its value.
 
     Row-sparse values and every other update object's float arrays included; ints (row
     indices), bools and `None` are kept. No intervals: `updates` as they are. The values are
     compared as one vector with their bounds (two comparisons and a reduction, however many
-    checks), then each leaf is multiplied by 1 or NaN.
+    checks), then each leaf is multiplied by 1 or NaN. `combine`, if given, maps the verdict
+    (a bool scalar) before it is applied: `parallel.sharded_state` makes it every replica's.
     """
     if not intervals:
         return updates
@@ -109,6 +110,8 @@ def nan_unless(intervals: list[Interval], updates: Any) -> Any:
     # 1 if every value is in its interval, else NaN: one reduction, then one multiply per leaf (exact: x * 1
     # is x, signed zeros and infinities included), which fuses into the leaf's own loop
     factor = jnp.prod(jnp.where(inside & jnp.isfinite(values), dtype.type(1), dtype.type(np.nan)))
+    if combine is not None:
+        factor = jnp.where(combine(~jnp.isnan(factor)), dtype.type(1), dtype.type(np.nan))
 
     def poison(x: Any) -> Any:
         if not jnp.issubdtype(x.dtype, jnp.inexact):

@@ -10,16 +10,16 @@ import numpy as np
 
 from gradtx import sparse
 from gradtx._core import checks as _checks
+from gradtx._core import deferred as _deferred
 from gradtx._core import factory as _factory
 from gradtx._core import naming as _naming
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import sliced as _sliced
-from gradtx._core import vma as _vma
 from gradtx._core import walk as _walk
-from gradtx.parallel import _axes, _elementwise
+from gradtx.parallel import _axes, _elementwise, _sharded_gather
 from gradtx.parallel._cross_shard import REDUCTIONS
-from gradtx.parallel._sharded_layout import ShardedState, Slices, gathered, my_slice, padded, split
+from gradtx.parallel._sharded_layout import ShardedState, Slices, gathered, my_slice, padded, slice_len, split
 
 
 def _leaf_wise_members(tx: Any) -> list[str]:
@@ -40,7 +40,8 @@ def _refuse_leaf_wise(fn: str, tx: Any, axes: tuple) -> ValueError:
         f"a matrix's shape, a key-path mask, or a transform of unknown kind), but inside `shard_map` / "
         f"`pmap` each replica holds a flat slice of every parameter. Use `sharded_state(tx, "
         f"{axes[0] if len(axes) == 1 else axes!r}, mesh=mesh)` under `jax.jit`, where XLA computes such "
-        f"rules on sharded tensors exactly, or `cross_shard`. Element-wise rules and gradtx's reductions "
+        f"rules on sharded tensors exactly, `gather_state=True` (1/N of the state kept, the whole state "
+        f"gathered for each step), or `cross_shard`. Element-wise rules and gradtx's reductions "
         f"over the gradients (`clip_by_global_norm`, `clip_by_norm`, `apply_if_finite`, `zero_nans`, "
         f"`add_noise`) run on the slices; declare an optax transform that treats elements alike with "
         f"`gradtx.ElementWise(*tx)`."
@@ -54,12 +55,6 @@ def _slices(n: int, axes: tuple, tree: Any) -> Slices:
     return Slices(n, axes, shapes)
 
 
-def _row(x: Any, axes: tuple) -> jax.Array:
-    """A state leaf as this replica's row of the global state; under `check_vma=True` typed as varying over
-    `axes` (it is one replica's), whatever the rule computed it from, so `init` and `update` give one type."""
-    return _vma.typed_like(jnp.asarray(x)[None], jax.lax.axis_index(axes))
-
-
 @_registry.wrapper("ZeRO1")
 def sharded_state(
     tx: Any,
@@ -68,6 +63,7 @@ def sharded_state(
     reduction: str = "mean",
     replicated_grads: str | None = None,
     mesh: jax.sharding.Mesh | None = None,
+    gather_state: bool = False,
 ) -> _protocol.GradientTransformation:
     r"""Data parallelism with the optimizer state split over the replicas (ZeRO stage 1).
 
@@ -87,20 +83,31 @@ def sharded_state(
     `chain(clip_by_global_norm(c), adamw(...))` adds one scalar all-reduce to the step.
     `add_noise` has each replica draw every leaf's whole noise and keep its slice: the same
     numbers as unsharded, at the cost of drawing (not storing) the whole gradient's noise
-    on every replica. LARS's and LAMB's trust ratios, NovoGrad's second moment,
-    NormalizedSGD's, layer-wise DoG's, `scale_by_param_block_norm`'s norms and
-    `clip_by_block_rms`' and `scale_by_param_block_rms`' root mean squares take each
-    tensor's norms the same way (one scalar all-reduce per tensor), SAM's `normalize` and
-    DoG's the global norm (DoG's heuristic start too: `init` runs with the same totals), and
-    masks and labels given as trees or key-path patterns route the slices as the whole
-    leaves. Rules that need whole tensors (Shampoo, Adafactor's factored statistics, SM3,
-    Muon, a mask that is a function of the params) are refused when built, naming the
-    member, and an element-wise one that mixes elements otherwise (GGT, optax's
-    own clip declared `ElementWise`) is refused when traced (the jaxpr of its update is
-    read): on slices they would see 1/N of each tensor. The padding never reaches the
-    parameters. Row-sparse gradients are densified. `init` must run inside the mapped
-    function too (it needs N and the replica's index); its state leaves it with
-    `out_specs=P(axis_name)`.
+    on every replica. LARS's and LAMB's trust ratios and the per-tensor norms, maxima and
+    root mean squares of NovoGrad, NormalizedSGD, StableAdamW, FAdam, StableSPAM,
+    `scale_by_param_block_norm`, `clip_by_block_rms` and `scale_by_param_block_rms` are
+    taken the same way (one scalar all-reduce per tensor; a mean divides by the whole
+    leaf's size), SAM's `normalize` and DoG's the global norm (DoG's heuristic start too:
+    `init` runs with the same totals), and masks and labels given as trees or key-path
+    patterns route the slices as the whole leaves. Rules that need whole tensors (Shampoo,
+    Adafactor's factored statistics, SM3, Muon, a mask that is a function of the params)
+    are refused when built, naming the member, and an element-wise one that mixes elements
+    otherwise (GGT, optax's own clip declared `ElementWise`) is refused when traced (the
+    jaxpr of its update is read): on slices they would see 1/N of each tensor. With
+    `gather_state=True` such a rule (leaf-wise, or element-wise but mixing a slice's
+    elements, found by the same reading) runs instead on whole tensors: the gradients are
+    all-reduced (as `cross_shard` does), each replica all-gathers the whole state for the
+    step (one all-gather per state leaf), runs the rule -- its work repeated on every
+    replica -- and keeps its slice of the new state. Between steps 1/N of the state is
+    stored, in the layout above (so `unshard_state` / `shard_state` apply), at the price of
+    the state's all-gather at every step and the whole state in memory during it: worth it
+    where the state is small beside the parameters (Adafactor's and SM3's factored
+    statistics) or where the memory between steps is what counts; every registered
+    optimizer runs so. A rule's own state leaves that are not slots (a PRNG key, Mechanic's
+    per-decay scales) are the same on every replica: they too are stored cut and gathered
+    for the step (one small all-gather each). The padding never reaches the parameters.
+    Row-sparse gradients are densified. `init` must run inside the mapped function too (it
+    needs N and the replica's index); its state leaves it with `out_specs=P(axis_name)`.
 
     The gradients follow `cross_shard`'s contract: each replica's own (any `check_vma`
     mode; under `check_vma=True` differentiate with respect to
@@ -131,16 +138,20 @@ def sharded_state(
       reduction: "mean" or "sum" of the replicas' gradients (`shard_map` / `pmap`).
       replicated_grads: "sum", "mean" or None, as for `cross_shard` (`check_vma=True`).
       mesh: the mesh, for use under `jax.jit` without `shard_map`.
+      gather_state: inside `shard_map` / `pmap`, run a leaf-wise `tx` on whole tensors
+        with its state gathered for each step (above) instead of refusing it; element-wise
+        rules and gradtx's reductions keep the slices either way.
 
     Returns:
       A `GradientTransformation` with state `ShardedState`.
 
     Raises:
       ValueError: for an unknown `reduction` / `replicated_grads`, or a leaf-wise `tx`
-        without `mesh`; at trace time (`init` or `update`), when `axis_name` is not bound
-        and no `mesh` is given, when `tx` mixes the elements of a slice, or for a gradient
-        combined by autodiff without `replicated_grads`.
-      TypeError: if `tx` is not a transform or `mesh` not a `jax.sharding.Mesh`.
+        without `mesh` or `gather_state=True`; at trace time (`init` or `update`), when
+        `axis_name` is not bound and no `mesh` is given, when `tx` mixes the elements of a
+        slice, or for a gradient combined by autodiff without `replicated_grads`.
+      TypeError: if `tx` is not a transform, `mesh` not a `jax.sharding.Mesh` or
+        `gather_state` not a bool.
 
     Example:
         >>> import jax, jax.numpy as jnp, gradtx
@@ -174,27 +185,50 @@ def sharded_state(
         missing = [a for a in axes if a not in mesh.axis_names]
         if missing:
             raise ValueError(f"`{fn}`: `mesh` has the axes {mesh.axis_names}, not {missing[0]!r}.")
+    _checks.check_bool(fn, "gather_state", gather_state)
     inner = _factory.member(tx)
     element_wise = isinstance(inner, _protocol.ElementWise)
     on_slices = element_wise or isinstance(inner, _protocol.SliceWise)
-    if mesh is None and not on_slices:
+    if mesh is None and not on_slices and not gather_state:
         raise _refuse_leaf_wise(fn, tx, axes)
+    gathers = gather_state and not on_slices  # a leaf-wise rule in `shard_map`: its state gathered per step
 
     def mapped() -> bool:
         if mesh is None or _axes.is_bound(axes):
             _axes.bound_size(fn, axes)  # the error of an unbound axis
-            if not on_slices:
+            if not on_slices and not gather_state:
                 raise _refuse_leaf_wise(fn, tx, axes)
             return True
         return False
+
+    def whole(tree: Any, n: int) -> bool:
+        """Whether this step runs on whole tensors: a leaf-wise rule, or with `gather_state` an element-wise
+        one whose update mixes a slice's elements (GGT): the same answer for `init` and `update` (the
+        update traced on slices of the params' shapes, without extra arguments)."""
+        if gathers or not (gather_state and on_slices):
+            return gathers
+        slices = jax.tree.map(lambda x: jax.ShapeDtypeStruct((slice_len(np.size(x), n),), x.dtype), tree)
+        try:
+            with _sliced.holding(_slices(n, axes, tree)):
+                state = jax.eval_shape(inner.init, slices)
+                data = [True] * len(jax.tree.leaves(slices))
+                data += [*_elementwise.data_leaves(inner.init, slices), *data]
+                reason = _elementwise.cross_element_reason(inner.update, (slices, state, slices), data)
+        except Exception:  # noqa: BLE001 -- a rule that needs extra arguments is checked at its update
+            return False
+        return reason is not None
 
     def init_fn(params):
         if not mapped():
             return ShardedState(inner=jax.tree.map(lambda x: split(x, mesh, axes), inner.init(params)))
         n = _axes.bound_size(fn, axes)
+        if whole(params, n):
+            return ShardedState(inner=_sharded_gather.stored(inner.init(params), n, axes))
         slices = jax.tree.map(lambda p: my_slice(jnp.asarray(p), n, axes), params)
         with _sliced.holding(_slices(n, axes, params)):  # a norm `init` reads (DoG's start): the whole leaf's
-            return ShardedState(inner=jax.tree.map(lambda x: _row(x, axes), inner.init(slices)))
+            state = inner.init(slices)
+        own, _ = _sharded_gather.own_leaves(inner, slices, params)  # a key, Mechanic's scales: cut too
+        return ShardedState(inner=_sharded_gather.stored(state, n, axes, own))
 
     def jit_update(updates, state, params, extra_args):
         grads = sparse.densify(updates)
@@ -207,7 +241,29 @@ def sharded_state(
     def update_fn(updates, state, params=None, **extra_args):
         if not mapped():
             return jit_update(updates, state, params, extra_args)
+        # the checks of traced values (schedules) read the replica's copy of the count: their verdict is
+        # made every replica's (one scalar all-reduce), so the updates stay replicated under check_vma
+        with _deferred.deferred() as intervals:
+            out, new_state = mapped_update(updates, state, params, extra_args)
+        everyone = lambda ok: jax.lax.pmin(ok.astype(jnp.int32), axes).astype(bool)  # noqa: E731
+        return _deferred.nan_unless(intervals, out, combine=everyone), new_state
+
+    def mapped_update(updates, state, params, extra_args):
         n = _axes.bound_size(fn, axes)
+        if whole(sparse.densify(updates), n):
+            out, kept = _sharded_gather.update(
+                fn,
+                inner,
+                updates,
+                state.inner,
+                params,
+                extra_args,
+                axes=axes,
+                n=n,
+                reduction=reduction,
+                replicated_grads=replicated_grads,
+            )
+            return out, ShardedState(inner=kept)
         checked = _axes.vma_checked(axes)
         grads = sparse.densify(updates)
         _axes.check_replicated(fn, grads, axes, checked, replicated_grads)
@@ -225,7 +281,9 @@ def sharded_state(
 
         g_slices = _walk.map_updates(fn, reduce_slice, grads)
         p_slices = None if params is None else jax.tree.map(lambda p: my_slice(p, n, axes), params)
+        own, like = _sharded_gather.own_leaves(inner, g_slices, grads)
         inner_state = jax.tree.map(lambda x: x[0], state.inner)
+        inner_state = _sharded_gather.with_whole(inner_state, own, like, axes, checked)  # a key, Mechanic's
         with _sliced.holding(_slices(n, axes, grads)):  # the rule's global reductions: one collective each
             args = (g_slices, inner_state, p_slices)
             data = [
@@ -242,7 +300,8 @@ def sharded_state(
                     f"slice of each parameter it would see 1/N of the elements (a reduction that does not "
                     f"go through gradtx's sliced totals, a random draw or a per-tensor rule would change "
                     f"silently). Use `sharded_state(tx, {axis_name!r}, mesh=mesh)` under `jax.jit`, where "
-                    f"XLA reduces over the whole tensors, or `cross_shard`."
+                    f"XLA reduces over the whole tensors, `gather_state=True` (the rule run on whole "
+                    f"tensors, its state gathered for each step), or `cross_shard`."
                 )
             u_slices, new_inner = inner.update(g_slices, inner_state, p_slices, **extra_args)
 
@@ -251,7 +310,7 @@ def sharded_state(
             return full[: g.size].reshape(g.shape)
 
         out = _walk.map_updates(fn, gather, u_slices, grads, names=("updates", "gradients"))
-        return out, ShardedState(inner=jax.tree.map(lambda x: _row(x, axes), new_inner))
+        return out, ShardedState(inner=_sharded_gather.stored(new_inner, n, axes, own))
 
     if element_wise:  # on packed parameters: the buffers are sliced as they are
         return _protocol.ElementWise(init_fn, update_fn)

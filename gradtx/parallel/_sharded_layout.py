@@ -68,6 +68,12 @@ def my_slice(x: jax.Array, n: int, axes: tuple) -> jax.Array:
     return jax.lax.dynamic_index_in_dim(padded(x, n), jax.lax.axis_index(axes), axis=0, keepdims=False)
 
 
+def row(x: Any, axes: tuple) -> jax.Array:
+    """A state leaf as this replica's row of the global state; under `check_vma=True` typed as varying over
+    `axes` (it is one replica's), whatever the rule computed it from, so `init` and `update` give one type."""
+    return _vma.typed_like(jnp.asarray(x)[None], jax.lax.axis_index(axes))
+
+
 class Slices:
     """What `gradtx._core.sliced` runs while a transform is given this replica's slices (`sharded_state`).
 
@@ -266,25 +272,31 @@ def unshard_state(state: Any, like: _protocol.OptState) -> _protocol.OptState:
 
 
 @_factory.api
-def shard_state(state: _protocol.OptState, num_replicas: int) -> Any:
+def shard_state(state: _protocol.OptState, num_replicas: int, like: Any = None) -> Any:
     """The wrapped transform's whole state laid out for `num_replicas` replicas of `sharded_state`.
 
     Every leaf is flattened and zero-padded to `num_replicas` rows (a scalar is repeated),
     exactly as `sharded_state`'s `init` would have laid it out on that many replicas. Place
     the result with `jax.device_put(s, NamedSharding(mesh, P(axis_name)))` (or pass it to the
-    mapped step with `in_specs=P(axis_name)`).
+    mapped step with `in_specs=P(axis_name)`). A scalar *parameter*'s slots are cut too (one
+    element, on the first replica), which the state alone cannot tell from a scalar of the
+    transform's own (a count, repeated): give `like` where the params have a scalar leaf.
 
     Args:
       state: the state of the wrapped transform for the full parameters (`unshard_state`'s
         result, or the unsharded transform's own state; arrays spanning processes are
         gathered: every process must call it).
       num_replicas: the number of replicas, an int >= 1.
+      like: optional, the layout to fit: a `ShardedState` for `num_replicas` replicas, or its
+        shapes (`jax.eval_shape` of the mapped `init` with `out_specs=P(axis_name)`); a
+        scalar is then cut where `like`'s leaf has rows of one element.
 
     Returns:
       A `ShardedState` of NumPy arrays `[num_replicas, ...]`.
 
     Raises:
-      ValueError: if `num_replicas` < 1.
+      ValueError: if `num_replicas` < 1, or `like` is not laid out for `num_replicas` replicas
+        of this state.
 
     Example:
         >>> import jax.numpy as jnp, gradtx
@@ -295,11 +307,24 @@ def shard_state(state: _protocol.OptState, num_replicas: int) -> Any:
     if isinstance(num_replicas, bool) or not isinstance(num_replicas, int) or num_replicas < 1:
         raise ValueError(f"`shard_state`: `num_replicas` must be an int >= 1, got {num_replicas!r}.")
 
-    def rows(x):
+    def rows(x, cut=None):
         x = _on_host(x)
-        if x.ndim == 0:
+        if x.ndim == 0 and not cut:
             return np.repeat(x[None], num_replicas)
         k = slice_len(x.size, num_replicas)
         return np.pad(x.reshape(-1), (0, num_replicas * k - x.size)).reshape(num_replicas, k)
 
-    return ShardedState(inner=jax.tree.map(rows, state))
+    if like is None:
+        return ShardedState(inner=jax.tree.map(rows, state))
+
+    def fitted(x, target):
+        shape = tuple(np.shape(target))
+        if not shape or shape[0] != num_replicas or len(shape) > 2:
+            raise ValueError(
+                f"`shard_state`: `like` has a leaf of shape {shape}, not rows for {num_replicas} replicas: "
+                f"give the layout of `sharded_state` on {num_replicas} replicas (`jax.eval_shape` of the "
+                f"mapped `init`)."
+            )
+        return rows(x, cut=len(shape) == 2)
+
+    return ShardedState(inner=jax.tree.map(fitted, state, getattr(like, "inner", like)))

@@ -179,22 +179,25 @@ def test_clip_and_adamw_add_one_scalar_all_reduce(check_vma):
 
 
 @pytest.mark.parametrize(
-    "inner, most",
+    "inner, most, keys",
     [
-        (_guarded, 5),
-        (lambda: gradtx.chain(gradtx.clip_by_norm(1.0), gradtx.adamw(0.1, weight_decay=0.01)), 2),
+        (_guarded, 5, 1),
+        (lambda: gradtx.chain(gradtx.clip_by_norm(1.0), gradtx.adamw(0.1, weight_decay=0.01)), 2, 0),
     ],
     ids=["guarded", "clip_by_norm"],
 )
-def test_other_reductions_add_only_scalar_all_reduces(inner, most):
+def test_other_reductions_add_only_scalar_all_reduces(inner, most, keys):
     """Besides ZeRO's reduce-scatter and all-gather, only all-reduces of scalars: at most one per declared
     reduction -- zero_nans (the flags of all leaves together), apply_if_finite (the gradients, the update,
     and the state in the branch taken when the update is not finite), the clip -- or one per leaf for
-    `clip_by_norm`'s norms (XLA may combine them: 4 and 1 on XLA:CPU)."""
+    `clip_by_norm`'s norms (XLA may combine them: 4 and 1 on XLA:CPU); and one all-gather of the noise's
+    PRNG key, a leaf of the rule's own that is stored cut like the slots (so that `shard_state` lays out
+    every leaf alike) and gathered for the step."""
     plain, _ = _collectives(sharded_state(gradtx.adamw(0.1, weight_decay=0.01), _util.AXIS))
     got, scalars = _collectives(sharded_state(inner(), _util.AXIS))
     assert {k: v for k, v in got.items() if k != "all-reduce"} == {
-        k: v for k, v in plain.items() if k != "all-reduce"
+        **{k: v for k, v in plain.items() if k != "all-reduce"},
+        "all-gather": plain["all-gather"] + keys,
     }
     assert 1 <= got["all-reduce"] == scalars <= most, got
 
@@ -248,25 +251,30 @@ def test_per_tensor_norms_and_key_path_masks_equal_the_unsharded_run(make, mode)
         lambda: gradtx.chain(
             gradtx.scale_by_param_block_rms(), gradtx.clip_by_block_rms(0.05), gradtx.sgd(1.0)
         ),
-        lambda: gradtx.chain(gradtx.scale_by_distance_over_gradients(reps_rel=0.1), gradtx.sgd(0.1)),
         lambda: gradtx.dog(0.5, init_step=("heuristic", 1e-3)),
         lambda: gradtx.sam(gradtx.sgd(0.1), gradtx.chain(gradtx.normalize(), gradtx.sgd(0.05))),
+        lambda: gradtx.stable_adamw(0.1, weight_decay=0.01),
+        lambda: gradtx.fadam(0.1, clip=0.5),
+        lambda: gradtx.stable_spam(0.1, weight_decay=0.01),
     ],
     ids=[
         "normalized_sgd",
         "novograd",
         "param_block_norm",
         "block_rms",
-        "layerwise_dog",
         "dog_heuristic",
         "sam",
+        "stable_adamw",
+        "fadam",
+        "stable_spam",
     ],
 )
 def test_per_tensor_and_global_norms_of_other_rules_equal_the_unsharded_run(make):
     """Per-tensor norms (NormalizedSGD, NovoGrad's second moment, the parameter's block norm and RMS, the
-    update's block RMS, whose mean divides by the whole leaf's size, layer-wise DoG's distances and sums)
-    and global ones (SAM's `normalize`, DoG's, and the parameter norm DoG's heuristic start reads in
-    `init`) are their slices' sums of squares added over the replicas."""
+    update's block RMS, StableAdamW's and FAdam's RMS, whose means divide by the whole leaf's size,
+    StableSPAM's largest entry and norm) and global ones (SAM's
+    `normalize`, DoG's, and the parameter norm DoG's heuristic start reads in `init`) are their
+    slices' partial results combined over the replicas."""
     params, grads = _problem(3)
     grads = {k: np.nan_to_num(g, nan=0.5, posinf=0.0) for k, g in grads.items()}
     got, _ = _sharded(sharded_state(make(), _util.AXIS), params, grads, "novma", observe=lambda s: ())

@@ -1,0 +1,99 @@
+"""How `sharded_state` inside `shard_map` / `pmap` keeps state leaves that a replica needs whole.
+
+- `gather_state=True`: a rule that needs whole tensors keeps 1/N of its state between steps and
+  gathers the whole state for the step (`update`). A step all-reduces the gradients (as
+  `cross_shard`), all-gathers each state leaf, runs the rule on whole tensors on every replica, and
+  keeps this replica's slice of the new state: the unsharded numbers, 1/N of the state stored, at the
+  cost of a gather of the state per step and the rule's work repeated on each replica.
+- An element-wise rule's own leaves -- state not shaped by the params, such as a PRNG key or
+  Mechanic's per-decay scales (`own_leaves`) -- are the same on every replica: they are stored cut
+  like the slots and gathered for the step, so that every leaf of the state is laid out alike.
+
+Either way the state is laid out as `_sharded_layout` says: every leaf flattened, zero-padded and cut
+in N slices, one per replica, and a scalar repeated -- so `unshard_state` / `shard_state` move it
+between topologies.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from gradtx._core import walk as _walk
+from gradtx.parallel import _axes
+from gradtx.parallel._sharded_layout import my_slice, row
+
+
+def stored(state: Any, n: int, axes: tuple, cut: Any = None) -> Any:
+    """A state as this replica keeps it, each leaf a row: cut to its slice where `cut` says (a list of
+    flags in leaf order; default: every leaf but a scalar, which is kept as its copy)."""
+    leaves, treedef = jax.tree.flatten(state)
+    flags = cut if cut is not None else [jnp.ndim(x) > 0 for x in leaves]
+    kept = [
+        row(my_slice(jnp.asarray(x), n, axes) if c else x, axes) for x, c in zip(leaves, flags, strict=True)
+    ]
+    return jax.tree.unflatten(treedef, kept)
+
+
+def own_leaves(inner: Any, slices: Any, whole: Any) -> tuple[list[bool], list[Any]]:
+    """Which leaves of `inner`'s state are its own (shaped alike for the slices and for the whole params:
+    not a slot), and the whole state's leaves' shapes; traced only."""
+    on_slices = jax.tree.leaves(jax.eval_shape(inner.init, slices))
+    on_whole = jax.tree.leaves(jax.eval_shape(inner.init, whole))
+    if len(on_slices) != len(on_whole):  # a state whose structure follows the shapes: every leaf as it is
+        return [False] * len(on_slices), on_slices
+    own = [len(a.shape) > 0 and a.shape == b.shape for a, b in zip(on_slices, on_whole, strict=True)]
+    return own, on_whole
+
+
+def with_whole(kept: Any, own: list[bool], like: list[Any], axes: tuple, checked: bool) -> Any:
+    """`kept` (this replica's state, rows dropped) with its own leaves gathered whole."""
+    leaves, treedef = jax.tree.flatten(kept)
+    out = [whole_state(x, w, axes, checked) if o else x for x, o, w in zip(leaves, own, like, strict=True)]
+    return jax.tree.unflatten(treedef, out)
+
+
+def whole_state(kept: Any, like: Any, axes: tuple, checked: bool) -> Any:
+    """The whole state from this replica's slices (`kept`, rows dropped), shaped as `like`: one all-gather
+    per leaf (a scalar's copies too, so that it is the same value on all replicas, typed so under
+    `check_vma=True`)."""
+
+    def gather(x, shape_dtype):
+        shape = tuple(shape_dtype.shape)
+        size = math.prod(shape)
+        if size == 0:
+            return jnp.zeros(shape, shape_dtype.dtype)
+        flat = _axes.all_gather(jnp.reshape(x, (-1,)), axes, checked)
+        return flat[:size].reshape(shape)
+
+    return jax.tree.map(gather, kept, like)
+
+
+def update(
+    fn: str,
+    inner: Any,
+    updates: Any,
+    state: Any,
+    params: Any,
+    extra_args: dict,
+    *,
+    axes: tuple,
+    n: int,
+    reduction: str,
+    replicated_grads: str | None,
+) -> tuple[Any, Any]:
+    """One step of `inner` on whole tensors: `(updates, the new state as this replica keeps it)`."""
+    checked = _axes.vma_checked(axes)
+    _axes.check_replicated(fn, updates, axes, checked, replicated_grads)
+    grads = _walk.map_updates(
+        fn,
+        lambda g: _axes.reduce_leaf(fn, g, axes, reduction, n, checked, replicated_grads=replicated_grads),
+        updates,
+    )
+    like = jax.eval_shape(inner.init, params if params is not None else grads)
+    kept = jax.tree.map(lambda x: x[0], state)
+    out, new = inner.update(grads, whole_state(kept, like, axes, checked), params, **extra_args)
+    return out, stored(new, n, axes)

@@ -1,0 +1,139 @@
+"""`sharded_state(..., gather_state=True)` inside shard_map / pmap: rules that need whole tensors (Adafactor's
+and SM3's factored statistics, Muon, Shampoo) keep 1/N of their state between steps, gather it for the step,
+and give the unsharded numbers; the state is the element-wise mode's layout (an element-wise rule's own
+leaves, such as a PRNG key, cut like its slots), so it unshards and reshards."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import gradtx
+import gradtx.optax_compat as ox
+from gradtx.parallel import shard_state, sharded_state, unshard_state
+from tests.parallel import _util
+
+N, T = _util.N, 4
+SHAPES = {"w": (12, 5), "b": (5,), "s": ()}  # 60, 5 and 1 elements: every slice is zero-padded
+
+
+def _problem(seed=0):
+    rng = np.random.default_rng(seed)
+    params = {k: rng.standard_normal(s).astype(np.float32) for k, s in SHAPES.items()}
+    grads = {k: rng.standard_normal((T, N, *s)).astype(np.float32) for k, s in SHAPES.items()}
+    return params, grads
+
+
+def _unsharded(tx, params, grads):
+    """One device: the plain transform on the replicas' mean gradient of every step; the params after each
+    step and the final state."""
+    state, p, out = tx.init(params), jax.tree.map(jnp.asarray, params), []
+    step = jax.jit(lambda g, s, p: tx.update(g, s, p))
+    for t in range(T):
+        u, state = step({k: np.mean(grads[k][t], axis=0) for k in grads}, state, p)
+        p = gradtx.apply_updates(p, u)
+        out.append(jax.tree.map(np.asarray, p))
+    return {k: np.stack([o[k] for o in out]) for k in params}, state
+
+
+MAKERS = {
+    "adafactor": lambda: gradtx.adafactor(0.1, min_dim_size_to_factor=2),
+    "optax_compat_adafactor": lambda: ox.adafactor(0.1, min_dim_size_to_factor=2),
+    "sm3": lambda: gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.sm3(0.1)),
+    "muon": lambda: gradtx.muon(0.05),
+    "shampoo": lambda: gradtx.shampoo(0.1),
+    # element-wise, on slices: the rule's own leaves (a PRNG key, Mechanic's per-decay scales) are cut too
+    "noisy_sgd": lambda: gradtx.noisy_sgd(0.05, eta=1e-2),
+    "mechanize": lambda: gradtx.mechanize(gradtx.sgd(1.0)),
+}
+
+
+@pytest.mark.parametrize("mode", ["vma", "novma", "pmap"])
+def test_factored_statistics_equal_the_unsharded_run(mode):
+    """Adafactor with factored second moments, in every mapping mode: the replicas' params are the single
+    device's."""
+    params, grads = _problem()
+    make = MAKERS["adafactor"]
+    got, _ = _util.run(sharded_state(make(), _util.AXIS, gather_state=True), params, grads, mode=mode)
+    ref, _ = _unsharded(make(), params, grads)
+    assert not np.allclose(ref["w"][-1], params["w"])  # it trained
+    for k in ref:
+        np.testing.assert_allclose(got[k], np.broadcast_to(ref[k], got[k].shape), rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", [n for n in MAKERS if n != "adafactor"])
+def test_states_keep_one_nth_unshard_and_reshard_with_the_unsharded_numbers(name):
+    """The state leaves the mapped step with P(axis): N rows of ceil(size / N) per leaf (a scalar repeated),
+    whether the rule runs on whole tensors (gathered) or on slices; `unshard_state` gives the unsharded
+    optimizer's state, and `shard_state` of it continues equal."""
+    make = MAKERS[name]
+    params, grads = _problem(1)
+    tx = sharded_state(make(), _util.AXIS, gather_state=True)
+    m = _util.mesh()
+
+    def steps(p, state, d):  # d: this replica's gradients, [T, ...]
+        def step(carry, g):
+            p, state = carry
+            u, state = tx.update(g, state, p)
+            return (gradtx.apply_updates(p, u), state), None
+
+        return jax.lax.scan(step, (p, state), d)[0]
+
+    init = jax.jit(jax.shard_map(tx.init, mesh=m, in_specs=P(), out_specs=P(_util.AXIS)))
+    run = jax.jit(
+        jax.shard_map(
+            lambda p, s, d: steps(p, s, jax.tree.map(lambda x: x[:, 0], d)),
+            mesh=m,
+            in_specs=(P(), P(_util.AXIS), P(None, _util.AXIS)),
+            out_specs=(P(), P(_util.AXIS)),
+        )
+    )
+    p, state = run(
+        _util.put(params, m, P()), init(_util.put(params, m, P())), _util.put(grads, m, P(None, _util.AXIS))
+    )
+    ref, ref_state = _unsharded(make(), params, grads)
+    for k in ref:
+        np.testing.assert_allclose(np.asarray(p[k]), ref[k][-1], rtol=2e-5, atol=2e-6, err_msg=k)
+    like = jax.eval_shape(make().init, params)
+    for got_leaf, want in zip(
+        jax.tree.leaves(unshard_state(state, like)), jax.tree.leaves(ref_state), strict=True
+    ):
+        np.testing.assert_allclose(
+            np.asarray(got_leaf, np.float64), np.asarray(want, np.float64), rtol=2e-5, atol=2e-6
+        )
+    for x, whole in zip(jax.tree.leaves(state.inner), jax.tree.leaves(like), strict=True):
+        size = int(np.prod(whole.shape))
+        rows = (
+            ((N,), (N, 1)) if whole.shape == () else ((N, -(-size // N)),)
+        )  # a count; a scalar param's slot
+        assert x.shape in rows, (x.shape, whole.shape)
+    # the state as another run laid it out (`shard_state` of the whole state) steps on equally
+    resharded = jax.tree.map(
+        lambda x: _util.put(x, m, P(_util.AXIS)), shard_state(unshard_state(state, like), N, like=state)
+    )
+    p2, _ = run(p, resharded, _util.put(grads, m, P(None, _util.AXIS)))
+    p3, _ = run(p, state, _util.put(grads, m, P(None, _util.AXIS)))
+    for k in params:
+        np.testing.assert_allclose(np.asarray(p2[k]), np.asarray(p3[k]), rtol=1e-6, atol=1e-7, err_msg=k)
+
+
+def test_element_wise_rules_keep_the_slices():
+    """`gather_state` changes nothing for a rule that runs on slices: the same reduce-scatter layout and
+    numbers as without it."""
+    params, grads = _problem(2)
+    got, _ = _util.run(
+        sharded_state(gradtx.adam(0.1), _util.AXIS, gather_state=True), params, grads, mode="novma"
+    )
+    want, _ = _util.run(sharded_state(gradtx.adam(0.1), _util.AXIS), params, grads, mode="novma")
+    for k in params:
+        np.testing.assert_array_equal(got[k], want[k])
+
+
+def test_gather_state_must_be_a_bool_and_is_named_in_the_refusal():
+    with pytest.raises(TypeError, match=r"`sharded_state`: `gather_state` must be True or False, got 1"):
+        sharded_state(gradtx.adafactor(0.1), "data", gather_state=1)
+    with pytest.raises(ValueError, match=r"is leaf-wise.*`gather_state=True`"):
+        sharded_state(gradtx.adafactor(0.1), "data")
