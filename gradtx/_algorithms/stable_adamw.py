@@ -41,7 +41,7 @@ def debiased_beta(beta: Any, t: Any, dtype: Any) -> Any:
     return jnp.where((t > 1) & positive, beta * (jnp.expm1((t - 1) * log) / jnp.expm1(t * log)), 0.0)
 
 
-def update_rms(g: Any, v: Any, eps: Any, path: Any) -> Any:
+def update_rms(g: Any, v: Any, eps: Any, path: Any = None) -> Any:
     r"""StableAdamW's divisor :math:`\max(1, \sqrt{\operatorname{mean}(g^2 / \max(v, \epsilon^2))})` of the
     whole leaf at `path` (pytorch-optimizer's `get_stable_adamw_rms`), on ZeRO's slices too (`_sliced`)."""
     ratios = jnp.sum(g * g / jnp.maximum(v, eps * eps))
