@@ -201,6 +201,18 @@ def sharded_state(
             return True
         return False
 
+    def mixing(g: Any, state: Any, p: Any, extra_args: dict) -> str | None:
+        """Why `inner`'s update on these slices is not exact (None when it is): the jaxpr read once, inside
+        `_sliced.holding` (the declared reductions are exact)."""
+        data = [
+            *(True for _ in jax.tree.leaves(g)),
+            *_elementwise.data_leaves(inner.init, g),
+            *(True for _ in jax.tree.leaves(p)),
+        ]
+        return _elementwise.cross_element_reason(
+            lambda g, s, p: inner.update(g, s, p, **extra_args), (g, state, p), data
+        )
+
     def whole(tree: Any, n: int) -> bool:
         """Whether this step runs on whole tensors: a leaf-wise rule, or with `gather_state` an element-wise
         one whose update mixes a slice's elements (GGT): the same answer for `init` and `update` (the
@@ -210,10 +222,7 @@ def sharded_state(
         slices = jax.tree.map(lambda x: jax.ShapeDtypeStruct((slice_len(np.size(x), n),), x.dtype), tree)
         try:
             with _sliced.holding(_slices(n, axes, tree)):
-                state = jax.eval_shape(inner.init, slices)
-                data = [True] * len(jax.tree.leaves(slices))
-                data += [*_elementwise.data_leaves(inner.init, slices), *data]
-                reason = _elementwise.cross_element_reason(inner.update, (slices, state, slices), data)
+                reason = mixing(slices, jax.eval_shape(inner.init, slices), slices, {})
         except Exception:  # noqa: BLE001 -- a rule that needs extra arguments is checked at its update
             return False
         return reason is not None
@@ -250,7 +259,8 @@ def sharded_state(
 
     def mapped_update(updates, state, params, extra_args):
         n = _axes.bound_size(fn, axes)
-        if whole(sparse.densify(updates), n):
+        grads = sparse.densify(updates)
+        if whole(grads, n):
             out, kept = _sharded_gather.update(
                 fn,
                 inner,
@@ -265,7 +275,6 @@ def sharded_state(
             )
             return out, ShardedState(inner=kept)
         checked = _axes.vma_checked(axes)
-        grads = sparse.densify(updates)
         _axes.check_replicated(fn, grads, axes, checked, replicated_grads)
 
         def reduce_slice(g):
@@ -285,15 +294,7 @@ def sharded_state(
         inner_state = jax.tree.map(lambda x: x[0], state.inner)
         inner_state = _sharded_gather.with_whole(inner_state, own, like, axes, checked)  # a key, Mechanic's
         with _sliced.holding(_slices(n, axes, grads)):  # the rule's global reductions: one collective each
-            args = (g_slices, inner_state, p_slices)
-            data = [
-                *(True for _ in jax.tree.leaves(g_slices)),
-                *_elementwise.data_leaves(inner.init, g_slices),
-                *(True for _ in jax.tree.leaves(p_slices)),
-            ]
-            reason = _elementwise.cross_element_reason(
-                lambda g, s, p: inner.update(g, s, p, **extra_args), args, data
-            )
+            reason = mixing(g_slices, inner_state, p_slices, extra_args)
             if reason is not None:
                 raise ValueError(
                     f"`{fn}`: `tx` is not element by element: its update uses {reason}, so on a replica's "
