@@ -68,18 +68,28 @@ def measure(layers: int, rows: int, cols: int, optimizers: tuple[str, ...], step
         analysis = compiled.cost_analysis()
         return float((analysis[0] if isinstance(analysis, list) else analysis)["flops"])
 
+    def held(tree):  # bytes of `tree` on its first device (the most any device holds, for an even layout)
+        device = jax.devices()[0]
+        shards = (s for x in jax.tree.leaves(tree) for s in x.addressable_shards)
+        return sum(s.data.nbytes for s in shards if s.device == device)
+
     def run(tx, params, grads):
         step = jax.jit(tx.update)
         state = _past_first_step(tx.init(params))
         compiled = step.lower(grads, state, params).compile()
-        jax.block_until_ready(step(grads, state, params))
+        state_bytes = held(jax.block_until_ready(step(grads, state, params))[1])  # then let go: memory
         times = []
         for _ in range(steps):
             start = time.perf_counter()
             jax.block_until_ready(step(grads, state, params))
             times.append((time.perf_counter() - start) * 1e3)
         median = statistics.median(times)
-        return {"flops": flops(compiled), "collectives": count(compiled.as_text()), "step_ms": median}
+        return {
+            "flops": flops(compiled),
+            "collectives": count(compiled.as_text()),
+            "step_ms": median,
+            "state_bytes": state_bytes,  # the state as a step returns it, on one device
+        }
 
     def single_flops(tx):
         return flops(jax.jit(tx.update).lower(grads_host, _past_first_step(tx.init(host)), host).compile())
@@ -163,7 +173,7 @@ def measure(layers: int, rows: int, cols: int, optimizers: tuple[str, ...], step
     }
 
 
-SIZES = {"full": (8, 512, 2048, ("muon", "psgd_kron", "shampoo", "soap")), "smoke": (8, 16, 64, ("muon",))}
+SIZES = {"full": (8, 512, 2048, ("muon", "psgd_kron", "shampoo", "soap")), "smoke": (8, 64, 256, ("muon",))}
 """`measure`'s arguments: the smoke run (the suite's) takes Muon only, whose path is the same."""
 
 
@@ -175,17 +185,18 @@ def table(result: dict[str, Any]) -> list[str]:
         + ", ".join(f"{k} {v:.1f} GFLOP" for k, v in result["single_device_gflop"].items())
         + "). GFLOP per device from XLA's cost analysis, over the single-device step's / 8; the compiled "
         "step's collective instructions as *all-gather / all-reduce / other*; the median step on this "
-        "machine (8 simulated devices share its cores: the time follows the total work). Run by "
-        "`python -m benchmarks.sharding`.",
+        "machine (8 simulated devices share its cores: the time follows the total work); the optimizer "
+        "state a step returns, held by one device (its MiB). Run by `python -m benchmarks.sharding`.",
         "",
-        "| contender | GFLOP per device | / (single / 8) | collectives | step (ms) |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| contender | GFLOP per device | / (single / 8) | collectives | step (ms) | state (MiB) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, row in result["rows"].items():
         c = row["collectives"]
         other = sum(v for k, v in c.items() if k not in ("all-gather", "all-reduce"))
+        state = f"{row['state_bytes'] / 2**20:.1f}" if "state_bytes" in row else ""
         lines.append(
             f"| {name} | {row['flops'] / 1e9:.1f} | {row['ratio']:.2f}x | "
-            f"{c['all-gather']} / {c['all-reduce']} / {other} | {row['step_ms']:.0f} |"
+            f"{c['all-gather']} / {c['all-reduce']} / {other} | {row['step_ms']:.0f} | {state} |"
         )
     return lines

@@ -70,18 +70,20 @@ def _kron_tree(gs, mus, qss, h, *, config):
     live = [i for i, g in enumerate(gs) if g.size]  # empty leaves draw nothing, keep their factors
     u, keys = _draws(config.seed, h.count, len(live))
 
-    def parts(i, key):
+    def parts(i, position):
+        # the leaf's key is read from the step's keys inside its work, by its position among the live
+        # leaves: a slice of the keys per leaf would be a kernel of its own per leaf to compile
         own_input = () if config.momentum_into else (gs[i].astype(dts[i])[None],)
-        return (*(q[None] for q in qss[i]), key[None], momenta[i][None], *own_input)
+        return (*(q[None] for q in qss[i]), np.full((1,), position, np.int32), momenta[i][None], *own_input)
 
     results = yield [
         MatrixWork(  # each leaf whole (gathered under Explicit axes), with its factors
             functools.partial(_leaf_step, config=config, dtype=gs[i].dtype),
-            parts(i, key),
+            parts(i, position),
             ("psgd_kron", config.damping, config.clip_eps, config.momentum_into, jnp.dtype(gs[i].dtype).name),
-            args=(h.precond_lr, u < h.balance_prob, do_update),
+            args=(h.precond_lr, u < h.balance_prob, do_update, keys),
         )
-        for i, key in zip(live, keys, strict=True)
+        for position, i in enumerate(live)
     ]
     qss, updates = list(qss), [jnp.zeros_like(g) for g in gs]
     for i, (qs, direction) in zip(live, results, strict=True):

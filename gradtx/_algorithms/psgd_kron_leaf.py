@@ -58,7 +58,7 @@ def _draws(seed, count, n):
     key, sub = jax.random.split(key)
     u = jax.random.uniform(sub)
     _, sub = jax.random.split(key)
-    return u, list(jax.random.split(sub, n))
+    return u, jax.random.split(sub, n)
 
 
 def _normal(key, like):
@@ -66,16 +66,17 @@ def _normal(key, like):
     return jax.random.normal(key, like.shape, like.dtype)
 
 
-def _leaf_step(parts, lr, balance, update, *, config, dtype):
+def _leaf_step(parts, lr, balance, update, keys, *, config, dtype):
     """One leaf's work: its factors after an update (on a step that draws one: balanced when `balance`, then
-    one step towards `P E[g g^T] P = E[v v^T]` from the input `x`, damped, and a normal `v`), and its
-    direction `Q^T Q m` in `dtype`, its RMS clipped to 1.1. `parts`: the factors, the leaf's key, its
-    momentum `m` and, unless the momentum is the input, its input `x`."""
+    one step towards `P E[g g^T] P = E[v v^T]` from the input `x`, damped, and a normal `v` from its key of
+    `keys`), and its direction `Q^T Q m` in `dtype`, its RMS clipped to 1.1. `parts`: the factors, the
+    leaf's position in `keys`, its momentum `m` and, unless the momentum is the input, its input `x`."""
     if config.momentum_into:
-        *qs, key, m = parts
+        *qs, position, m = parts
         x = m
     else:
-        *qs, key, m, x = parts
+        *qs, position, m, x = parts
+    key = keys[position]
 
     def new_factors(qs):
         qs = _control.cond(balance, _factors_math.balance_factors, lambda q: q, qs)

@@ -16,12 +16,12 @@ once, and sends each formula its results (a formula may yield again). A formula 
 matrices of a work may come with other per-matrix arrays (its `stack` is then a tuple of parts of one
 leading length: PSGD Kron's factors, its leaf and its random key). Nothing else in the formula
 changes. By default `run` does each leaf's work where the leaf is (whole on every device under Explicit
-axes, GSPMD's choice under Auto axes), the works of one key, shape and dtype as one stack: a deep
-model's step holds one program of matrix work per shape, not one per matrix. Inside `spreading(spread)`
-(`gradtx.parallel.split_matrix_work` sets it), `spread` receives all of the step's work instead and
-may stack the works of one key, shape and dtype and split the stack across the devices; the numbers are
-the same work's, done elsewhere. Type casts and stacking only here: the collectives live in
-`gradtx.parallel`.
+axes, GSPMD's choice under Auto axes), the works of one key, shape and dtype in stacks of up to 16
+matrices: a deep model's step holds one program of matrix work per shape, not one per matrix. Inside
+`spreading(spread)` (`gradtx.parallel.split_matrix_work` sets it), `spread` receives all of the step's
+work instead and may stack the works of one key, shape and dtype and split the stack across the
+devices; the numbers are the same work's, done elsewhere. Type casts and stacking only here: the
+collectives live in `gradtx.parallel`.
 """
 
 from __future__ import annotations
@@ -80,23 +80,45 @@ def spreading(spread: Spread) -> Iterator[None]:
         _SPREAD.reset(token)
 
 
+CHUNK = 16
+"""The most matrices `here` stacks into one program on one device."""
+
+
 def here(works: Sequence[MatrixWork]) -> list[Any]:
     """`works` done where their leaves are: each matrix whole on every device under Explicit axes (one
     all-gather), GSPMD's choice under Auto axes, each device's own under `shard_map`; only `when` it is
-    asked for. On one device the works of one group (`groups`) run as one stack, mapped (`jax.vmap`):
-    the step's program holds one Newton-Schulz iteration (one root, one factor update) per shape and
-    dtype, not one per matrix, and a deep model's step compiles in a fraction of the time. On a mesh
+    asked for. On one device the works of one group (`groups`) run as stacks of `CHUNK` matrices, mapped
+    (`jax.vmap`): the step's program holds one Newton-Schulz iteration (one root, one factor update) per
+    shape, dtype and stack, not one per matrix. XLA compiles one kernel per distinct computation: equal
+    stacks share their kernels, and a stack's `CHUNK` slices (each leaf's results) are as many kernels
+    as it has matrices, so a deep model's step compiles in a fraction of the time that one stack of all
+    its matrices of a shape (as many slices as layers) or one program per matrix would take. On a mesh
     each work runs as its own stack (of its matrices, mapped): GSPMD would split a group's stack over
     the devices, and XLA:CPU's simulated devices can then wait forever on a split batch of SVDs
     (`gradtx.parallel.split_matrix_work` splits the groups on purpose)."""
     results: list[Any] = [None] * len(works)
     together = all(_on_one_device(w) for w in works)
-    for idx in groups(works) if together else [[i] for i in range(len(works))]:
-        first = works[idx[0]]
-        stack, _ = stacked(works, idx, 1, _wholes)
-        compute = functools.partial(_mapped_with, first.fn, first.args)
-        split(works, idx, results, when(first._replace(otherwise=otherwise(works, idx)), compute, stack))
+    for group in groups(works) if together else [[i] for i in range(len(works))]:
+        for idx in _chunks(works, group):
+            first = works[idx[0]]
+            stack, _ = stacked(works, idx, 1, _wholes)
+            compute = functools.partial(_mapped_with, first.fn, first.args)
+            split(works, idx, results, when(first._replace(otherwise=otherwise(works, idx)), compute, stack))
     return results
+
+
+def _chunks(works: Sequence[MatrixWork], group: list[int]) -> list[list[int]]:
+    """`group` cut into runs of works of at most `CHUNK` matrices each (a work of more is a run alone)."""
+    runs: list[list[int]] = []
+    held = CHUNK
+    for i in group:
+        n = length(works[i])
+        if held + n > CHUNK:
+            runs.append([])
+            held = 0
+        runs[-1].append(i)
+        held += n
+    return runs
 
 
 def mapped(fn: Callable[..., Any], stack: Any, *args: Any) -> Any:

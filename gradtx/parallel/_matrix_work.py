@@ -41,14 +41,16 @@ def split_matrix_work(
     shape and dtype: a group), the stack is padded to a multiple of the device count N with copies of
     its first matrix, and
 
-    - under `jax.jit` (Auto or Explicit axes; the mesh of `jax.set_mesh`, or `mesh`): the stack is
-      placed with its stack axis sharded over `mesh_axes` (all of the mesh's axes by default: one
-      all-to-all from the leaves' own layout), each device computes its matrices (a `shard_map` over
-      those axes: a per-device program), and the results are gathered (with Explicit axes one
-      all-gather of one buffer per dtype; with Auto axes one per result array); each leaf then takes
-      its own slice. A work whose matrices come with other per-matrix parts (PSGD Kron's factors and
-      momentum, Shampoo's and SOAP's statistics) moves each part that is split with Explicit axes, and
-      each part with Auto axes;
+    - under `jax.jit` (Auto or Explicit axes; the mesh of `jax.set_mesh`, or `mesh`): each part of the
+      stack (the matrices, and the per-matrix parts that come with them: PSGD Kron's factors and
+      momentum, Shampoo's and SOAP's statistics and bases) is held split along its matrices' first
+      axis that the device count divides (their rows, as the leaves lie sharded on their first axis),
+      and inside a per-device program (a `shard_map` over `mesh_axes`, all of the mesh's axes by
+      default) one all-to-all per dtype gives each device its matrices whole; it computes them, and
+      the results go back by one all-to-all per dtype to their rows' split (Auto axes: GSPMD places
+      them from there), or are gathered whole by one all-gather per dtype (Explicit axes: the rule
+      places each result like its leaf or state); each leaf then takes its own slice. A part none of
+      whose axes the device count divides (a random key, a matrix of an odd shape) travels whole;
     - inside `jax.shard_map` / `jax.pmap` over `axis_name`: replica `i` computes the matrices
       `[i k, (i + 1) k)` of the stack (`k = ceil(n / N)`) and one all-gather (of one buffer per
       dtype) gives every replica all of them. The matrices must be the same on every replica (data
@@ -56,7 +58,7 @@ def split_matrix_work(
       over `axis_name` is refused.
 
     Per device, the work of a group of `n` matrices is that of `ceil(n / N)` matrices instead of
-    `n`, at the price of two collectives per group (jit; one inside `shard_map`). Work a rule does
+    `n`, at the price of two collectives per group and dtype (jit; one inside `shard_map`). Work a rule does
     only on some steps (Shampoo's roots with `svd_interval` > 1, SOAP's bases, PSGD Kron's factor
     updates) stays in its `lax.cond`: on the other steps it is not computed (the rest of the leaf's
     step is, in the same work). A rule with several rounds of work has two collectives per group and
@@ -155,6 +157,100 @@ class _Buffers(NamedTuple):
         return self.treedef.unflatten(leaves)
 
 
+def _split_along(axis: int | None, mesh_axes: tuple[Hashable, ...]) -> P:
+    return P() if axis is None else P(*(None,) * axis, mesh_axes)
+
+
+class _Blocks(NamedTuple):
+    """How a group's stacked parts (a tree of `(n, ...)` arrays, `n` a multiple of the device count `size`)
+    travel between their layout and the per-device program: each part split along the first axis of its
+    matrices that `size` divides (`axis`: a leaf's rows, or for a part that stacks a leaf with others of its
+    shape, as SOAP's does, the leaf's rows), all such parts of one dtype moved by one all-to-all; a part
+    none of whose axes `size` divides travels whole (a random key, a leaf of an odd shape: all-gathered)."""
+
+    treedef: Any
+    axes: tuple[int | None, ...]  # each part: the axis it is split along (None: whole)
+    split_shapes: tuple[tuple[int, ...], ...]  # each split part's shape after its stack axis
+    blocks: _Buffers  # the split parts' blocks of one matrix on one device, joined per dtype
+    wholes: _Buffers  # the whole parts, joined per dtype
+
+    @staticmethod
+    def axis(shape: tuple[int, ...], size: int) -> int | None:
+        return next((a for a in range(1, len(shape)) if shape[a] % size == 0), None)
+
+    @classmethod
+    def spec(cls, x: Any, mesh_axes: tuple[Hashable, ...], size: int) -> P:
+        """Where a stacked part lies, outside the per-device program."""
+        return _split_along(cls.axis(tuple(x.shape), size), mesh_axes)
+
+    @classmethod
+    def of(cls, tree: Any, size: int, whole: bool = False) -> _Blocks:
+        """`whole`: every part travels whole."""
+        leaves, treedef = jax.tree.flatten(tree)
+        axes = tuple(None if whole else cls.axis(tuple(x.shape), size) for x in leaves)
+        split = [(x, a) for x, a in zip(leaves, axes, strict=True) if a is not None]
+        block = [  # one matrix's block of a split part, on one device
+            jax.ShapeDtypeStruct((1, *x.shape[1:a], x.shape[a] // size, *x.shape[a + 1 :]), x.dtype)
+            for x, a in split
+        ]
+        whole_parts = [x for x, a in zip(leaves, axes, strict=True) if a is None]
+        return cls(
+            treedef,
+            axes,
+            tuple(tuple(x.shape[1:]) for x, _ in split),
+            _Buffers.of(block, joined=True),
+            _Buffers.of(whole_parts, joined=True),
+        )
+
+    def specs(self, mesh_axes: tuple[Hashable, ...]) -> Any:
+        return self.treedef.unflatten([_split_along(a, mesh_axes) for a in self.axes])
+
+    def _apart(self, tree: Any) -> tuple[list[Any], list[Any]]:
+        """`tree`'s parts: the split ones, the whole ones."""
+        leaves = jax.tree.leaves(tree)
+        return [x for x, a in zip(leaves, self.axes, strict=True) if a is not None], [
+            x for x, a in zip(leaves, self.axes, strict=True) if a is None
+        ]
+
+    def _together(self, split: list[Any], whole: list[Any]) -> Any:
+        split_it, whole_it = iter(split), iter(whole)
+        return self.treedef.unflatten([next(whole_it if a is None else split_it) for a in self.axes])
+
+    def mine(self, stack: Any, mesh_axes: tuple[Hashable, ...], size: int) -> Any:
+        """Inside the per-device program: this device's `n / size` matrices of each part, whole."""
+        split, whole = self._apart(stack)
+        k = (split or whole)[0].shape[0] // size
+        moved = []
+        for buffer in self.blocks.join(split):
+            # [n, cols] -> [k, size * cols]: this device's k matrices, each device's blocks of them in turn
+            y = jax.lax.all_to_all(buffer, mesh_axes, 0, 1, tiled=True)
+            moved.append(y.reshape(k, size, -1).swapaxes(0, 1).reshape(size * k, -1))
+        axes = [a for a in self.axes if a is not None]
+        matrices = []
+        for y, a, shape in zip(self.blocks.parts(moved), axes, self.split_shapes, strict=True):
+            # [size * k, block] -> the devices' blocks side by side along axis a: whole matrices
+            y = jnp.moveaxis(y.reshape(size, k, *y.shape[1:]), 0, a)
+            matrices.append(y.reshape(k, *shape))
+        index = jax.lax.axis_index(mesh_axes)
+        return self._together(matrices, [jax.lax.dynamic_slice_in_dim(x, index * k, k) for x in whole])
+
+    def back(self, results: Any, mesh_axes: tuple[Hashable, ...], size: int) -> Any:
+        """Inside the per-device program: this device's results (of its `k` matrices) -> each split part's
+        blocks of all `n` matrices (by one all-to-all per dtype), each whole part gathered."""
+        split, whole = self._apart(results)
+        axes = [a for a in self.axes if a is not None]
+        out = []
+        for y, a in zip(split, axes, strict=True):
+            # [k, ..., d, ...] -> [size * k, block]: the block of each of its matrices for each device
+            y = y.reshape(*y.shape[:a], size, y.shape[a] // size, *y.shape[a + 1 :])
+            y = jnp.moveaxis(y, a, 0)
+            out.append(y.reshape(size * y.shape[1], *y.shape[2:]))
+        # each device sends its matrices' blocks to their devices: [n, block], in the matrices' order
+        moved = [jax.lax.all_to_all(t, mesh_axes, 0, 0, tiled=True) for t in self.blocks.join(out)]
+        gathered = [_axes.all_gather(t, mesh_axes, True) for t in self.wholes.join(whole)]
+        return self._together(list(self.blocks.parts(moved)), list(self.wholes.parts(gathered)))
+
+
 def _aligned(parts: Sequence[jax.Array]) -> Sequence[jax.Array]:
     """Explicit axes: the parts in the first one's layout, to be joined (no move when they agree)."""
     first = _placement.explicit_sharding(parts[0])
@@ -194,39 +290,46 @@ def _over_mesh(mesh: Any, mesh_axes: tuple[Hashable, ...] | None) -> _matrix_wor
             return jax.lax.with_sharding_constraint(x, sharding)
 
         def hold(parts):
-            # under Auto axes, a work's own stack is not split on its stack axis: GSPMD would otherwise
-            # carry the stack's split back into each work's few matrices and move them one by one
-            return [place(x, P(None, *(P.UNCONSTRAINED for _ in x.shape[1:]))) for x in parts]
+            # each part split along its rows (as the leaves lie, sharded on their first axis) or whole: its
+            # stack axis is split inside the per-device program, one move for all of a group's parts (GSPMD
+            # would move them one by one)
+            return [place(x, _Blocks.spec(x, axes, size)) for x in parts]
+
+        def result_spec(t):
+            return P() if explicit else _Blocks.spec(t, axes, size)
 
         results: list[Any] = [None] * len(works)
         for idx in _matrix_work.groups(works):
-            x, n = _matrix_work.stacked(works, idx, size, _aligned if explicit else hold)
+            x, n = _matrix_work.stacked(works, idx, size, hold)
             first = works[idx[0]]
 
             def compute(x, fn=first.fn, args=first.args, n=n):
-                # the results gathered as one buffer per dtype under Explicit axes; under Auto axes one by
-                # one (GSPMD would move the buffer's slices again, with a collective each)
+                # the parts moved to the stack axis's split by one all-to-all per dtype and the results back
+                # to their rows' split by another, inside a per-device program: a loop, an SVD or an
+                # eigendecomposition is then never partitioned (nor its types checked) by the compiler
                 bare = jax.tree.map(_unplaced, (x, args))
                 shapes = jax.eval_shape(lambda s, a: _matrix_work.mapped(fn, s, *a), *bare)  # unplaced
-                outputs = _Buffers.of(shapes, joined=explicit)
+                # with Explicit axes the results are gathered whole: the rule places each where its leaf
+                # or state lies, and a split result would be gathered there leaf by leaf
+                inputs, outputs = _Blocks.of(x, size), _Blocks.of(shapes, size, whole=explicit)
 
                 def per_device(stack, *args):
-                    # its 1/size of the stack, as a per-device program: a loop, an SVD or an
-                    # eigendecomposition is then never partitioned (nor its types checked) by the compiler
-                    return outputs.join(_matrix_work.mapped(fn, stack, *args))
+                    mine = inputs.mine(stack, axes, size)
+                    return outputs.back(_matrix_work.mapped(fn, mine, *args), axes, size)
 
                 local = jax.shard_map(
                     per_device,
                     mesh=m,
-                    in_specs=(P(axes), *(P() for _ in args)),
-                    out_specs=P(axes),
+                    in_specs=(inputs.specs(axes), *(P() for _ in args)),
+                    out_specs=outputs.specs(axes),
                     axis_names=set(axes),
                 )
-                stack = jax.tree.map(lambda t: place(t, P(axes)), x)
-                y = local(stack, *(place(jnp.asarray(a), P()) for a in args))
-                return outputs.parts(tuple(place(t, P())[:n] for t in y))  # gathered once
+                y = local(x, *(place(jnp.asarray(a), P()) for a in args))
+                # each result held as it came: GSPMD would otherwise cut the results' slices as their users
+                # want them, moving data between devices
+                return jax.tree.map(lambda t: place(t[:n], result_spec(t)), y)
 
-            otherwise = _matrix_work.otherwise(works, idx, lambda t: place(t, P()))
+            otherwise = _matrix_work.otherwise(works, idx, lambda t: place(t, result_spec(t)))
             out = _matrix_work.when(first._replace(otherwise=otherwise), compute, x)
             _matrix_work.split(works, idx, results, out)
         return results

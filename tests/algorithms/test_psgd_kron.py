@@ -56,7 +56,7 @@ def _replayed_draws(case, monkeypatch):
 
     def draws(seed, count, n):
         assert n == len(LEAVES)
-        return uniforms[count], [jnp.asarray(count, jnp.int32)] * n
+        return uniforms[count], jnp.full((n,), count, jnp.int32)
 
     def normal(count, like):
         return by_shape[like.shape][count].astype(like.dtype)

@@ -95,7 +95,9 @@ MAPPED_MODES = ("shard_map_vma", "shard_map_novma", "pmap", "two_axes")
 
 
 @pytest.mark.parametrize(
-    ("name", "mode"), [("muon", m) for m in JIT_MODES] + [(n, "explicit") for n in OPTIMIZERS if n != "muon"]
+    ("name", "mode"),
+    [("muon", m) for m in JIT_MODES]
+    + [(n, m) for n in OPTIMIZERS if n != "muon" for m in ("auto_set_mesh", "explicit")],
 )
 def test_under_jit_every_mode_gives_the_single_device_numbers(name, mode):
     params, grads = _problem()
@@ -138,15 +140,11 @@ def test_inside_a_mapped_axis_every_mode_gives_the_single_device_numbers(name, m
     _close(_steps(tx, params, grads, step), want, TOLERANCE.get(name, helpers.MUON_TOLERANCE))
 
 
-# collectives per group of stacked matrices and step, at most: with Explicit axes one all-to-all in (the
-# split leaf) and one all-gather out (the results as one buffer); with Auto axes GSPMD moves each part of a
-# work (Kron: two factors and the momentum) and each result (Kron: two factors and the direction) on its own
-COLLECTIVES_PER_GROUP = {
-    "muon": {"auto": 2, "explicit": 2},
-    "psgd_kron": {"auto": 6, "explicit": 2},
-    "shampoo": {"auto": 6, "explicit": 2},  # Auto axes: its leaf and 2 statistics in and out
-    "soap": {"auto": 10, "explicit": 2},  # Auto axes: its leaf, 2 statistics and 2 bases in and out
-}
+# collectives per group of stacked matrices and step, in both modes: one all-to-all in (every part of the
+# work joined per dtype: Kron's factors and momentum, Shampoo's and SOAP's statistics and bases), and the
+# results joined per dtype: back to their rows' split by one all-to-all (Auto axes), or gathered whole by
+# one all-gather (Explicit axes, where the rule places each result like its leaf or state)
+COLLECTIVES_PER_GROUP = {"muon": 2, "psgd_kron": 2, "shampoo": 2, "soap": 2}
 MAKE = {
     "muon": lambda: gradtx.muon(0.02),
     "psgd_kron": lambda: gradtx.psgd_kron(0.01),
@@ -177,26 +175,31 @@ def test_each_device_computes_one_eighth_with_few_collectives_per_group(name):
             flops, collectives = cost(tx, gs, tx.init(ps), ps)
             # what it replaces (Muon's, shown once: the others' plain steps compile for seconds more)
             plain_flops, _ = cost(opt, gs, opt.init(ps), ps) if name == "muon" else (None, None)
-        limit = COLLECTIVES_PER_GROUP[name]["explicit" if kind == AxisType.Explicit else "auto"]
         assert flops <= 1.2 * single / N, (kind, flops / (single / N))
-        assert sum(collectives.values()) <= limit * 2, (kind, collectives)  # two groups: (64, 256), (256, 64)
+        # two groups, (64, 256) and (256, 64)
+        want = {"all-to-all": 4} if kind == AxisType.Auto else {"all-gather": 2, "all-to-all": 2}
+        assert {k: v for k, v in collectives.items() if v} == want, (kind, collectives)
+        assert sum(collectives.values()) == COLLECTIVES_PER_GROUP[name] * 2
         # what it replaces: Explicit axes compute every matrix everywhere; Auto axes more than a 1/N share
         # (GSPMD partitions each matmul of the stacked work, and repeats what it cannot)
         if plain_flops is None:
             continue
         if kind == AxisType.Explicit:
-            assert collectives["all-gather"] == 2, collectives  # each group's results, gathered once
             assert plain_flops > 0.9 * single
         else:
             assert plain_flops > 1.3 * single / N, plain_flops / (single / N)
 
 
-def test_groups_by_shape_and_dtype_and_pads_a_short_stack():
+@pytest.mark.parametrize("kind", [AxisType.Auto, AxisType.Explicit])
+def test_groups_by_shape_and_dtype_and_pads_a_short_stack(kind):
     params, grads = _problem(n=3)  # 3 matrices of a shape on 8 devices: padded to 8
     params["half"] = jnp.ones((16, 24), jnp.bfloat16)
     grads["half"] = jnp.full((16, 24), 0.25, jnp.bfloat16) + jnp.eye(16, 24, dtype=jnp.bfloat16)
+    # neither axis a multiple of 8: under Auto axes gathered whole (each device takes its matrices)
+    params["odd"] = jnp.asarray(np.random.default_rng(1).standard_normal((12, 6)), jnp.float32)
+    grads["odd"] = jnp.sin(params["odd"])
     want = _steps(gradtx.muon(0.02), params, grads)
-    mesh = _mesh(AxisType.Explicit)
+    mesh = _mesh(kind)
     with jax.set_mesh(mesh):
         tx = split_matrix_work(gradtx.muon(0.02))
         ps, gs = _placed(params, mesh), _placed(grads, mesh)
@@ -204,7 +207,11 @@ def test_groups_by_shape_and_dtype_and_pads_a_short_stack():
         text = jax.jit(tx.update).lower(gs, tx.init(ps), ps).compile().as_text()
     _close(u, want)
     assert u["half"].dtype == jnp.bfloat16
-    assert count(text)["all-gather"] == 3  # (16, 24) f32, (24, 16) f32, (16, 24) bf16
+    # four groups: (16, 24) f32, (24, 16) f32, (16, 24) bf16 moved in by an all-to-all each; the (12, 6) f32
+    # leaf, split by no axis, is gathered whole. The results: back by an all-to-all each (Auto axes; the
+    # (12, 6) one gathered), or gathered whole (Explicit axes)
+    want = {"all-to-all": 6, "all-gather": 2} if kind == AxisType.Auto else {"all-to-all": 3, "all-gather": 5}
+    assert {k: v for k, v in count(text).items() if v} == want
 
 
 class _TwoRoundsState(NamedTuple):
