@@ -173,7 +173,7 @@ def measure(layers: int, rows: int, cols: int, optimizers: tuple[str, ...], step
     }
 
 
-SIZES = {"full": (8, 512, 2048, ("muon", "psgd_kron", "shampoo", "soap")), "smoke": (8, 64, 256, ("muon",))}
+SIZES = {"full": (8, 512, 2048, ("muon", "psgd_kron", "shampoo", "soap")), "smoke": (8, 32, 128, ("muon",))}
 """`measure`'s arguments: the smoke run (the suite's) takes Muon only, whose path is the same."""
 
 
