@@ -14,12 +14,12 @@ the function's results for the whole stack:
 once, and sends each formula its results (a formula may yield again). A formula over the whole tree
 (`over="tree"`) yields a list of works, one per leaf, and receives the list of their results. The
 matrices of a work may come with other per-matrix arrays (its `stack` is then a tuple of parts of one
-leading length: PSGD Kron's factors, its leaf and its random key). Nothing else in the formula
-changes. By default `run` does each leaf's work where the leaf is (whole on every device under Explicit
-axes, GSPMD's choice under Auto axes), the works of one key, shape and dtype in stacks of up to 16
-matrices: a deep model's step holds one program of matrix work per shape, not one per matrix. Inside
-`spreading(spread)` (`gradtx.parallel.split_matrix_work` sets it), `spread` receives all of the step's
-work instead and may stack the works of one key, shape and dtype and split the stack across the
+leading length: PSGD Kron's factors, its leaf and its position among the step's keys). Nothing else in
+the formula changes. By default `run` does each leaf's work where the leaf is (whole on every device
+under Explicit axes, GSPMD's choice under Auto axes), the works of one key, shape and dtype in stacks of
+up to 16 matrices: a deep model's step holds one program of matrix work per shape, not one per matrix.
+Inside `spreading(spread)` (`gradtx.parallel.split_matrix_work` sets it), `spread` receives all of the
+step's work instead and may stack the works of one key, shape and dtype and split the stack across the
 devices; the numbers are the same work's, done elsewhere. Type casts and stacking only here: the
 collectives live in `gradtx.parallel`.
 """
