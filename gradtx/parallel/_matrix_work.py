@@ -120,9 +120,9 @@ def split_matrix_work(
 
 
 class _Buffers(NamedTuple):
-    """How a work's results (a tree of stacked arrays, each `(n, ...)`) travel to the other devices: one
-    buffer `(n, size)` per dtype (`joined`), or each array as it is. Results of the work only: no leaf of
-    the user's is joined."""
+    """How a group's stacked arrays (a tree, each `(n, ...)`) travel to the other devices: one buffer
+    `(n, size)` per dtype (`joined`), or each array as it is. A buffer lives only for its collective, inside
+    the step: the user's leaves and the state keep their own arrays."""
 
     treedef: Any
     shapes: tuple[tuple[int, ...], ...]  # each array's shape after its stack axis
