@@ -1,7 +1,7 @@
 """Sharding is tested like TF parity: under `jax.jit` with `NamedSharding` on a 2-D mesh, every optimizer's
 compiled step has no more collectives than optax's equivalent, and its slots are sharded like its params.
 
-The tree is the one a pod would shard: 6 layers of a kernel `w` sharded `P("data", "model")`,
+The tree is the one a pod would shard: 2 layers of a kernel `w` sharded `P("data", "model")`,
 a bias `b` sharded `P("model")` and a norm scale `ln` replicated, on 8 CPU devices as a
 4 x 2 mesh. Each step is compiled with params and state donated, as in a training loop,
 and the collectives are counted in the compiled HLO. Optimizers optax lacks: none for an
@@ -27,6 +27,7 @@ from gradtx import packing
 from tests import catalog
 
 MESH = Mesh(np.array(jax.devices()[:8]).reshape(4, 2), ("data", "model"))
+LAYERS = 2  # more than one (the groups of a packed tree, a stack of matrices); each compiles for its leaves
 SPECS = {"w": P("data", "model"), "b": P("model"), "ln": P()}
 
 # optax's equivalent of each gradtx optimizer (its registry example), where optax has one
@@ -62,7 +63,7 @@ OPTAX = {
     "scale_by_dowg": lambda: optax.contrib._dog.scale_by_dowg(),
 }
 GATHERS = {"shampoo"}  # whole statistics matrices per tensor dimension (an SVD each): gathers are inherent
-# L-BFGS's inner products are optax's (`jnp.vdot` of flattened leaves, gathered: 48 all-gathers here, as
+# L-BFGS's inner products are optax's (`jnp.vdot` of flattened leaves, gathered: 16 all-gathers here, as
 # optax.lbfgs's compiled step has; optax's own step cannot run donated: its two memories share one buffer)
 GATHERS.add("lbfgs")
 GATHERS.add("psgd_kron")  # whole Kronecker factors per tensor dimension (triangular solves): inherent
@@ -83,7 +84,7 @@ def _params() -> dict:
             k: jax.device_put(jnp.asarray(rng.standard_normal(s), jnp.float32), NamedSharding(MESH, SPECS[k]))
             for k, s in shapes.items()
         }
-        for i in range(6)
+        for i in range(LAYERS)
     }
 
 
@@ -202,7 +203,7 @@ def test_packing_a_sharded_model_moves_no_data():
         (None,),
         ("data", "model", None),
     ]
-    assert [b.shape for b in packed.buffers] == [(2, 6 * 32), (6 * 32,), (4, 2, 6 * 8 * 32)]
+    assert [b.shape for b in packed.buffers] == [(2, LAYERS * 32), (LAYERS * 32,), (4, 2, LAYERS * 8 * 32)]
     views = jax.jit(packing.unpack)
     for p, v in zip(jax.tree.leaves(params), jax.tree.leaves(views(packed)), strict=True):
         np.testing.assert_array_equal(v, p)
@@ -218,7 +219,7 @@ def test_a_train_step_through_views_adds_no_collective():
 
     def loss(tree, x):
         h = x
-        for i in range(6):
+        for i in range(LAYERS):
             layer = tree[f"layer{i}"]
             h = jnp.tanh((h * layer["ln"]) @ layer["w"] + layer["b"])[:, :32]
         return jnp.sum(h * h)

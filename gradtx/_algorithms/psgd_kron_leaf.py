@@ -10,7 +10,7 @@ import numpy as np
 
 from gradtx._algorithms import kron_factors as _factors_math
 from gradtx._core import control as _control
-from gradtx._core import placement as _placement
+from gradtx._core import matrix_work as _matrix_work
 
 _HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -31,11 +31,11 @@ def _factors(p, *, scale, max_size, min_ndim, memory_save_mode, dtype):
     """The `preconditioners` slot of `p`: per dimension, `scale^(1/ndim)` times I (triangular) or ones."""
     shape, dt = tuple(jnp.shape(p)), _precond_dtype(p, dtype)
     if not shape:
-        return (_replicated(p, jnp.full((), scale, dt)),)
+        return (_matrix_work.state(p, jnp.full((), scale, dt)),)
     s = scale ** (1 / len(shape))
     diag = _diagonal(shape, max_size, min_ndim, memory_save_mode)
     return tuple(
-        _replicated(p, s * (jnp.ones(d, dt) if dg else jnp.eye(d, dtype=dt)))
+        _matrix_work.state(p, s * (jnp.ones(d, dt) if dg else jnp.eye(d, dtype=dt)))
         for d, dg in zip(shape, diag, strict=True)
     )
 
@@ -43,11 +43,6 @@ def _factors(p, *, scale, max_size, min_ndim, memory_save_mode, dtype):
 def _precond_dtype(p, dtype):
     dt = p.dtype if hasattr(p, "dtype") else jnp.result_type(p)
     return jax.dtypes.canonicalize_dtype(dtype or jnp.promote_types(dt, jnp.float32))
-
-
-def _replicated(p, x):
-    """The constant `x` on `p`'s devices, replicated there."""
-    return x + _placement.reduced(p, (), x.dtype)
 
 
 def _draws(seed, count, n):

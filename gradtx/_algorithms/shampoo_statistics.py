@@ -14,6 +14,7 @@ import jax.numpy as jnp
 
 from gradtx._algorithms import shampoo_roots as _roots_math
 from gradtx._core import control as _control
+from gradtx._core import matrix_work as _matrix_work
 from gradtx._core import placement as _placement
 
 _HIGHEST = jax.lax.Precision.HIGHEST  # full float32 products (TPUs, TF32 GPUs round inputs otherwise)
@@ -141,11 +142,6 @@ def _compute_dtype(p: Any) -> Any:
     return jax.dtypes.canonicalize_dtype(jnp.promote_types(dt, jnp.float32))
 
 
-def _replicated(p: Any, x: jax.Array) -> jax.Array:
-    """The constant `x` on `p`'s devices, replicated there (placed with `p` in every mode)."""
-    return x + _placement.reduced(p, (), x.dtype)
-
-
 def _statistics(p: Any, config: _Config) -> tuple[jax.Array, ...]:
     """The `mat_gbar` slot of `p`: per dimension, a [d, d] statistic, or [d] past `max_matrix_size`."""
     dims, dt = _dims(jnp.shape(p)), _compute_dtype(p)
@@ -154,10 +150,10 @@ def _statistics(p: Any, config: _Config) -> tuple[jax.Array, ...]:
 
     def statistic(i: int, d: int) -> jax.Array:
         if d <= config.max_matrix_size:
-            return _replicated(p, jnp.zeros((d, d), dt))
+            return _matrix_work.state(p, jnp.zeros((d, d), dt))
         if jnp.shape(p):
             return _placement.reduced(p, (i,), dt)  # one entry per index of axis i, placed like it
-        return _replicated(p, jnp.zeros((1,), dt))
+        return _matrix_work.state(p, jnp.zeros((1,), dt))
 
     return tuple(statistic(i, d) for i, d in enumerate(dims))
 
@@ -167,7 +163,7 @@ def _roots(p: Any, config: _Config) -> tuple[jax.Array | None, ...]:
     keep = config.svd_interval > 1
     dt = _compute_dtype(p)
     return tuple(
-        _replicated(p, jnp.eye(d, dtype=dt)) if keep and d <= config.max_matrix_size else None
+        _matrix_work.state(p, jnp.eye(d, dtype=dt)) if keep and d <= config.max_matrix_size else None
         for d in _dims(jnp.shape(p))
     )
 

@@ -10,8 +10,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from gradtx._algorithms.shampoo_statistics import _compute_dtype, _replicated
+from gradtx._algorithms.shampoo_statistics import _compute_dtype
 from gradtx._core import control as _control
+from gradtx._core import matrix_work as _matrix_work
 
 _HIGHEST = jax.lax.Precision.HIGHEST  # full float32 products (TPUs, TF32 GPUs round inputs otherwise)
 
@@ -131,7 +132,7 @@ def _statistics(p: Any, config: _Config, fill: Any) -> tuple[jax.Array | None, .
     """The `gg` (`fill` 0) or `q` (`fill` I) slot of `p`: a [d, d] matrix per preconditioned dimension."""
     layout, dt = _layout(jnp.shape(p), config), _compute_dtype(p)
     return tuple(
-        _replicated(p, fill(d, dt)) if on else None
+        _matrix_work.state(p, fill(d, dt)) if on else None
         for d, on in zip(layout.dims, layout.preconditioned, strict=True)
     )
 

@@ -80,6 +80,33 @@ def spreading(spread: Spread) -> Iterator[None]:
         _SPREAD.reset(token)
 
 
+Hold = Callable[[Any, jax.Array], jax.Array]
+"""A leaf and a per-matrix state array of it (replicated on the leaf's devices) -> the array, placed."""
+
+_HOLD: contextvars.ContextVar[Hold | None] = contextvars.ContextVar("gradtx_matrix_hold", default=None)
+
+
+@contextlib.contextmanager
+def holding(hold: Hold) -> Iterator[None]:
+    """Within this block (an `init`, at trace time or eagerly), every rule's per-matrix state is placed by
+    `hold`."""
+    token = _HOLD.set(hold)
+    try:
+        yield
+    finally:
+        _HOLD.reset(token)
+
+
+def state(p: Any, x: jax.Array) -> jax.Array:
+    """The per-matrix state `x` of the leaf `p` (a Shampoo statistic or root, a SOAP basis, a PSGD Kron
+    factor): on `p`'s devices, replicated there; inside a `holding` block, where its `hold` places it
+    (`gradtx.parallel.split_matrix_work`'s `init`: split as its step holds the work's parts, so no step
+    moves the state)."""
+    x = x + _placement.reduced(p, (), x.dtype)
+    hold = _HOLD.get()
+    return x if hold is None else hold(p, x)
+
+
 CHUNK = 16
 """The most matrices `here` stacks into one program on one device."""
 

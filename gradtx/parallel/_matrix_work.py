@@ -47,10 +47,15 @@ def split_matrix_work(
       axis that the device count divides (their rows, as the leaves lie sharded on their first axis),
       and inside a per-device program (a `shard_map` over `mesh_axes`, all of the mesh's axes by
       default) one all-to-all per dtype gives each device its matrices whole; it computes them, and
-      the results go back by one all-to-all per dtype to their rows' split (Auto axes: GSPMD places
-      them from there), or are gathered whole by one all-gather per dtype (Explicit axes: the rule
-      places each result like its leaf or state); each leaf then takes its own slice. A part none of
-      whose axes the device count divides (a random key, a matrix of an odd shape) travels whole;
+      the results go back by one all-to-all per dtype to their rows' split, where the rule places
+      each result like its leaf or state (with Explicit axes only when the group's parts lie so
+      already; otherwise, a state made replicated for instance, the results are gathered whole by one
+      all-gather per dtype and each is sliced where it lies); each leaf then takes its own slice. A
+      part none of whose axes the device count divides (a random key, a matrix of an odd shape)
+      travels whole. `init` creates the per-matrix state (Shampoo's statistics and roots, SOAP's
+      statistics and bases, PSGD Kron's factors) split the same way, each device making its share
+      (eagerly on the params' mesh, or under `jax.jit`), so a step moves none of it and a device
+      holds 1/N of it;
     - inside `jax.shard_map` / `jax.pmap` over `axis_name`: replica `i` computes the matrices
       `[i k, (i + 1) k)` of the stack (`k = ceil(n / N)`) and one all-gather (of one buffer per
       dtype) gives every replica all of them. The matrices must be the same on every replica (data
@@ -111,12 +116,18 @@ def split_matrix_work(
             )
     inner = _factory.member(tx)
 
+    def init_fn(params):
+        if names is not None:  # inside shard_map / pmap: each replica keeps its own whole state
+            return inner.init(params)
+        with _matrix_work.holding(_held(mesh, mesh_axes)):
+            return inner.init(params)
+
     def update_fn(updates, state, params=None, **extra_args):
         spread = _over_replicas(names) if names is not None else _over_mesh(mesh, mesh_axes)
         with _matrix_work.spreading(spread):
             return inner.update(updates, state, params, **extra_args)
 
-    return _factory.composite(inner.init, update_fn, inner)
+    return _factory.composite(init_fn, update_fn, inner)
 
 
 class _Buffers(NamedTuple):
@@ -251,6 +262,50 @@ class _Blocks(NamedTuple):
         return self._together(list(self.blocks.parts(moved)), list(self.wholes.parts(gathered)))
 
 
+def _free_axes(m: Any, mesh_axes: tuple[Hashable, ...] | None) -> tuple[Hashable, ...] | None:
+    """The mesh axes the stacks are split over (`mesh_axes`, or every free axis of `m`); None when they
+    are not free axes of `m`."""
+    types = dict(zip(m.axis_names, m.axis_types, strict=True))
+    axes = mesh_axes or tuple(a for a in m.axis_names if types[a] != AxisType.Manual)
+    if not axes or any(a not in types or types[a] == AxisType.Manual for a in axes):
+        return None
+    return axes
+
+
+def _normalized(spec: Any, ndim: int) -> tuple[tuple[Hashable, ...] | None, ...]:
+    """A `PartitionSpec` written out for every axis, each entry a tuple of mesh axes (or None)."""
+    entries = (*spec, *(None,) * (ndim - len(spec)))
+    return tuple(None if e is None else tuple(e) if isinstance(e, tuple) else (e,) for e in entries)
+
+
+def _held(mesh: Any, mesh_axes: tuple[Hashable, ...] | None) -> _matrix_work.Hold:
+    """`split_matrix_work`'s `init`: each per-matrix state array split along its first axis that the device
+    count divides, as the split step holds its work's parts (whole if none), on the mesh of `mesh`, of its
+    leaf, or of `jax.set_mesh`; as it is with no mesh of free axes."""
+
+    def hold(p: Any, x: jax.Array) -> jax.Array:
+        traced = isinstance(x, jax.core.Tracer)
+        where = jax.typeof(p) if isinstance(p, jax.core.Tracer) else p
+        m = mesh or getattr(getattr(where, "sharding", None), "mesh", None)
+        if m is None or m.empty:
+            m = jax.sharding.get_abstract_mesh() if traced else jax.sharding.get_mesh()
+        axes = None if m is None or m.empty else _free_axes(m, mesh_axes)
+        if axes is None:
+            return x
+        size = math.prod(m.shape[a] for a in axes)
+        spec = _Blocks.spec(x[None], axes, size)
+        if spec == P():
+            return x
+        sharding = NamedSharding(m, P(*spec[1:]))
+        if not traced:
+            return jax.device_put(x, sharding) if isinstance(m, jax.sharding.Mesh) else x
+        if any(m.axis_types[m.axis_names.index(a)] == AxisType.Explicit for a in axes):
+            return jax.sharding.reshard(x, sharding)
+        return jax.lax.with_sharding_constraint(x, sharding)
+
+    return hold
+
+
 def _aligned(parts: Sequence[jax.Array]) -> Sequence[jax.Array]:
     """Explicit axes: the parts in the first one's layout, to be joined (no move when they agree)."""
     first = _placement.explicit_sharding(parts[0])
@@ -273,11 +328,12 @@ def _over_mesh(mesh: Any, mesh_axes: tuple[Hashable, ...] | None) -> _matrix_wor
                 "`jax.set_mesh(mesh)`, pass `mesh=`, or inside `shard_map` / `pmap` pass `axis_name`."
             )
         types = dict(zip(m.axis_names, m.axis_types, strict=True))
-        axes = mesh_axes or tuple(a for a in m.axis_names if types[a] != AxisType.Manual)
-        missing = [a for a in axes if a not in types or types[a] == AxisType.Manual]
-        if missing or not axes:
+        axes = _free_axes(m, mesh_axes)
+        if axes is None:
+            asked = mesh_axes or ()
+            missing = [a for a in asked if a not in types or types[a] == AxisType.Manual]
             raise ValueError(
-                f"`gradtx.parallel.{_FN}`: the mesh axes {missing or axes} are not free axes of the mesh "
+                f"`gradtx.parallel.{_FN}`: the mesh axes {missing or asked} are not free axes of the mesh "
                 f"{m.axis_names} (inside `shard_map`, pass `axis_name`)."
             )
         explicit = any(types[a] == AxisType.Explicit for a in axes)
@@ -295,23 +351,35 @@ def _over_mesh(mesh: Any, mesh_axes: tuple[Hashable, ...] | None) -> _matrix_wor
             # would move them one by one)
             return [place(x, _Blocks.spec(x, axes, size)) for x in parts]
 
-        def result_spec(t):
-            return P() if explicit else _Blocks.spec(t, axes, size)
+        def lies_split(idx):
+            # Explicit axes: whether the group's parts already lie as they are held (the leaves sharded on
+            # their rows, the state placed by `init`): the results then go back split, where the rule
+            # places them; else they are gathered whole (a split result would be gathered leaf by leaf)
+            parts = [x for i in idx for x in jax.tree.leaves(works[i].stack)]
+            return all(
+                (got := _placement.explicit_sharding(x)) is not None
+                and _normalized(got.spec, x.ndim) == _normalized(_Blocks.spec(x, axes, size), x.ndim)
+                for x in parts
+                if _Blocks.spec(x, axes, size) != P()
+            )
 
         results: list[Any] = [None] * len(works)
         for idx in _matrix_work.groups(works):
+            back = not explicit or lies_split(idx)
+
+            def result_spec(t, back=back):
+                return _Blocks.spec(t, axes, size) if back else P()
+
             x, n = _matrix_work.stacked(works, idx, size, hold)
             first = works[idx[0]]
 
-            def compute(x, fn=first.fn, args=first.args, n=n):
+            def compute(x, fn=first.fn, args=first.args, n=n, result_spec=result_spec, back=back):
                 # the parts moved to the stack axis's split by one all-to-all per dtype and the results back
                 # to their rows' split by another, inside a per-device program: a loop, an SVD or an
                 # eigendecomposition is then never partitioned (nor its types checked) by the compiler
                 bare = jax.tree.map(_unplaced, (x, args))
                 shapes = jax.eval_shape(lambda s, a: _matrix_work.mapped(fn, s, *a), *bare)  # unplaced
-                # with Explicit axes the results are gathered whole: the rule places each where its leaf
-                # or state lies, and a split result would be gathered there leaf by leaf
-                inputs, outputs = _Blocks.of(x, size), _Blocks.of(shapes, size, whole=explicit)
+                inputs, outputs = _Blocks.of(x, size), _Blocks.of(shapes, size, whole=not back)
 
                 def per_device(stack, *args):
                     mine = inputs.mine(stack, axes, size)

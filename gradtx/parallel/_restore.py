@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-from jax.sharding import NamedSharding
+from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from gradtx._core import checks as _checks
@@ -25,9 +25,11 @@ def restore_target(tx: Any, params: Any, mesh: jax.sharding.Mesh) -> dict[str, A
     continues on another -- other hosts, another device count -- when the target carries
     the new mesh's shardings. This builds it without allocating anything: each parameter
     keeps the `PartitionSpec` it has (replicated when it has none, e.g. a host array), put on
-    `mesh`, and the state is `jax.eval_shape(tx.init, params)` under `jax.set_mesh(mesh)`,
-    each leaf on `mesh` with the spec `init` gives it (the slots placed like their params;
-    `sharded_state(..., mesh=mesh)`'s split over the replica axes) and scalars replicated.
+    `mesh`, and the state is `tx.init` of them under `jax.set_mesh(mesh)` (its shapes, traced; compiled
+    when `mesh` has Auto axes, whose placements GSPMD decides), each leaf on `mesh` with the spec
+    `init` gives it (the slots placed like their params; `sharded_state(..., mesh=mesh)`'s split over
+    the replica axes; `split_matrix_work`'s statistics split as its step holds them) and scalars
+    replicated.
 
     For ZeRO under `jax.jit` (`sharded_state(tx, axis, mesh=mesh)`) every leaf keeps its
     shape whatever the device count, so the target fits a checkpoint written on any mesh;
@@ -79,6 +81,11 @@ def restore_target(tx: Any, params: Any, mesh: jax.sharding.Mesh) -> dict[str, A
 
     abstract = jax.tree_util.tree_map_with_path(lambda path, x: on_mesh(path, x, _spec(x)), params)
     with jax.set_mesh(mesh):
-        state = jax.eval_shape(tx.init, abstract)
+        if any(t == AxisType.Auto for t in mesh.axis_types):
+            # Auto axes: the placements are GSPMD's (the slots propagated from their params), known once
+            # `init` is compiled for the abstract params (nothing is allocated)
+            state = jax.jit(tx.init).lower(abstract).compile().out_info
+        else:  # Explicit axes: in the types
+            state = jax.eval_shape(tx.init, abstract)
     state = jax.tree_util.tree_map_with_path(lambda path, s: on_mesh(path, s, _spec(s)), state)
     return {"params": abstract, "opt_state": state}

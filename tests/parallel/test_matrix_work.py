@@ -142,8 +142,8 @@ def test_inside_a_mapped_axis_every_mode_gives_the_single_device_numbers(name, m
 
 # collectives per group of stacked matrices and step, in both modes: one all-to-all in (every part of the
 # work joined per dtype: Kron's factors and momentum, Shampoo's and SOAP's statistics and bases), and the
-# results joined per dtype: back to their rows' split by one all-to-all (Auto axes), or gathered whole by
-# one all-gather (Explicit axes, where the rule places each result like its leaf or state)
+# results joined per dtype back to their rows' split by another (the leaves lie split on their rows, and
+# `init` made the statistics so: nothing else moves)
 COLLECTIVES_PER_GROUP = {"muon": 2, "psgd_kron": 2, "shampoo": 2, "soap": 2}
 MAKE = {
     "muon": lambda: gradtx.muon(0.02),
@@ -177,8 +177,7 @@ def test_each_device_computes_one_eighth_with_few_collectives_per_group(name):
             plain_flops, _ = cost(opt, gs, opt.init(ps), ps) if name == "muon" else (None, None)
         assert flops <= 1.2 * single / N, (kind, flops / (single / N))
         # two groups, (64, 256) and (256, 64)
-        want = {"all-to-all": 4} if kind == AxisType.Auto else {"all-gather": 2, "all-to-all": 2}
-        assert {k: v for k, v in collectives.items() if v} == want, (kind, collectives)
+        assert {k: v for k, v in collectives.items() if v} == {"all-to-all": 4}, (kind, collectives)
         assert sum(collectives.values()) == COLLECTIVES_PER_GROUP[name] * 2
         # what it replaces: Explicit axes compute every matrix everywhere; Auto axes more than a 1/N share
         # (GSPMD partitions each matmul of the stacked work, and repeats what it cannot)
@@ -188,6 +187,39 @@ def test_each_device_computes_one_eighth_with_few_collectives_per_group(name):
             assert plain_flops > 0.9 * single
         else:
             assert plain_flops > 1.3 * single / N, plain_flops / (single / N)
+
+
+@pytest.mark.parametrize("kind", [AxisType.Auto, AxisType.Explicit])
+def test_init_creates_the_statistics_split_where_the_step_holds_them(kind):
+    # Shampoo's statistics and kept roots (64 x 64, 256 x 256): split along their rows by `init`, eager or
+    # jitted (each device makes its 1/N, nothing whole), in a restore target, and kept there by the step
+    params = {"up": jnp.ones((64, 256)), "down": jnp.ones((256, 64)), "odd": jnp.ones((12, 6))}
+    grads = jax.tree.map(lambda p: 0.5 * p + jnp.eye(*p.shape), params)
+    mesh = jax.make_mesh((N,), ("data",), axis_types=(kind,))
+    with jax.set_mesh(mesh):
+        ps = {
+            k: jax.device_put(v, NamedSharding(mesh, P("data") if k != "odd" else P()))
+            for k, v in params.items()
+        }
+        gs = {k: jax.device_put(v, ps[k].sharding) for k, v in grads.items()}
+        tx = split_matrix_work(gradtx.shampoo(0.1, svd_interval=2))
+        eager = tx.init(ps)
+        jitted = jax.jit(tx.init)
+        memory = jitted.lower(ps).compile().memory_analysis()
+        states = {
+            "eager": eager,
+            "jit": jitted(ps),
+            "restore target": gradtx.parallel.restore_target(tx, ps, mesh)["opt_state"],
+            "a step": jax.jit(tx.update)(gs, eager, ps)[1],
+        }
+    for label, (state, _) in states.items():
+        for key in ("up", "down", "odd"):
+            for s in (*state.mat_gbar[key], *state.mat_h[key]):
+                # the (12, 12) and (6, 6) of the odd leaf: split by no axis, whole
+                want = P() if key == "odd" else P("data", None)
+                assert s.sharding.is_equivalent_to(NamedSharding(mesh, want), 2), (label, key, s.sharding)
+    whole = sum(x.nbytes for x in jax.tree.leaves(eager))
+    assert memory.output_size_in_bytes + memory.temp_size_in_bytes < whole / 4, (memory, whole)
 
 
 @pytest.mark.parametrize("kind", [AxisType.Auto, AxisType.Explicit])

@@ -56,6 +56,15 @@ def test_a_zero_state_saved_on_8_devices_resumes_on_4(tmp_path):
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7), resumed, whole)
 
 
+def test_on_an_auto_mesh_the_slots_are_placed_like_their_params():
+    # GSPMD's placements (known once `init` is compiled), not replicated ones
+    mesh = jax.make_mesh((4, 2), ("data", "model"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    w = jax.ShapeDtypeStruct((8, 4), jnp.float32, sharding=NamedSharding(mesh, P("data", "model")))
+    target = gradtx.parallel.restore_target(gradtx.adam(0.1), {"w": w, "b": jnp.zeros(3)}, mesh)
+    assert target["opt_state"][0].m["w"].sharding == NamedSharding(mesh, P("data", "model"))
+    assert target["opt_state"][0].v["b"].sharding == NamedSharding(mesh, P(None))
+
+
 def test_a_spec_naming_an_axis_the_mesh_lacks_is_refused():
     mesh = jax.make_mesh((8,), ("data",))
     other = jax.make_mesh((4, 2), ("rows", "cols"))
