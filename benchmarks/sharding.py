@@ -38,7 +38,7 @@ def per_device(tree: Any) -> int:
     return next(iter(held.values()))
 
 
-def _measure(layers: int, rows: int, cols: int) -> dict[str, Any]:
+def _measure(layers: int, rows: int, cols: int, only: tuple[str, ...] | None = None) -> dict[str, Any]:
     import jax
     import numpy as np
     import optax
@@ -105,6 +105,8 @@ def _measure(layers: int, rows: int, cols: int) -> dict[str, Any]:
     packed = gradtx.packing.pack(params)
     out = {}
     for name, (ours, theirs) in transforms.items():
+        if only is not None and name not in only:
+            continue
         row = out[name] = {
             "gradtx": collectives(ours, params, gradtx.apply_updates),
             "gradtx packed": collectives(ours, packed, gradtx.apply_updates),
@@ -141,7 +143,9 @@ def _measure(layers: int, rows: int, cols: int) -> dict[str, Any]:
     }
 
 
-SIZES = {"full": (6, 256, 512), "smoke": (2, 8, 16)}
+SIZES = {"full": (6, 256, 512), "smoke": (2, 8, 16, ("adam", "clip_by_global_norm + adamw", "muon"))}
+"""`_measure`'s arguments: the smoke run (the suite's) counts an element-wise rule, a global norm and a
+matrix rule's path."""
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -151,8 +151,10 @@ def _statistics(p: Any, config: _Config) -> tuple[jax.Array, ...]:
     def statistic(i: int, d: int) -> jax.Array:
         if d <= config.max_matrix_size:
             return _matrix_work.state(p, jnp.zeros((d, d), dt))
-        if jnp.shape(p):
-            return _placement.reduced(p, (i,), dt)  # one entry per index of axis i, placed like it
+        if jnp.shape(p):  # one entry per index of axis i, placed like it (or with the leaf's matrix work)
+            diagonal = _placement.reduced(p, (i,), dt)
+            worked = any(e <= config.max_matrix_size for e in dims)
+            return _matrix_work.state(p, diagonal, placed=True) if worked else diagonal
         return _matrix_work.state(p, jnp.zeros((1,), dt))
 
     return tuple(statistic(i, d) for i, d in enumerate(dims))

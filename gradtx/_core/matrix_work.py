@@ -97,12 +97,14 @@ def holding(hold: Hold) -> Iterator[None]:
         _HOLD.reset(token)
 
 
-def state(p: Any, x: jax.Array) -> jax.Array:
+def state(p: Any, x: jax.Array, *, placed: bool = False) -> jax.Array:
     """The per-matrix state `x` of the leaf `p` (a Shampoo statistic or root, a SOAP basis, a PSGD Kron
-    factor): on `p`'s devices, replicated there; inside a `holding` block, where its `hold` places it
+    factor): a constant, put on `p`'s devices replicated (or, `placed`, an array placed already: a
+    statistic placed like one of `p`'s axes); inside a `holding` block, where its `hold` places it
     (`gradtx.parallel.split_matrix_work`'s `init`: split as its step holds the work's parts, so no step
     moves the state)."""
-    x = x + _placement.reduced(p, (), x.dtype)
+    if not placed:
+        x = x + _placement.reduced(p, (), x.dtype)
     hold = _HOLD.get()
     return x if hold is None else hold(p, x)
 

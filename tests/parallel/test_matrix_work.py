@@ -191,8 +191,9 @@ def test_each_device_computes_one_eighth_with_few_collectives_per_group(name):
 
 @pytest.mark.parametrize("kind", [AxisType.Auto, AxisType.Explicit])
 def test_init_creates_the_statistics_split_where_the_step_holds_them(kind):
-    # Shampoo's statistics and kept roots (64 x 64, 256 x 256): split along their rows by `init`, eager or
-    # jitted (each device makes its 1/N, nothing whole), in a restore target, and kept there by the step
+    # Shampoo's statistics and kept roots (64 x 64; the 256 dimensions' diagonal statistics): split along
+    # their rows by `init`, eager or jitted (each device makes its 1/N, nothing whole), in a restore target,
+    # and kept there by the step, whose collectives are its two groups' two all-to-alls each
     params = {"up": jnp.ones((64, 256)), "down": jnp.ones((256, 64)), "odd": jnp.ones((12, 6))}
     grads = jax.tree.map(lambda p: 0.5 * p + jnp.eye(*p.shape), params)
     mesh = jax.make_mesh((N,), ("data",), axis_types=(kind,))
@@ -202,10 +203,11 @@ def test_init_creates_the_statistics_split_where_the_step_holds_them(kind):
             for k, v in params.items()
         }
         gs = {k: jax.device_put(v, ps[k].sharding) for k, v in grads.items()}
-        tx = split_matrix_work(gradtx.shampoo(0.1, svd_interval=2))
+        tx = split_matrix_work(gradtx.shampoo(0.1, svd_interval=2, max_matrix_size=128))
         eager = tx.init(ps)
         jitted = jax.jit(tx.init)
         memory = jitted.lower(ps).compile().memory_analysis()
+        collectives = count(jax.jit(tx.update).lower(gs, eager, ps).compile().as_text())
         states = {
             "eager": eager,
             "jit": jitted(ps),
@@ -214,10 +216,16 @@ def test_init_creates_the_statistics_split_where_the_step_holds_them(kind):
         }
     for label, (state, _) in states.items():
         for key in ("up", "down", "odd"):
-            for s in (*state.mat_gbar[key], *state.mat_h[key]):
+            for s in (*state.mat_gbar[key], *(r for r in state.mat_h[key] if r is not None)):
                 # the (12, 12) and (6, 6) of the odd leaf: split by no axis, whole
-                want = P() if key == "odd" else P("data", None)
-                assert s.sharding.is_equivalent_to(NamedSharding(mesh, want), 2), (label, key, s.sharding)
+                want = P() if key == "odd" else P("data", *(None,) * (s.ndim - 1))
+                assert s.sharding.is_equivalent_to(NamedSharding(mesh, want), s.ndim), (
+                    label,
+                    key,
+                    s.sharding,
+                )
+    # and the odd leaf's results, split by no axis: gathered whole
+    assert {k: v for k, v in collectives.items() if v} == {"all-to-all": 4, "all-gather": 1}, collectives
     whole = sum(x.nbytes for x in jax.tree.leaves(eager))
     assert memory.output_size_in_bytes + memory.temp_size_in_bytes < whole / 4, (memory, whole)
 
