@@ -26,11 +26,14 @@ jax.config.update("jax_num_cpu_devices", 8)
 # function): JAX's persistent compilation cache, in a directory of this run only, compiles it once. The
 # first process (pytest, or xdist's controller) makes the directory and removes it at exit; xdist's workers
 # inherit its name. A compiled program read back is the same executable (its HLO text, cost and memory
-# analyses included). GRADTX_TEST_NO_JAX_CACHE=1 compiles everything afresh.
+# analyses included). In memory where the machine has a tmpfs (/dev/shm): every compile writes an entry,
+# and a disk's writes cost the suite about 5%. GRADTX_TEST_NO_JAX_CACHE=1 compiles everything afresh.
 if not os.environ.get("GRADTX_TEST_NO_JAX_CACHE"):
     _cache = os.environ.get("GRADTX_TEST_JAX_CACHE")
     if _cache is None:
-        _cache = os.environ["GRADTX_TEST_JAX_CACHE"] = tempfile.mkdtemp(prefix="gradtx-test-jax-cache-")
+        _memory = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        _cache = tempfile.mkdtemp(prefix="gradtx-test-jax-cache-", dir=_memory)
+        os.environ["GRADTX_TEST_JAX_CACHE"] = _cache
         atexit.register(shutil.rmtree, _cache, ignore_errors=True)
     jax.config.update("jax_compilation_cache_dir", _cache)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
