@@ -94,13 +94,97 @@ def test_zero_one_shards_low_bit_state_under_jit_and_in_shard_map(fmt):
         return inner.update(g, state, p)[0]
 
     mapped = jax.jit(jax.shard_map(step, mesh=line, in_specs=(P(), P()), out_specs=P(), check_vma=False))
-    if (
-        fmt == "8bit"
-    ):  # blocks of a replica's slice are not the parameter's: refused, naming the way that works
-        with pytest.raises(ValueError, match=r"`sharded_state`: `tx` is not element by element.*mesh=mesh"):
-            mapped(params, grads)
-        return
     helpers.assert_trees_close(mapped(params, grads), ref_u, rtol=0, atol=1e-7)
+
+
+def _zero_in_shard_map(tx, params, grads, steps, gather_state=False):
+    """`steps` steps of `sharded_state(tx)` inside `shard_map` over 4 devices: the last updates and the state
+    as the replicas hold it (rows)."""
+    zero = gradtx.parallel.sharded_state(tx, "data", gather_state=gather_state)
+    line = Mesh(np.array(jax.devices()[:4]), ("data",))
+
+    def run(p, g):
+        state = zero.init(p)
+        for k in range(steps):
+            u, state = zero.update(jax.tree.map(lambda x, k=k: x * 0.5**k, g), state, p)
+        return u, state
+
+    mapped = jax.shard_map(run, mesh=line, in_specs=(P(), P()), out_specs=(P(), P("data")), check_vma=False)
+    return jax.jit(mapped)(params, grads)
+
+
+@pytest.mark.parametrize("fmt", ["8bit", "4bit"])
+def test_zero_one_in_shard_map_quantizes_each_replicas_slice_in_the_parameters_blocks(fmt):
+    # "v" has 8,192 elements: quantized, as unsharded, though a replica holds 2,048 (under `min_size`)
+    tx = _tx(fmt)
+    params = {**_params(), "v": jnp.linspace(-2.0, 2.0, 16 * 512).reshape(16, 512)}
+    # multiples of 2^-8 halved at each step: the replicas' sum (the reduce-scatter) is exact, so each slice is
+    # given the very gradient, and its codes are the unsharded step's, bit for bit
+    grads = jax.tree.map(lambda p: jnp.round(256 * jnp.cos(3.0 * p)) / 256 + 0.125, params)
+
+    def unsharded(p, g):  # jitted, as the sharded steps are (XLA's fusions round alike)
+        state = tx.init(p)
+        for k in range(3):
+            u, state = tx.update(jax.tree.map(lambda x, k=k: x * 0.5**k, g), state, p)
+        return u, state
+
+    ref_u, state = jax.jit(unsharded)(params, grads)
+    u, rows = _zero_in_shard_map(tx, params, grads, steps=3)
+    helpers.assert_trees_close(u, ref_u, rtol=0, atol=0)
+
+    like = jax.eval_shape(tx.init, params)
+    whole = gradtx.parallel.unshard_state(rows, like)  # the unsharded layout: the same codes
+    stored = [x for x in jax.tree.leaves(whole, is_leaf=lowbit.is_stored) if lowbit.is_stored(x)]
+    assert len(stored) == 4 and all(isinstance(x, lowbit.Quantized) for x in stored)  # m, v of "w" and "v"
+    refs = [x for x in jax.tree.leaves(state, is_leaf=lowbit.is_stored) if lowbit.is_stored(x)]
+    for mine, ref in zip(stored, refs, strict=True):
+        assert mine.shape == ref.shape and mine.format == ref.format
+        np.testing.assert_array_equal(np.asarray(mine.codes), np.asarray(ref.codes))
+        np.testing.assert_array_equal(np.asarray(mine.scales), np.asarray(ref.scales))
+    back = gradtx.parallel.shard_state(whole, 4)  # and back to the replicas' rows, bit for bit
+    for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(rows), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert jax.tree.structure(back) == jax.tree.structure(rows)
+
+
+@pytest.mark.parametrize("fmt", ["bf16+sr", "bf16+8"])
+def test_zero_one_in_shard_map_moves_bfloat16_slots_between_device_counts(fmt):
+    tx, params = _tx(fmt), _params()
+    grads = jax.tree.map(jnp.cos, params)
+    _, rows = _zero_in_shard_map(tx, params, grads, steps=2)
+    whole = gradtx.parallel.unshard_state(rows, jax.eval_shape(tx.init, params))
+    slots = [x for x in jax.tree.leaves(whole, is_leaf=lowbit.is_stored) if lowbit.is_stored(x)]
+    assert [x.shape for x in slots] == [(8,), (64, 512)] * 2  # the parameters' shapes again
+    state = tx.init(params)
+    for k in range(2):
+        _, state = tx.update(jax.tree.map(lambda x, k=k: x * 0.5**k, grads), state, params)
+    # each replica rounds its slice with its own noise: up or down at each of the two steps, so the values
+    # are within two bfloat16 steps (2^-6 relative) of one device's
+    helpers.assert_trees_close(lowbit.dequantized(whole), lowbit.dequantized(state), rtol=2**-6, atol=1e-6)
+    back = gradtx.parallel.shard_state(whole, 4)
+    assert jax.tree.structure(back) == jax.tree.structure(rows)
+    for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(rows), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_zero_one_in_shard_map_refuses_a_slice_whose_blocks_are_not_the_parameters():
+    tx = _tx("8bit")
+    params = {"w": jnp.ones((64, 500))}  # blocks of 256 along each row of 500, not of the flattened leaf
+    message = (
+        r"`low_bit_state`: the 8-bit slot of the parameter at \['w'\] \(shape \(64, 500\)\) cannot be "
+        r"kept on a replica's flat slice of 8000 of its elements .* its blocks run along rows of 500 "
+        r"elements, not a multiple of 256. Use `sharded_state\(\.\.\., gather_state=True\)`"
+    )
+    with pytest.raises(ValueError, match=message):
+        _zero_in_shard_map(tx, params, params, steps=1)
+    flat = {"w": jnp.ones(32000)}  # the flattened leaf's blocks, but slices of 8,000
+    with pytest.raises(
+        ValueError, match=r"\(shape \(32000,\)\).*blocks: 8000 is not a multiple of its blocks' 256"
+    ):
+        _zero_in_shard_map(tx, flat, flat, steps=1)
+    grads = jax.tree.map(jnp.cos, params)  # the way the message names: the rule on whole tensors
+    u, _ = _zero_in_shard_map(tx, params, grads, steps=1, gather_state=True)
+    helpers.assert_trees_close(u, tx.update(grads, tx.init(params), params)[0], rtol=0, atol=1e-7)
 
 
 def test_packed_parameters_keep_low_bit_slots_per_buffer():
@@ -140,3 +224,18 @@ def test_orbax_restores_low_bit_state_onto_fewer_devices(fmt, tmp_path):
     on_small = _placed(params, small), _placed(grads, small)
     again = jax.jit(tx.update)(on_small[1], restored, on_small[0])
     helpers.assert_trees_close(again, jax.jit(tx.update)(grads, state, params), rtol=0, atol=0)
+
+
+def test_a_slot_for_a_slice_of_no_known_parameter_is_refused_by_name():
+    from gradtx._core import sliced
+    from gradtx.parallel._sharded_layout import Slices
+
+    w, v = (jax.tree_util.DictKey("w"),), (jax.tree_util.DictKey("v"),)
+    formats = (lowbit.blockwise(8), lowbit.blockwise(8, signed=False), 0)
+    with lowbit.storing(*formats), sliced.holding(Slices(4, ("data",), {"['w']": (64, 512)})):
+        assert lowbit.format_for(jnp.zeros(8192), True, w) == formats[1]  # a quarter of "w"
+        assert lowbit.format_for(jnp.zeros((64, 512)), True, w) == formats[1]  # "w" whole
+        with pytest.raises(
+            ValueError, match=r"slice of 8192 elements at \['v'\], which is not a slice of the"
+        ):
+            lowbit.format_for(jnp.zeros(8192), True, v)  # a tree a combinator changed

@@ -14,21 +14,30 @@ next; bitsandbytes' CPU kernel differs only on such exact ties).
 
 `update_rule` keeps a quantized slot quantized, as it keeps a bf16 slot bf16: the formula sees
 the dequantized float32 value, and the new value is quantized again with the same format.
+
+Given a replica's flat slice of a leaf (`gradtx.parallel.sharded_state` inside `shard_map`), a slot
+is stored or not as the whole leaf's is (`min_size` counts the whole leaf's elements), and blocked
+along the slice: the same blocks as the whole leaf's where its blocks are those of the flattened
+leaf and the slice's length is a multiple of `block_size` (`format_for` refuses a slice otherwise).
+Quantizing and dequantizing are traced in `gradtx._core.sliced.BLOCK_SCOPE`, the scope in which
+`sharded_state`'s check of the update on slices lets them mix a block's elements.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import functools
 import math
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from gradtx._core import placement as _placement
+from gradtx._core import sliced as _sliced
 
 
 def _linspace32(start: float, end: float, steps: int) -> np.ndarray:
@@ -99,12 +108,13 @@ class Format(NamedTuple):
         x = real_slot(x, f"{self.bits} bits")
         shape, dtype = tuple(x.shape), x.dtype if dtype is None else dtype
         lead, trail = split(shape, self.block_size)
-        blocks = _blocks(jnp.reshape(x.astype(jnp.float32), (*lead, trail)), self.block_size)
-        scales = jnp.maximum(jnp.max(jnp.abs(blocks), axis=-1), np.float32(1e-12))
-        normed = blocks / scales[..., None]
-        codes = _nearest(normed, self).reshape(*lead, -1)[..., :trail]
-        if self.bits == 4:
-            codes = _pack_pairs(codes)
+        with jax.named_scope(_sliced.BLOCK_SCOPE):
+            blocks = _blocks(jnp.reshape(x.astype(jnp.float32), (*lead, trail)), self.block_size)
+            scales = jnp.maximum(jnp.max(jnp.abs(blocks), axis=-1), np.float32(1e-12))
+            normed = blocks / scales[..., None]
+            codes = _nearest(normed, self).reshape(*lead, -1)[..., :trail]
+            if self.bits == 4:
+                codes = _pack_pairs(codes)
         return Quantized(codes, scales, self, shape, dtype)
 
     def store(self, x: Any, dtype: Any = None, *, zeros: bool = False) -> Quantized:
@@ -290,11 +300,12 @@ class Quantized(Stored):
         """The slot's values, in its own dtype."""
         fmt, shape = self.format, self.shape
         lead, trail = split(shape, fmt.block_size)
-        codes = _unpack_pairs(self.codes, trail) if fmt.bits == 4 else self.codes
-        values = _read(fmt.code_map, codes.astype(jnp.int32))
-        blocks = _blocks(values, fmt.block_size)
-        scaled = blocks * self.scales[..., None]
-        return scaled.reshape(*lead, -1)[..., :trail].reshape(shape).astype(self.dtype)
+        with jax.named_scope(_sliced.BLOCK_SCOPE):
+            codes = _unpack_pairs(self.codes, trail) if fmt.bits == 4 else self.codes
+            values = _read(fmt.code_map, codes.astype(jnp.int32))
+            blocks = _blocks(values, fmt.block_size)
+            scaled = blocks * self.scales[..., None]
+            return scaled.reshape(*lead, -1)[..., :trail].reshape(shape).astype(self.dtype)
 
     def replaced(self, new: Any) -> Quantized:
         return self.format.quantize(new, self.dtype)
@@ -342,6 +353,32 @@ def dequantized(tree: Any) -> Any:
     return jax.tree.map(values, tree, is_leaf=is_stored)
 
 
+def relabeled(tree: Any, like: Any) -> Any:
+    """`tree` with each `Stored` slot holding its arrays as `like`'s slot at its place says (its shape and
+    format): a replica's flat slice of a leaf (`sharded_state` inside `shard_map`) or the whole leaf."""
+
+    def one(slot: Any, target: Any) -> Any:
+        return (
+            jax.tree.unflatten(jax.tree.structure(target), jax.tree.leaves(slot)) if is_stored(slot) else slot
+        )
+
+    return jax.tree.map(one, tree, like, is_leaf=is_stored)
+
+
+def as_slices(tree: Any, length: Callable[[int], int]) -> Any:
+    """`tree` with each `Stored` slot holding its arrays as a replica's flat slice of `length(size)` of its
+    leaf (of `size` elements) does."""
+
+    def one(slot: Any) -> Any:
+        if not is_stored(slot):
+            return slot
+        sliced = copy.copy(slot)
+        sliced.shape = (length(math.prod(slot.shape)),)
+        return sliced
+
+    return jax.tree.map(one, tree, is_leaf=is_stored)
+
+
 class _Storing(NamedTuple):
     signed: Any
     unsigned: Any
@@ -374,15 +411,53 @@ def slot_index() -> int:
     return active.made[0] - 1
 
 
-def format_for(param: Any, nonnegative: bool) -> Any:
-    """The format of a slot shaped like `param` inside a `storing` block: the unsigned one for a slot its rule
-    declares non-negative, else the signed one; None outside the block, for a parameter that is not a real
-    float or has fewer than `min_size` elements."""
+def format_for(param: Any, nonnegative: bool, path: Any = ()) -> Any:
+    """The format of a slot shaped like `param` (the leaf at `path`) inside a `storing` block: the unsigned
+    one for a slot its rule declares non-negative, else the signed one; None outside the block, for a
+    parameter that is not a real float or whose whole leaf has fewer than `min_size` elements.
+
+    Raises:
+      ValueError: for a blockwise format and a replica's slice of the leaf whose blocks would not be the
+        whole leaf's (see the module's docstring).
+    """
     active = _STORING.get()
     if active is None:
         return None
-    if math.prod(np.shape(param)) < active.min_size or not jnp.issubdtype(
-        jnp.result_type(param), jnp.floating
-    ):
+    whole = _sliced.leaf_shape(path, param)
+    size = math.prod(np.shape(param) if whole is None else whole)
+    if size < active.min_size or not jnp.issubdtype(jnp.result_type(param), jnp.floating):
         return None
-    return active.unsigned if nonnegative else active.signed
+    fmt = active.unsigned if nonnegative else active.signed
+    if isinstance(fmt, Format) and whole != tuple(np.shape(param)):
+        _check_slice_blocks(fmt, whole, int(np.size(param)), path)
+    return fmt
+
+
+def _check_slice_blocks(fmt: Format, whole: tuple[int, ...] | None, length: int, path: Any) -> None:
+    """Refuse a slice (`length` elements of the flattened leaf of shape `whole`) whose blocks of the format
+    are not the whole leaf's: a leaf blocked row by row with rows of a length that is not a multiple of the
+    block size, a slice of a length that is not one, or a slice of a leaf unknown (`whole` None)."""
+    where = jax.tree_util.keystr(tuple(path)) or "<root>"
+    if whole is None:
+        raise ValueError(
+            f"`low_bit_state`: a {fmt.bits}-bit slot is made for a slice of {length} elements at {where}, "
+            f"which is not a slice of the parameter there: a combinator between `sharded_state` and "
+            f"`low_bit_state` changed the tree. Put `low_bit_state` directly in `sharded_state`'s chain, or "
+            f"use `sharded_state(..., gather_state=True)`."
+        )
+    lead, trail = split(whole, fmt.block_size)
+    by_rows = lead != () and trail % fmt.block_size != 0
+    if not by_rows and length % fmt.block_size == 0:
+        return
+    why = (
+        f"its blocks run along rows of {trail} elements, not a multiple of {fmt.block_size}"
+        if by_rows
+        else f"{length} is not a multiple of its blocks' {fmt.block_size}"
+    )
+    raise ValueError(
+        f"`low_bit_state`: the {fmt.bits}-bit slot of the parameter at {where} (shape {whole}) cannot be "
+        f"kept on a replica's flat slice of {length} of its elements (`sharded_state` inside `shard_map`) in "
+        f"the parameter's blocks: {why}. Use `sharded_state(..., gather_state=True)`, `sharded_state(..., "
+        f"mesh=mesh)` under `jax.jit`, a `block_size` that divides the rows and the slice, or a `min_size` "
+        f"above the parameter's size."
+    )

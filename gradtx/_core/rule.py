@@ -247,12 +247,12 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
 
     # ------------------------------------------------------------------ init
 
-    def init_slot(spec: Any, p: Any) -> Any:
+    def init_slot(spec: Any, p: Any, path: Any) -> Any:
         if _checks.is_schedule(spec):  # a function of the parameter
             return spec(p)
         spec = spec if isinstance(spec, Slot) else Slot(spec)
         fill = _hyper.resolve(spec.fill, _hyper.zero_count())
-        fmt = spec.dtype if spec.dtype is not None else _lowbit.format_for(p, spec.nonnegative)
+        fmt = spec.dtype if spec.dtype is not None else _lowbit.format_for(p, spec.nonnegative, path)
         if _lowbit.is_format(fmt):  # codes and scales, bf16 and a key (`gradtx.low_bit_state`, or declared)
             zeros = isinstance(fill, (int, float)) and fill == 0
             return fmt.store(_placement.filled(p, fill), zeros=zeros)
@@ -263,7 +263,8 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
             return _NO_STATE
         zero = _hyper.zero_count()
         values: dict[str, Any] = {"count": zero} if has_count else {}
-        param_leaves, treedef = jax.tree.flatten(params, is_leaf=_leaves.is_none)
+        with_paths, treedef = jax.tree_util.tree_flatten_with_path(params, is_leaf=_leaves.is_none)
+        paths, param_leaves = [k for k, _ in with_paths], [p for _, p in with_paths]
         if scalar_inits:
             dtype = _scalars.variables_dtype(jax.tree.leaves(params))
             present = [p for p in param_leaves if p is not None]
@@ -276,7 +277,10 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
             if spec is None:
                 values[f] = None
                 continue
-            per_param = [None if p is None else init_slot(spec, p) for p in param_leaves]
+            per_param = [
+                None if p is None else init_slot(spec, p, path)
+                for p, path in zip(param_leaves, paths, strict=True)
+            ]
             values[f] = (
                 _leaves.transposed(treedef, per_param) if f in dict_fields else treedef.unflatten(per_param)
             )

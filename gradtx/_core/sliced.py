@@ -15,6 +15,9 @@ equal the unsharded rule's, and the collectives stay in `gradtx.parallel`.
 
 Each is traced inside a named scope (`TOTAL_SCOPE`, `LEAF_SCOPE`), by which the check of
 `sharded_state` (`parallel._elementwise`) tells a declared reduction from an undeclared one.
+A blockwise-quantized slot (`gradtx._core.lowbit`) mixes the elements of each block: it is
+quantized and dequantized inside `BLOCK_SCOPE`, and exact on a slice whose blocks are the whole
+leaf's, which its `init` checks (`leaf_shape`).
 A rule must call `total` on a result that is the reduction `op` of per-element terms
 (a sum of per-element values, a max, an all / any), not on a function of it (a square
 root): `total(sum(x * x))`, then `sqrt`.
@@ -30,6 +33,7 @@ import jax
 
 TOTAL_SCOPE = "gradtx_total"
 LEAF_SCOPE = "gradtx_whole_leaf"
+BLOCK_SCOPE = "gradtx_blocks"
 OPS = ("sum", "max", "min", "all", "any")
 """How partial results combine: `sum`, `max`, `min` of numbers, `all`, `any` of bools."""
 
@@ -47,6 +51,11 @@ class Parts(Protocol):
 
     def leaf_size(self, path: Any, x: jax.Array) -> int:
         """The number of elements of the whole leaf at `path`, of which `x` is a part."""
+        ...
+
+    def leaf_shape(self, path: Any, x: Any) -> tuple[int, ...] | None:
+        """The shape of the whole leaf at `path`, of which `x` is a part (or which `x` is); None where `x`
+        is not a part of the leaf at `path` (a combinator changed the tree)."""
         ...
 
 
@@ -105,6 +114,19 @@ def leaf_size(path: Any, x: jax.Array) -> int:
     """
     parts = _PARTS.get()
     return x.size if parts is None else parts.leaf_size(path, x)
+
+
+def leaf_shape(path: Any, x: Any) -> tuple[int, ...] | None:
+    """The shape of the whole leaf at `path`, where the rule holds `x` of it: `x`'s own shape, unless `x` is
+    a part of the leaf; None for an `x` that is not one of the leaf at `path` (a combinator between the
+    parts' holder and the rule changed the tree)."""
+    parts = _PARTS.get()
+    return tuple(jax.numpy.shape(x)) if parts is None else parts.leaf_shape(path, x)
+
+
+def parts_held() -> bool:
+    """Whether the rule is given parts of the leaves (`holding`)."""
+    return _PARTS.get() is not None
 
 
 @contextlib.contextmanager

@@ -6,7 +6,9 @@ reduce over elements only through `gradtx._core.sliced`, which combines the repl
 *or through reductions over all elements* (a global norm) -- so it runs on any grouping of
 the elements into arrays (packed buffers). A slice is not a grouping of all the elements: a
 reduction sees 1/N of them, unless the rule passes it to `_sliced.total` (traced in a named
-scope), which `sharded_state` turns into the reduction over every replica's slice.
+scope), which `sharded_state` turns into the reduction over every replica's slice (a low-bit
+slot's blocks, traced in `_sliced.BLOCK_SCOPE`, are the whole leaf's: `lowbit.format_for` refused
+any other slice).
 `cross_element_reason` reads the jaxpr of the transform's `update` on the slices and follows
 two kinds of values: *slice data* (the gradients, params and slots: element j of each is
 one element of a parameter) and *partial* results (a reduction over a slice: one replica's
@@ -143,7 +145,9 @@ def _scan(jaxpr: Any, taint: dict) -> tuple[str | None, list[Any]]:
         name = eqn.primitive.name
         ins = [taint.get(v) if isinstance(v, jex_core.Var) else None for v in eqn.invars]
         scope = str(eqn.source_info.name_stack)
-        if _sliced.LEAF_SCOPE in scope:  # made for the whole leaf, cut to the slice (`_sliced.leaf_part`)
+        if _sliced.LEAF_SCOPE in scope or _sliced.BLOCK_SCOPE in scope:
+            # made for the whole leaf, cut to the slice (`_sliced.leaf_part`); or a low-bit slot's blocks,
+            # which its `init` made the whole leaf's (`gradtx._core.lowbit.format_for`)
             taint.update(dict.fromkeys(eqn.outvars, DATA))
             continue
         if _sliced.TOTAL_SCOPE in scope:  # combined over the replicas (`_sliced.total`): a whole result
@@ -199,15 +203,15 @@ def _scan(jaxpr: Any, taint: dict) -> tuple[str | None, list[Any]]:
     return None, [taint.get(v) if isinstance(v, jex_core.Var) else None for v in jaxpr.outvars]
 
 
-def data_leaves(init: Callable[[Any], Any], slices: Any) -> list[bool]:
-    """Which leaves of `init(slices)` are slices of the parameters: those whose length follows the slices'.
+def data_leaves(init: Callable[[Any], Any], slices: Any, whole: Any) -> list[bool]:
+    """Which leaves of `init(slices)` are slices of the parameters: those shaped otherwise for the whole
+    parameters `whole` (shapes only).
 
-    A slot (`m`, `v`) has one element per element of the slice; a count, a PRNG key or a
+    A slot (`m`, `v`, a low-bit slot's codes and scales) follows the slice; a count, a PRNG key or a
     flag per parameter does not (its elements are not the slice's, and reading them whole is
-    exact). Found by tracing `init` on slices one element longer (shapes only).
+    exact).
     """
-    longer = jax.tree.map(lambda x: jax.ShapeDtypeStruct((np.shape(x)[0] + 1,), x.dtype), slices)
-    a, b = jax.tree.leaves(jax.eval_shape(init, slices)), jax.tree.leaves(jax.eval_shape(init, longer))
+    a, b = jax.tree.leaves(jax.eval_shape(init, slices)), jax.tree.leaves(jax.eval_shape(init, whole))
     if len(a) != len(b):
         return [bool(np.shape(x)) for x in a]
     return [np.shape(x) != np.shape(y) for x, y in zip(a, b, strict=True)]

@@ -89,13 +89,18 @@ def sharded_state(
     taken the same way (one scalar all-reduce per tensor; a mean divides by the whole
     leaf's size), SAM's `normalize` and DoG's the global norm (DoG's heuristic start too:
     `init` runs with the same totals), and masks and labels given as trees or key-path
-    patterns route the slices as the whole leaves. Rules that need whole tensors (Shampoo,
+    patterns route the slices as the whole leaves. A low-bit slot (`gradtx.low_bit_state`) is
+    stored or not as the whole leaf's is, and 8 and 4 bits quantize the slice in the leaf's
+    own blocks (the same codes and scales), where the leaf is blocked along its flattened
+    elements and the slice's length is a multiple of the block size; another such slot is
+    refused at `init`, naming its leaf. Rules that need whole tensors (Shampoo,
     Adafactor's factored statistics, SM3, Muon, a mask that is a function of the params)
     are refused when built, naming the member, and an element-wise one that mixes elements
     otherwise (GGT, optax's own clip declared `ElementWise`) is refused when traced (the
     jaxpr of its update is read): on slices they would see 1/N of each tensor. With
     `gather_state=True` such a rule (leaf-wise, or element-wise but mixing a slice's
-    elements, found by the same reading) runs instead on whole tensors: the gradients are
+    elements, found by the same reading, or with a low-bit slot that a slice cannot hold in
+    its leaf's blocks) runs instead on whole tensors: the gradients are
     all-reduced (as `cross_shard` does), each replica all-gathers the whole state for the
     step (one all-gather per state leaf), runs the rule -- its work repeated on every
     replica -- and keeps its slice of the new state. Between steps 1/N of the state is
@@ -201,12 +206,12 @@ def sharded_state(
             return True
         return False
 
-    def mixing(g: Any, state: Any, p: Any, extra_args: dict) -> str | None:
-        """Why `inner`'s update on these slices is not exact (None when it is): the jaxpr read once, inside
-        `_sliced.holding` (the declared reductions are exact)."""
+    def mixing(g: Any, state: Any, p: Any, extra_args: dict, whole: Any) -> str | None:
+        """Why `inner`'s update on these slices of the leaves of `whole` is not exact (None when it is): the
+        jaxpr read once, inside `_sliced.holding` (the declared reductions are exact)."""
         data = [
             *(True for _ in jax.tree.leaves(g)),
-            *_elementwise.data_leaves(inner.init, g),
+            *_elementwise.data_leaves(inner.init, g, whole),
             *(True for _ in jax.tree.leaves(p)),
         ]
         return _elementwise.cross_element_reason(
@@ -220,11 +225,15 @@ def sharded_state(
         if gathers or not (gather_state and on_slices):
             return gathers
         slices = jax.tree.map(lambda x: jax.ShapeDtypeStruct((slice_len(np.size(x), n),), x.dtype), tree)
-        try:
-            with _sliced.holding(_slices(n, axes, tree)):
-                reason = mixing(slices, jax.eval_shape(inner.init, slices), slices, {})
-        except Exception:  # noqa: BLE001 -- a rule that needs extra arguments is checked at its update
-            return False
+        with _sliced.holding(_slices(n, axes, tree)):
+            try:
+                state = jax.eval_shape(inner.init, slices)
+            except ValueError:  # a slot a slice cannot hold as its leaf does (a low-bit slot's blocks)
+                return True
+            try:
+                reason = mixing(slices, state, slices, {}, tree)
+            except Exception:  # noqa: BLE001 -- a rule that needs extra arguments is checked at its update
+                return False
         return reason is not None
 
     def init_fn(params):
@@ -236,7 +245,7 @@ def sharded_state(
         slices = jax.tree.map(lambda p: my_slice(jnp.asarray(p), n, axes), params)
         with _sliced.holding(_slices(n, axes, params)):  # a norm `init` reads (DoG's start): the whole leaf's
             state = inner.init(slices)
-        own, _ = _sharded_gather.own_leaves(inner, slices, params)  # a key, Mechanic's scales: cut too
+            own, _ = _sharded_gather.own_leaves(inner, slices, params)  # a key, Mechanic's scales: cut too
         return ShardedState(inner=_sharded_gather.stored(state, n, axes, own))
 
     def jit_update(updates, state, params, extra_args):
@@ -290,11 +299,13 @@ def sharded_state(
 
         g_slices = _walk.map_updates(fn, reduce_slice, grads)
         p_slices = None if params is None else jax.tree.map(lambda p: my_slice(p, n, axes), params)
-        own, like = _sharded_gather.own_leaves(inner, g_slices, grads)
-        inner_state = jax.tree.map(lambda x: x[0], state.inner)
-        inner_state = _sharded_gather.with_whole(inner_state, own, like, axes, checked)  # a key, Mechanic's
         with _sliced.holding(_slices(n, axes, grads)):  # the rule's global reductions: one collective each
-            reason = mixing(g_slices, inner_state, p_slices, extra_args)
+            own, like = _sharded_gather.own_leaves(inner, g_slices, grads)  # (a low-bit slot as the leaf's)
+            inner_state = jax.tree.map(lambda x: x[0], state.inner)
+            inner_state = _sharded_gather.with_whole(
+                inner_state, own, like, axes, checked
+            )  # a key, Mechanic's
+            reason = mixing(g_slices, inner_state, p_slices, extra_args, grads)
             if reason is not None:
                 raise ValueError(
                     f"`{fn}`: `tx` is not element by element: its update uses {reason}, so on a replica's "

@@ -25,6 +25,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from gradtx._core import factory as _factory
+from gradtx._core import lowbit as _lowbit
 from gradtx._core import protocol as _protocol
 from gradtx._core import vma as _vma
 
@@ -80,7 +81,7 @@ class Slices:
     `total` combines the replicas' partial reductions with one collective over `axes` (a
     pytree of partials is one all-reduce); `leaf_part` makes the whole leaf's array (its
     shape read from `shapes`, by key path) and keeps this replica's slice of it;
-    `leaf_size` is the whole leaf's size.
+    `leaf_size` is the whole leaf's size, `leaf_shape` its shape.
     """
 
     def __init__(self, n: int, axes: tuple, shapes: dict[str, tuple[int, ...]]) -> None:
@@ -115,6 +116,12 @@ class Slices:
 
     def leaf_size(self, path: Any, x: jax.Array) -> int:
         return math.prod(self._shape(path, x, "divides by the size of (a root mean square)"))
+
+    def leaf_shape(self, path: Any, x: Any) -> tuple[int, ...] | None:
+        shape = self.shapes.get(jax.tree_util.keystr(tuple(path)))
+        if shape is None or tuple(np.shape(x)) not in (shape, (slice_len(math.prod(shape), self.n),)):
+            return None
+        return shape
 
 
 # --------------------------------------------------------------------------- jit layout
@@ -267,7 +274,7 @@ def unshard_state(state: Any, like: _protocol.OptState) -> _protocol.OptState:
         >>> gradtx.parallel.unshard_state(on_4, like)[0].m["w"].shape
         (5,)
     """
-    inner = getattr(state, "inner", state)
+    inner = _lowbit.relabeled(getattr(state, "inner", state), like)  # a low-bit slot: the whole leaf's
     return jax.tree.map(_leaf_from_rows, inner, like)
 
 
@@ -314,8 +321,10 @@ def shard_state(state: _protocol.OptState, num_replicas: int, like: Any = None) 
         k = slice_len(x.size, num_replicas)
         return np.pad(x.reshape(-1), (0, num_replicas * k - x.size)).reshape(num_replicas, k)
 
-    if like is None:
-        return ShardedState(inner=jax.tree.map(rows, state))
+    if like is None:  # a low-bit slot: as a replica's slice of its leaf holds it
+        return ShardedState(
+            inner=_lowbit.as_slices(jax.tree.map(rows, state), lambda n: slice_len(n, num_replicas))
+        )
 
     def fitted(x, target):
         shape = tuple(np.shape(target))
@@ -327,4 +336,5 @@ def shard_state(state: _protocol.OptState, num_replicas: int, like: Any = None) 
             )
         return rows(x, cut=len(shape) == 2)
 
-    return ShardedState(inner=jax.tree.map(fitted, state, getattr(like, "inner", like)))
+    target = getattr(like, "inner", like)
+    return ShardedState(inner=jax.tree.map(fitted, _lowbit.relabeled(state, target), target))
