@@ -16,6 +16,8 @@ devices of one host and across hosts (`jax.distributed`).
   another mesh (orbax restores into it).
 - `split_matrix_work`: each device computes the per-matrix work (Muon's Newton-Schulz, ...) of
   1/N of the matrices, the results gathered once.
+- `offloaded_state`: the optimizer state in host memory between steps (JAX memory kinds), brought
+  to the devices for each step (with `sharded_state`: 1/N of it per device, on its host).
 - `step_deadline`: a watchdog around a step of a multi-process run; a process whose step
   does not finish in time (a hung peer blocks every collective) exits with a clear message.
 
@@ -71,6 +73,7 @@ from gradtx.parallel._cross_shard import (
 )
 from gradtx.parallel._deadline import step_deadline
 from gradtx.parallel._matrix_work import split_matrix_work
+from gradtx.parallel._offload import offloaded_state
 from gradtx.parallel._restore import restore_target
 from gradtx.parallel._sharded import sharded_state
 from gradtx.parallel._sharded_layout import ShardedState, shard_state, unshard_state
@@ -96,6 +99,7 @@ __all__ = [
     "elastic_average",
     "mean_over",
     "model_average",
+    "offloaded_state",
     "per_replica",
     "replica_key",
     "restore_target",

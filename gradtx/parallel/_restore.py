@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-from jax.sharding import AxisType, NamedSharding
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from gradtx._core import checks as _checks
@@ -25,11 +25,11 @@ def restore_target(tx: Any, params: Any, mesh: jax.sharding.Mesh) -> dict[str, A
     continues on another -- other hosts, another device count -- when the target carries
     the new mesh's shardings. This builds it without allocating anything: each parameter
     keeps the `PartitionSpec` it has (replicated when it has none, e.g. a host array), put on
-    `mesh`, and the state is `tx.init` of them under `jax.set_mesh(mesh)` (its shapes, traced; compiled
-    when `mesh` has Auto axes, whose placements GSPMD decides), each leaf on `mesh` with the spec
+    `mesh`, and the state is `tx.init` of them under `jax.set_mesh(mesh)` (compiled, not run: with Auto
+    axes GSPMD decides the placements), each leaf on `mesh` with the spec
     `init` gives it (the slots placed like their params; `sharded_state(..., mesh=mesh)`'s split over
-    the replica axes; `split_matrix_work`'s statistics split as its step holds them) and scalars
-    replicated.
+    the replica axes; `split_matrix_work`'s statistics split as its step holds them; in host memory
+    under `offloaded_state`) and scalars replicated.
 
     For ZeRO under `jax.jit` (`sharded_state(tx, axis, mesh=mesh)`) every leaf keeps its
     shape whatever the device count, so the target fits a checkpoint written on any mesh;
@@ -64,7 +64,7 @@ def restore_target(tx: Any, params: Any, mesh: jax.sharding.Mesh) -> dict[str, A
     if not isinstance(mesh, jax.sharding.Mesh):
         raise TypeError(f"`{fn}`: `mesh` must be a `jax.sharding.Mesh`, got {type(mesh).__name__}.")
 
-    def on_mesh(path: Any, x: Any, spec: P) -> jax.ShapeDtypeStruct:
+    def on_mesh(path: Any, x: Any, spec: P, memory_kind: str | None = None) -> jax.ShapeDtypeStruct:
         names = [
             a for part in spec if part is not None for a in (part if isinstance(part, tuple) else (part,))
         ]
@@ -77,15 +77,17 @@ def restore_target(tx: Any, params: Any, mesh: jax.sharding.Mesh) -> dict[str, A
             )
         shape = jax.numpy.shape(x)  # the spec written out for every axis, as a jitted step's outputs carry it
         full = P(*spec, *[None] * (len(shape) - len(spec)))
-        return jax.ShapeDtypeStruct(shape, x.dtype, sharding=NamedSharding(mesh, full))
+        return jax.ShapeDtypeStruct(
+            shape, x.dtype, sharding=NamedSharding(mesh, full, memory_kind=memory_kind)
+        )
 
     abstract = jax.tree_util.tree_map_with_path(lambda path, x: on_mesh(path, x, _spec(x)), params)
     with jax.set_mesh(mesh):
-        if any(t == AxisType.Auto for t in mesh.axis_types):
-            # Auto axes: the placements are GSPMD's (the slots propagated from their params), known once
-            # `init` is compiled for the abstract params (nothing is allocated)
-            state = jax.jit(tx.init).lower(abstract).compile().out_info
-        else:  # Explicit axes: in the types
-            state = jax.eval_shape(tx.init, abstract)
-    state = jax.tree_util.tree_map_with_path(lambda path, s: on_mesh(path, s, _spec(s)), state)
+        # the placements, known once `init` is compiled for the abstract params (nothing is allocated): with
+        # Auto axes GSPMD's (the slots propagated from their params), and the memory kinds in either mode
+        # (`offloaded_state`'s host memory), which the types of Explicit axes do not carry
+        state = jax.jit(tx.init).lower(abstract).compile().out_info
+    state = jax.tree_util.tree_map_with_path(
+        lambda path, s: on_mesh(path, s, _spec(s), getattr(s.sharding, "memory_kind", None)), state
+    )
     return {"params": abstract, "opt_state": state}
