@@ -26,6 +26,7 @@ from gradtx._algorithms.shampoo_statistics import (
     _work_key,
 )
 from gradtx._core import checks as _checks
+from gradtx._core import matrix_work as _matrix_work
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -112,8 +113,8 @@ def _shampoo_leaf(g, gbar, mat_g, mat_h, h, *, config):
     parts = (lead, *mat_g, *(r for r in mat_h if r is not None))
     step = functools.partial(_shampoo_step, config=config, shape=g.shape)
     if any(d <= config.max_matrix_size for d in dims):
-        work = MatrixWork(step, tuple(p[None] for p in parts), _work_key(config), args=tuple(scalars))
-        results = tuple(r[0] for r in (yield work))
+        work = MatrixWork(step, _matrix_work.one(parts), _work_key(config), args=tuple(scalars))
+        results = _matrix_work.only((yield work))
     else:
         results = step(parts, *scalars)
     lead, *rest = results

@@ -25,6 +25,7 @@ from gradtx._algorithms.soap_basis import (
 from gradtx._core import checks as _checks
 from gradtx._core import control as _control
 from gradtx._core import formulas as _formulas
+from gradtx._core import matrix_work as _matrix_work
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
@@ -113,8 +114,8 @@ def _soap_leaf(g, exp_avg, exp_avg_sq, gg, q, h, *, config: _Config):
     if not any(layout.preconditioned) and layout.dims == layout.shape:
         results = step(parts, *args)
     else:
-        stacked = yield MatrixWork(step, tuple(p[None] for p in parts), ("soap", config), args=args)
-        results = tuple(r[0] for r in stacked)
+        stacked = yield MatrixWork(step, _matrix_work.one(parts), ("soap", config), args=args)
+        results = _matrix_work.only(stacked)
     (direction, new_m, new_v), *new_mats = results
     new_mats.reverse()
 

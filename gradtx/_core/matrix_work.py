@@ -150,6 +150,17 @@ def _chunks(works: Sequence[MatrixWork], group: list[int]) -> list[list[int]]:
     return runs
 
 
+def one(parts: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
+    """A work's stack of one matrix: each of its `parts` with a leading axis of 1 (a reshape, cheaper to
+    trace than indexing)."""
+    return tuple(jax.lax.expand_dims(x, (0,)) for x in parts)
+
+
+def only(results: Sequence[jax.Array]) -> tuple[jax.Array, ...]:
+    """The results of a work of one matrix (`one`), without their leading axis of 1."""
+    return tuple(jax.lax.squeeze(x, (0,)) for x in results)
+
+
 def mapped(fn: Callable[..., Any], stack: Any, *args: Any) -> Any:
     """`fn(matrix, *args)` of each matrix of `stack` (`jax.vmap` over the stack and its parts, the same
     `args`)."""
@@ -240,7 +251,7 @@ def split(works: Sequence[MatrixWork], idx: list[int], results: list[Any], out: 
     start = 0
     for i in idx:
         n = length(works[i])
-        results[i] = jax.tree.map(lambda y, s=start, n=n: y[s : s + n], out)
+        results[i] = jax.tree.map(lambda y, s=start, n=n: jax.lax.slice_in_dim(y, s, s + n), out)
         start += n
 
 
