@@ -124,7 +124,7 @@ def split_matrix_work(
             return inner.init(params)
 
     def update_fn(updates, state, params=None, **extra_args):
-        spread = _over_replicas(names) if names is not None else _over_mesh(mesh, mesh_axes)
+        spread = over_replicas(names) if names is not None else _over_mesh(mesh, mesh_axes)
         with _matrix_work.spreading(spread):
             return inner.update(updates, state, params, **extra_args)
 
@@ -269,8 +269,9 @@ def _over_mesh(mesh: Any, mesh_axes: tuple[Hashable, ...] | None) -> _matrix_wor
     return spread
 
 
-def _over_replicas(names: tuple[Hashable, ...]) -> _matrix_work.Spread:
-    """The spread inside `shard_map` / `pmap`: replica i computes its slice of each stack, then all-gather."""
+def over_replicas(names: tuple[Hashable, ...]) -> _matrix_work.Spread:
+    """The spread inside `shard_map` / `pmap`: replica i computes its slice of each stack, then all-gather
+    (`split_matrix_work` with `axis_name`; `sharded_state(..., gather_state=True)` on whole tensors)."""
 
     def spread(works):
         size = _axes.bound_size(_FN, names)

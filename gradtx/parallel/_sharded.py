@@ -102,8 +102,11 @@ def sharded_state(
     elements, found by the same reading, or with a low-bit slot that a slice cannot hold in
     its leaf's blocks) runs instead on whole tensors: the gradients are
     all-reduced (as `cross_shard` does), each replica all-gathers the whole state for the
-    step (one all-gather per state leaf), runs the rule -- its work repeated on every
-    replica -- and keeps its slice of the new state. Between steps 1/N of the state is
+    step (one all-gather per state leaf), runs the rule, and keeps its slice of the new
+    state; the rule's per-matrix work (Muon's Newton-Schulz, Shampoo's and SOAP's
+    preconditioning, PSGD Kron's factors) is split over the replicas as `split_matrix_work`
+    splits it, each computing 1/N of the matrices (one all-gather of the results per shape
+    and dtype), and the rest of the rule is repeated on every replica. Between steps 1/N of the state is
     stored, in the layout above (so `unshard_state` / `shard_state` apply), at the price of
     the state's all-gather at every step and the whole state in memory during it: worth it
     where the state is small beside the parameters (Adafactor's and SM3's factored

@@ -4,7 +4,10 @@
   gathers the whole state for the step (`update`). A step all-reduces the gradients (as
   `cross_shard`), all-gathers each state leaf, runs the rule on whole tensors on every replica, and
   keeps this replica's slice of the new state: the unsharded numbers, 1/N of the state stored, at the
-  cost of a gather of the state per step and the rule's work repeated on each replica.
+  cost of a gather of the state per step. The rule's per-matrix work (Muon's Newton-Schulz, Shampoo's
+  and SOAP's preconditioning, PSGD Kron's factors) is split over the replicas as `split_matrix_work`
+  splits it (its matrices are the same on all of them): each computes 1/N of the matrices, and one
+  all-gather per shape and dtype gives every replica the results; the rest of the rule is repeated.
 - An element-wise rule's own leaves -- state not shaped by the params, such as a PRNG key or
   Mechanic's per-decay scales (`own_leaves`) -- are the same on every replica: they are stored cut
   like the slots and gathered for the step, so that every leaf of the state is laid out alike.
@@ -22,8 +25,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from gradtx._core import matrix_work as _matrix_work
 from gradtx._core import walk as _walk
 from gradtx.parallel import _axes
+from gradtx.parallel import _matrix_work as _split
 from gradtx.parallel._sharded_layout import my_slice, row
 
 
@@ -95,5 +100,7 @@ def update(
     )
     like = jax.eval_shape(inner.init, params if params is not None else grads)
     kept = jax.tree.map(lambda x: x[0], state)
-    out, new = inner.update(grads, whole_state(kept, like, axes, checked), params, **extra_args)
+    whole = whole_state(kept, like, axes, checked)
+    with _matrix_work.spreading(_split.over_replicas(axes)):  # the same matrices on every replica: split
+        out, new = inner.update(grads, whole, params, **extra_args)
     return out, stored(new, n, axes)

@@ -1,7 +1,8 @@
 """`sharded_state(..., gather_state=True)` inside shard_map / pmap: rules that need whole tensors (Adafactor's
-and SM3's factored statistics, Muon, Shampoo) keep 1/N of their state between steps, gather it for the step,
-and give the unsharded numbers; the state is the element-wise mode's layout (an element-wise rule's own
-leaves, such as a PRNG key, cut like its slots), so it unshards and reshards."""
+and SM3's factored statistics, Muon, Shampoo) keep 1/N of their state between steps, gather it for the step
+(each replica computing 1/N of the rule's per-matrix work), and give the unsharded numbers; the state is
+the element-wise mode's layout (an element-wise rule's own leaves, such as a PRNG key, cut like its slots),
+so it unshards and reshards."""
 
 from __future__ import annotations
 
@@ -130,6 +131,38 @@ def test_element_wise_rules_keep_the_slices():
     want, _ = _util.run(sharded_state(gradtx.adam(0.1), _util.AXIS), params, grads, mode="novma")
     for k in params:
         np.testing.assert_array_equal(got[k], want[k])
+
+
+@pytest.mark.parametrize("name", ["muon", "shampoo", "soap"])
+def test_the_matrix_work_of_the_whole_tensor_step_is_split_over_the_replicas(name):
+    """The rule's matrices are the same on every replica (the gradients all-reduced, the state gathered):
+    each computes a quarter of them, and the step equals one device's."""
+    tx = {"muon": MAKERS["muon"], "shampoo": MAKERS["shampoo"], "soap": lambda: gradtx.soap(0.01)}[name]()
+    rng = np.random.default_rng(0)
+    params = {f"w{i}": jnp.asarray(rng.standard_normal((96, 96)), jnp.float32) for i in range(8)}
+    grads = jax.tree.map(jnp.cos, params)
+    zero = sharded_state(tx, "data", gather_state=True)
+    mesh = _util.mesh((4,), ("data",))
+    state = jax.jit(jax.shard_map(zero.init, mesh=mesh, in_specs=P(), out_specs=P("data"), check_vma=False))(
+        params
+    )
+    step = jax.jit(
+        jax.shard_map(
+            lambda g, s, p: zero.update(g, s, p),
+            mesh=mesh,
+            in_specs=(P(), P("data"), P()),
+            out_specs=(P(), P("data")),
+            check_vma=False,
+        )
+    )
+    one = jax.jit(tx.update)
+    per_device = step.lower(grads, state, params).compile().cost_analysis()["flops"]
+    single = one.lower(grads, tx.init(params), params).compile().cost_analysis()["flops"]
+    assert per_device <= 1.2 * single / 4, (per_device, single)  # was single: every replica did all
+    u, _ = step(grads, state, params)
+    ref, _ = one(grads, tx.init(params), params)
+    for k in params:
+        np.testing.assert_allclose(np.asarray(u[k]), np.asarray(ref[k]), rtol=1e-6, atol=1e-7, err_msg=k)
 
 
 def test_gather_state_must_be_a_bool_and_is_named_in_the_refusal():
