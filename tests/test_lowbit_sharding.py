@@ -16,7 +16,7 @@ from jax.sharding import PartitionSpec as P
 
 import gradtx
 import gradtx.optax_compat
-from gradtx._core import lowbit
+from gradtx._core import lowbit, slot_formats
 from tests import helpers
 
 FORMATS = ["8bit", "4bit", "bf16+sr", "bf16+8"]
@@ -232,10 +232,10 @@ def test_a_slot_for_a_slice_of_no_known_parameter_is_refused_by_name():
 
     w, v = (jax.tree_util.DictKey("w"),), (jax.tree_util.DictKey("v"),)
     formats = (lowbit.blockwise(8), lowbit.blockwise(8, signed=False), 0)
-    with lowbit.storing(*formats), sliced.holding(Slices(4, ("data",), {"['w']": (64, 512)})):
-        assert lowbit.format_for(jnp.zeros(8192), True, w) == formats[1]  # a quarter of "w"
-        assert lowbit.format_for(jnp.zeros((64, 512)), True, w) == formats[1]  # "w" whole
+    with slot_formats.storing(*formats), sliced.holding(Slices(4, ("data",), {"['w']": (64, 512)})):
+        assert slot_formats.format_for(jnp.zeros(8192), True, w) == formats[1]  # a quarter of "w"
+        assert slot_formats.format_for(jnp.zeros((64, 512)), True, w) == formats[1]  # "w" whole
         with pytest.raises(
             ValueError, match=r"slice of 8192 elements at \['v'\], which is not a slice of the"
         ):
-            lowbit.format_for(jnp.zeros(8192), True, v)  # a tree a combinator changed
+            slot_formats.format_for(jnp.zeros(8192), True, v)  # a tree a combinator changed

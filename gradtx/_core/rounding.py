@@ -10,7 +10,7 @@ slots of 16 or 24 bits instead of 32:
   `ecc="bf16+8"`): about 15 bits of mantissa in 3 bytes. The correction rounds stochastically too.
 
 Both slots carry a PRNG key (two uint32) that each step splits, so a step is a pure function of the
-state, and the bits differ from step to step and from slot to slot (`lowbit.slot_index`).
+state, and the bits differ from step to step and from slot to slot (`slot_formats.slot_index`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import numpy as np
 
 from gradtx._core import lowbit as _lowbit
 from gradtx._core import placement as _placement
+from gradtx._core import slot_formats as _slot_formats
 
 _IMPL = "threefry2x32"
 
@@ -189,7 +190,7 @@ class StochasticBF16(NamedTuple):
 
     def store(self, x: Any, dtype: Any = None, *, zeros: bool = False) -> Rounded:
         x = _lowbit.real_slot(x, "bfloat16 with stochastic rounding")
-        keep, use = _split(initial_key(self.seed, _lowbit.slot_index(), x))
+        keep, use = _split(initial_key(self.seed, _slot_formats.slot_index(), x))
         return Rounded(stochastic_round(x, use), keep, x.shape, x.dtype if dtype is None else dtype)
 
 
@@ -200,5 +201,5 @@ class CorrectedBF16(NamedTuple):
 
     def store(self, x: Any, dtype: Any = None, *, zeros: bool = False) -> Corrected:
         x = _lowbit.real_slot(x, "bfloat16 with an int8 correction")
-        keep, use = _split(initial_key(self.seed, _lowbit.slot_index(), x))
+        keep, use = _split(initial_key(self.seed, _slot_formats.slot_index(), x))
         return _corrected(x, use, keep, x.dtype if dtype is None else dtype)

@@ -26,6 +26,7 @@ from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import rule_parts as _leaves
 from gradtx._core import scalars as _scalars
+from gradtx._core import slot_formats as _slot_formats
 from gradtx._core import vma as _vma
 from gradtx._core import walk as _walk
 from gradtx._core.rule_parts import SQUARES as SQUARES
@@ -252,7 +253,7 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
             return spec(p)
         spec = spec if isinstance(spec, Slot) else Slot(spec)
         fill = _hyper.resolve(spec.fill, _hyper.zero_count())
-        fmt = spec.dtype if spec.dtype is not None else _lowbit.format_for(p, spec.nonnegative, path)
+        fmt = spec.dtype if spec.dtype is not None else _slot_formats.format_for(p, spec.nonnegative, path)
         if _lowbit.is_format(fmt):  # codes and scales, bf16 and a key (`gradtx.low_bit_state`, or declared)
             zeros = isinstance(fill, (int, float)) and fill == 0
             return fmt.store(_placement.filled(p, fill), zeros=zeros)

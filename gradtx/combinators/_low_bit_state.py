@@ -9,6 +9,7 @@ from gradtx._core import factory as _factory
 from gradtx._core import lowbit as _lowbit
 from gradtx._core import protocol as _protocol
 from gradtx._core import rounding as _rounding
+from gradtx._core import slot_formats as _slot_formats
 
 FORMATS = ("8bit", "4bit", "bf16+sr", "bf16+8")
 _QUANTIZED_MIN_SIZE = 4096  # bitsandbytes' and torchao's: smaller slots stay as they are
@@ -94,7 +95,7 @@ def low_bit_state(
     member = _factory.member(tx)
 
     def init_fn(params: Any) -> Any:
-        with _lowbit.storing(signed, unsigned, min_size):
+        with _slot_formats.storing(signed, unsigned, min_size):
             return member.init(params)
 
     # the same update and state as `tx`'s; a combinator that unwraps it (`sharded_state`) finds this `init`

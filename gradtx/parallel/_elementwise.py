@@ -7,7 +7,7 @@ reduce over elements only through `gradtx._core.sliced`, which combines the repl
 the elements into arrays (packed buffers). A slice is not a grouping of all the elements: a
 reduction sees 1/N of them, unless the rule passes it to `_sliced.total` (traced in a named
 scope), which `sharded_state` turns into the reduction over every replica's slice (a low-bit
-slot's blocks, traced in `_sliced.BLOCK_SCOPE`, are the whole leaf's: `lowbit.format_for` refused
+slot's blocks, traced in `_sliced.BLOCK_SCOPE`, are the whole leaf's: `slot_formats.format_for` refused
 any other slice).
 `cross_element_reason` reads the jaxpr of the transform's `update` on the slices and follows
 two kinds of values: *slice data* (the gradients, params and slots: element j of each is
@@ -147,7 +147,7 @@ def _scan(jaxpr: Any, taint: dict) -> tuple[str | None, list[Any]]:
         scope = str(eqn.source_info.name_stack)
         if _sliced.LEAF_SCOPE in scope or _sliced.BLOCK_SCOPE in scope:
             # made for the whole leaf, cut to the slice (`_sliced.leaf_part`); or a low-bit slot's blocks,
-            # which its `init` made the whole leaf's (`gradtx._core.lowbit.format_for`)
+            # which its `init` made the whole leaf's (`gradtx._core.slot_formats.format_for`)
             taint.update(dict.fromkeys(eqn.outvars, DATA))
             continue
         if _sliced.TOTAL_SCOPE in scope:  # combined over the replicas (`_sliced.total`): a whole result
