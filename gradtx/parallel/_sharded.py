@@ -102,7 +102,7 @@ def sharded_state(
     elements, found by the same reading, or with a low-bit slot that a slice cannot hold in
     its leaf's blocks) runs instead on whole tensors: the gradients are
     all-reduced (as `cross_shard` does), each replica all-gathers the whole state for the
-    step (one all-gather per state leaf), runs the rule, and keeps its slice of the new
+    step (one all-gather per dtype, its leaves joined), runs the rule, and keeps its slice of the new
     state; the rule's per-matrix work (Muon's Newton-Schulz, Shampoo's and SOAP's
     preconditioning, PSGD Kron's factors) is split over the replicas as `split_matrix_work`
     splits it, each computing 1/N of the matrices (one all-gather of the results per shape
@@ -113,7 +113,7 @@ def sharded_state(
     statistics) or where the memory between steps is what counts; every registered
     optimizer runs so. A rule's own state leaves that are not slots (a PRNG key, Mechanic's
     per-decay scales) are the same on every replica: they too are stored cut and gathered
-    for the step (one small all-gather each). The padding never reaches the parameters.
+    for the step (one small all-gather per dtype). The padding never reaches the parameters.
     Row-sparse gradients are densified. `init` must run inside the mapped function too (it
     needs N and the replica's index); its state leaves it with `out_specs=P(axis_name)`.
 

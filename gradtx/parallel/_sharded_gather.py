@@ -2,12 +2,13 @@
 
 - `gather_state=True`: a rule that needs whole tensors keeps 1/N of its state between steps and
   gathers the whole state for the step (`update`). A step all-reduces the gradients (as
-  `cross_shard`), all-gathers each state leaf, runs the rule on whole tensors on every replica, and
-  keeps this replica's slice of the new state: the unsharded numbers, 1/N of the state stored, at the
-  cost of a gather of the state per step. The rule's per-matrix work (Muon's Newton-Schulz, Shampoo's
-  and SOAP's preconditioning, PSGD Kron's factors) is split over the replicas as `split_matrix_work`
-  splits it (its matrices are the same on all of them): each computes 1/N of the matrices, and one
-  all-gather per shape and dtype gives every replica the results; the rest of the rule is repeated.
+  `cross_shard`), all-gathers the state (its leaves of one dtype joined: one all-gather per dtype),
+  runs the rule on whole tensors on every replica, and keeps this replica's slice of the new state:
+  the unsharded numbers, 1/N of the state stored, at the cost of a gather of the state per step. The
+  rule's per-matrix work (Muon's Newton-Schulz, Shampoo's and SOAP's preconditioning, PSGD Kron's
+  factors) is split over the replicas as `split_matrix_work` splits it (its matrices are the same on
+  all of them): each computes 1/N of the matrices, and one all-gather per shape and dtype gives every
+  replica the results; the rest of the rule is repeated.
 - An element-wise rule's own leaves -- state not shaped by the params, such as a PRNG key or
   Mechanic's per-decay scales (`own_leaves`) -- are the same on every replica: they are stored cut
   like the slots and gathered for the step, so that every leaf of the state is laid out alike.
@@ -57,24 +58,38 @@ def own_leaves(inner: Any, slices: Any, whole: Any) -> tuple[list[bool], list[An
 def with_whole(kept: Any, own: list[bool], like: list[Any], axes: tuple, checked: bool) -> Any:
     """`kept` (this replica's state, rows dropped) with its own leaves gathered whole."""
     leaves, treedef = jax.tree.flatten(kept)
-    out = [whole_state(x, w, axes, checked) if o else x for x, o, w in zip(leaves, own, like, strict=True)]
-    return jax.tree.unflatten(treedef, out)
+    idx = [i for i, o in enumerate(own) if o]
+    gathered = whole_state([leaves[i] for i in idx], [like[i] for i in idx], axes, checked)
+    for i, x in zip(idx, gathered, strict=True):
+        leaves[i] = x
+    return jax.tree.unflatten(treedef, leaves)
 
 
 def whole_state(kept: Any, like: Any, axes: tuple, checked: bool) -> Any:
     """The whole state from this replica's slices (`kept`, rows dropped), shaped as `like`: one all-gather
-    per leaf (a scalar's copies too, so that it is the same value on all replicas, typed so under
-    `check_vma=True`)."""
-
-    def gather(x, shape_dtype):
-        shape = tuple(shape_dtype.shape)
-        size = math.prod(shape)
-        if size == 0:
-            return jnp.zeros(shape, shape_dtype.dtype)
-        flat = _axes.all_gather(jnp.reshape(x, (-1,)), axes, checked)
-        return flat[:size].reshape(shape)
-
-    return jax.tree.map(gather, kept, like)
+    of the leaves of each dtype joined in one buffer (a scalar's copies too, so that it is the same value on
+    all replicas, typed so under `check_vma=True`)."""
+    leaves, treedef = jax.tree.flatten(kept)
+    shapes = [(tuple(s.shape), s.dtype) for s in jax.tree.leaves(like)]
+    out: list[Any] = [None] * len(leaves)
+    by_dtype: dict[Any, list[int]] = {}
+    for i, (x, (shape, dtype)) in enumerate(zip(leaves, shapes, strict=True)):
+        if math.prod(shape) == 0:
+            out[i] = jnp.zeros(shape, dtype)
+        else:
+            by_dtype.setdefault(jnp.result_type(x), []).append(i)
+    for idx in by_dtype.values():
+        flats = [jnp.reshape(leaves[i], (-1,)) for i in idx]
+        joined = flats[0] if len(flats) == 1 else jnp.concatenate(flats)
+        full = _axes.all_gather(joined, axes, checked)  # every replica's buffer, in replica order
+        full = full.reshape(full.shape[0] // joined.shape[0], joined.shape[0])
+        start = 0
+        for i, flat in zip(idx, flats, strict=True):
+            shape = shapes[i][0]
+            part = full[:, start : start + flat.shape[0]].reshape(-1)  # the leaf's rows, replica by replica
+            out[i] = part[: math.prod(shape)].reshape(shape)
+            start += flat.shape[0]
+    return jax.tree.unflatten(treedef, out)
 
 
 def update(
