@@ -100,20 +100,21 @@ def sharded_state(
     jaxpr of its update is read): on slices they would see 1/N of each tensor. With
     `gather_state=True` such a rule (leaf-wise, or element-wise but mixing a slice's
     elements, found by the same reading, or with a low-bit slot that a slice cannot hold in
-    its leaf's blocks) runs instead on whole tensors: the gradients are
-    all-reduced (as `cross_shard` does), each replica all-gathers the whole state for the
-    step (one all-gather per dtype, its leaves joined), runs the rule, and keeps its slice of the new
-    state; the rule's per-matrix work (Muon's Newton-Schulz, Shampoo's and SOAP's
-    preconditioning, PSGD Kron's factors) is split over the replicas as `split_matrix_work`
-    splits it, each computing 1/N of the matrices (one all-gather of the results per shape
-    and dtype), and the rest of the rule is repeated on every replica. Between steps 1/N of the state is
+    its leaf's blocks) runs instead on whole tensors: the gradients are all-reduced (as
+    `cross_shard` does), each replica all-gathers the whole state for the step (one
+    all-gather per leaf of 1 MiB or more, one per dtype for the smaller ones), runs the
+    rule, and keeps its slice of the new state; the rule's per-matrix work (Muon's
+    Newton-Schulz, Shampoo's and SOAP's preconditioning, PSGD Kron's factors) is split over
+    the replicas as `split_matrix_work` splits it, each computing 1/N of the matrices (one
+    all-gather of the results per shape and dtype), and the rest of the rule is repeated on
+    every replica. Between steps 1/N of the state is
     stored, in the layout above (so `unshard_state` / `shard_state` apply), at the price of
     the state's all-gather at every step and the whole state in memory during it: worth it
     where the state is small beside the parameters (Adafactor's and SM3's factored
     statistics) or where the memory between steps is what counts; every registered
     optimizer runs so. A rule's own state leaves that are not slots (a PRNG key, Mechanic's
     per-decay scales) are the same on every replica: they too are stored cut and gathered
-    for the step (one small all-gather per dtype). The padding never reaches the parameters.
+    for the step (with the small leaves). The padding never reaches the parameters.
     Row-sparse gradients are densified. `init` must run inside the mapped function too (it
     needs N and the replica's index); its state leaves it with `out_specs=P(axis_name)`.
 

@@ -2,7 +2,7 @@
 
 - `gather_state=True`: a rule that needs whole tensors keeps 1/N of its state between steps and
   gathers the whole state for the step (`update`). A step all-reduces the gradients (as
-  `cross_shard`), all-gathers the state (its leaves of one dtype joined: one all-gather per dtype),
+  `cross_shard`), all-gathers the state (a large leaf alone, the small ones of a dtype joined in one),
   runs the rule on whole tensors on every replica, and keeps this replica's slice of the new state:
   the unsharded numbers, 1/N of the state stored, at the cost of a gather of the state per step. The
   rule's per-matrix work (Muon's Newton-Schulz, Shampoo's and SOAP's preconditioning, PSGD Kron's
@@ -65,10 +65,18 @@ def with_whole(kept: Any, own: list[bool], like: list[Any], axes: tuple, checked
     return jax.tree.unflatten(treedef, leaves)
 
 
+JOINED_BYTES = 1 << 20
+"""A state leaf smaller than this (whole) is gathered with the others of its dtype in one buffer: one
+all-gather for the many small leaves (counts, scalars, keys, biases' slots), whose collectives would cost
+more than their bytes; a larger one is gathered on its own, straight into its buffer (joining it would
+copy the whole state once more)."""
+
+
 def whole_state(kept: Any, like: Any, axes: tuple, checked: bool) -> Any:
-    """The whole state from this replica's slices (`kept`, rows dropped), shaped as `like`: one all-gather
-    of the leaves of each dtype joined in one buffer (a scalar's copies too, so that it is the same value on
-    all replicas, typed so under `check_vma=True`)."""
+    """The whole state from this replica's slices (`kept`, rows dropped), shaped as `like`: an all-gather
+    per leaf of `JOINED_BYTES` or more, and one for the smaller leaves of each dtype, joined in one buffer
+    (a scalar's copies too, so that it is the same value on all replicas, typed so under
+    `check_vma=True`)."""
     leaves, treedef = jax.tree.flatten(kept)
     shapes = [(tuple(s.shape), s.dtype) for s in jax.tree.leaves(like)]
     out: list[Any] = [None] * len(leaves)
@@ -76,6 +84,8 @@ def whole_state(kept: Any, like: Any, axes: tuple, checked: bool) -> Any:
     for i, (x, (shape, dtype)) in enumerate(zip(leaves, shapes, strict=True)):
         if math.prod(shape) == 0:
             out[i] = jnp.zeros(shape, dtype)
+        elif math.prod(shape) * jnp.dtype(dtype).itemsize >= JOINED_BYTES:
+            by_dtype[i] = [i]  # its own all-gather
         else:
             by_dtype.setdefault(jnp.result_type(x), []).append(i)
     for idx in by_dtype.values():
