@@ -1,7 +1,9 @@
 """Matrix work on a pod: Muon's, PSGD Kron's, Shampoo's and SOAP's steps on 8 devices, their per-matrix
 work (Newton-Schulz; Kron's factor update and preconditioning; Shampoo's statistics, roots and
 preconditioning; SOAP's statistics, projections and eigenbasis) as GSPMD places it (Auto axes), repeated
-on every device (Explicit axes), and split across the devices (`gradtx.parallel.split_matrix_work`).
+on every device (Explicit axes), and split across the devices (`gradtx.parallel.split_matrix_work`);
+and ZeRO-1 inside `jax.shard_map` (`sharded_state(tx, "data", gather_state=True)`: each device keeps 1/8 of
+the state, gathers it for the step, and computes 1/8 of the matrices), from replicated params.
 
 SOAP is timed on a step past its first (which only builds the eigenbases) that keeps its basis, as 9 of
 10 of its steps do. Shampoo renews its roots every 10 steps (`svd_interval=10`) and is timed on a step
@@ -26,6 +28,9 @@ from typing import Any
 from benchmarks.collectives import count
 
 LR = 0.02
+SHARD_MAP = "shard_map"
+"""A contender's kind: ZeRO-1 inside `jax.shard_map` (the others': a mesh of that `AxisType`, `jax.jit`)."""
+ZERO = "sharded_state({}, gather_state=True), shard_map"
 KRON_LR = 0.001
 SOAP_LR = 0.003
 SHAMPOO_LR = 0.1
@@ -74,8 +79,21 @@ def measure(layers: int, rows: int, cols: int, optimizers: tuple[str, ...], step
         return sum(s.data.nbytes for s in shards if s.device == device)
 
     def run(tx, params, grads):
-        step = jax.jit(tx.update)
-        state = _past_first_step(tx.init(params))
+        return timed(jax.jit(tx.update), _past_first_step(tx.init(params)), params, grads)
+
+    def run_zero(tx, mesh, params, grads):  # ZeRO-1 inside shard_map: each replica keeps 1/8 of the state
+        zero = gradtx.parallel.sharded_state(tx, "data", gather_state=True)
+        init = jax.shard_map(zero.init, mesh=mesh, in_specs=P(), out_specs=P("data"), check_vma=False)
+        update = jax.shard_map(
+            lambda g, s, p: zero.update(g, s, p),
+            mesh=mesh,
+            in_specs=(P(), P("data"), P()),
+            out_specs=(P(), P("data")),
+            check_vma=False,
+        )
+        return timed(jax.jit(update), _past_first_step(jax.jit(init)(params)), params, grads)
+
+    def timed(step, state, params, grads):
         compiled = step.lower(grads, state, params).compile()
         state_bytes = held(jax.block_until_ready(step(grads, state, params))[1])  # then let go: memory
         times = []
@@ -104,6 +122,7 @@ def measure(layers: int, rows: int, cols: int, optimizers: tuple[str, ...], step
                 "muon, Explicit axes": (AxisType.Explicit, lambda: gradtx.muon(LR)),
                 "split_matrix_work(muon), Auto axes": (AxisType.Auto, lambda: split(gradtx.muon(LR))),
                 "split_matrix_work(muon), Explicit axes": (AxisType.Explicit, lambda: split(gradtx.muon(LR))),
+                ZERO.format("muon"): (SHARD_MAP, lambda: gradtx.muon(LR)),
             },
         ),
         "psgd_kron": (  # the first steps: each updates the factors (probability 1 for 500 steps)
@@ -119,6 +138,7 @@ def measure(layers: int, rows: int, cols: int, optimizers: tuple[str, ...], step
                     AxisType.Explicit,
                     lambda: split(gradtx.psgd_kron(KRON_LR)),
                 ),
+                ZERO.format("psgd_kron"): (SHARD_MAP, lambda: gradtx.psgd_kron(KRON_LR)),
             },
         ),
         "shampoo": (
@@ -137,6 +157,7 @@ def measure(layers: int, rows: int, cols: int, optimizers: tuple[str, ...], step
                     AxisType.Explicit,
                     lambda: split(gradtx.shampoo(SHAMPOO_LR, svd_interval=10)),
                 ),
+                ZERO.format("shampoo"): (SHARD_MAP, lambda: gradtx.shampoo(SHAMPOO_LR, svd_interval=10)),
             },
         ),
         "soap": (
@@ -149,6 +170,7 @@ def measure(layers: int, rows: int, cols: int, optimizers: tuple[str, ...], step
                     AxisType.Explicit,
                     lambda: split(gradtx.soap(SOAP_LR)),
                 ),
+                ZERO.format("soap"): (SHARD_MAP, lambda: gradtx.soap(SOAP_LR)),
             },
         ),
     }
@@ -158,6 +180,12 @@ def measure(layers: int, rows: int, cols: int, optimizers: tuple[str, ...], step
         make_single, contenders = families[family]
         single = singles[family] = single_flops(make_single())
         for name, (kind, make) in contenders.items():
+            if kind == SHARD_MAP:  # data parallelism: the params and each replica's gradient replicated
+                mesh = jax.make_mesh((8,), ("data",))
+                row = run_zero(make(), mesh, *jax.device_put((host, grads_host), NamedSharding(mesh, P())))
+                row["ratio"] = row["flops"] / (single / 8)
+                rows_out[name] = row
+                continue
             mesh = jax.make_mesh((8,), ("data",), axis_types=(kind,))
             with jax.set_mesh(mesh):
                 rows_sharded = NamedSharding(mesh, P("data", None))
@@ -186,7 +214,9 @@ def table(result: dict[str, Any]) -> list[str]:
         + "). GFLOP per device from XLA's cost analysis, over the single-device step's / 8; the compiled "
         "step's collective instructions as *all-gather / all-reduce / other*; the median step on this "
         "machine (8 simulated devices share its cores: the time follows the total work); the optimizer "
-        "state a step returns, held by one device (its MiB). Run by `python -m benchmarks.sharding`.",
+        "state a step returns, held by one device (its MiB). The `shard_map` rows are ZeRO-1 inside "
+        "`jax.shard_map` from replicated params: each device keeps 1/8 of the state between steps, "
+        "gathers it for the step and computes 1/8 of the matrices. Run by `python -m benchmarks.sharding`.",
         "",
         "| contender | GFLOP per device | / (single / 8) | collectives | step (ms) | state (MiB) |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
