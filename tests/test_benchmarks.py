@@ -114,8 +114,10 @@ def test_smoke_run_writes_results_and_report(tmp_path, monkeypatch):
         assert row["zero"] <= row["gradtx"] < row["replicated"] / 3
         assert row["zero, params replicated"] < row["replicated"] / 3
     pod = out["sharding"]["matrix_work"]["rows"]  # Muon's matrix work split: 1/8 of the FLOPs per device
-    assert len(pod) == 5 and all(r["step_ms"] > 0 for r in pod.values())
+    assert len(pod) == 6 and all(r["step_ms"] > 0 for r in pod.values())
     assert all(r["ratio"] <= 1.2 for name, r in pod.items() if name.startswith("split_matrix_work"))
+    # ZeRO in shard_map: the matrices split too; the momentum, element-wise, runs whole on every replica
+    assert pod["sharded_state(muon, gather_state=True), shard_map"]["ratio"] <= 1.3
     text = report.main(["--results", str(tmp_path), "--out", str(tmp_path / "RESULTS.md")])
     assert "### Collectives per step on a 2-D mesh" in text and "### Matrix work on a pod" in text
     assert "### Optimizer state per device on a 2-D mesh" in text

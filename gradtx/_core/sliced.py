@@ -124,11 +124,6 @@ def leaf_shape(path: Any, x: Any) -> tuple[int, ...] | None:
     return tuple(jax.numpy.shape(x)) if parts is None else parts.leaf_shape(path, x)
 
 
-def parts_held() -> bool:
-    """Whether the rule is given parts of the leaves (`holding`)."""
-    return _PARTS.get() is not None
-
-
 @contextlib.contextmanager
 def holding(parts: Parts) -> Iterator[None]:
     """Within the block, `total` and `leaf_part` are run by `parts` (the rule is given parts of leaves)."""

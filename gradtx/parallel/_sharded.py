@@ -304,11 +304,10 @@ def sharded_state(
         g_slices = _walk.map_updates(fn, reduce_slice, grads)
         p_slices = None if params is None else jax.tree.map(lambda p: my_slice(p, n, axes), params)
         with _sliced.holding(_slices(n, axes, grads)):  # the rule's global reductions: one collective each
-            own, like = _sharded_gather.own_leaves(inner, g_slices, grads)  # (a low-bit slot as the leaf's)
+            # the rule's own leaves (a key, Mechanic's scales) gathered whole; a low-bit slot is the leaf's
+            own, like = _sharded_gather.own_leaves(inner, g_slices, grads)
             inner_state = jax.tree.map(lambda x: x[0], state.inner)
-            inner_state = _sharded_gather.with_whole(
-                inner_state, own, like, axes, checked
-            )  # a key, Mechanic's
+            inner_state = _sharded_gather.with_whole(inner_state, own, like, axes, checked)
             reason = mixing(g_slices, inner_state, p_slices, extra_args, grads)
             if reason is not None:
                 raise ValueError(

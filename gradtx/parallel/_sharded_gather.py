@@ -80,15 +80,16 @@ def whole_state(kept: Any, like: Any, axes: tuple, checked: bool) -> Any:
     leaves, treedef = jax.tree.flatten(kept)
     shapes = [(tuple(s.shape), s.dtype) for s in jax.tree.leaves(like)]
     out: list[Any] = [None] * len(leaves)
-    by_dtype: dict[Any, list[int]] = {}
+    alone: list[list[int]] = []
+    small: dict[Any, list[int]] = {}
     for i, (x, (shape, dtype)) in enumerate(zip(leaves, shapes, strict=True)):
         if math.prod(shape) == 0:
             out[i] = jnp.zeros(shape, dtype)
         elif math.prod(shape) * jnp.dtype(dtype).itemsize >= JOINED_BYTES:
-            by_dtype[i] = [i]  # its own all-gather
+            alone.append([i])
         else:
-            by_dtype.setdefault(jnp.result_type(x), []).append(i)
-    for idx in by_dtype.values():
+            small.setdefault(jnp.result_type(x), []).append(i)
+    for idx in [*alone, *small.values()]:
         flats = [jnp.reshape(leaves[i], (-1,)) for i in idx]
         joined = flats[0] if len(flats) == 1 else jnp.concatenate(flats)
         full = _axes.all_gather(joined, axes, checked)  # every replica's buffer, in replica order
