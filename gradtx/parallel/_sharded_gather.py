@@ -29,6 +29,7 @@ import jax.numpy as jnp
 from gradtx._core import matrix_work as _matrix_work
 from gradtx._core import walk as _walk
 from gradtx.parallel import _axes
+from gradtx.parallel import _matrix_blocks as _blocks
 from gradtx.parallel import _matrix_work as _split
 from gradtx.parallel._sharded_layout import my_slice, row
 
@@ -80,26 +81,22 @@ def whole_state(kept: Any, like: Any, axes: tuple, checked: bool) -> Any:
     leaves, treedef = jax.tree.flatten(kept)
     shapes = [(tuple(s.shape), s.dtype) for s in jax.tree.leaves(like)]
     out: list[Any] = [None] * len(leaves)
-    alone: list[list[int]] = []
-    small: dict[Any, list[int]] = {}
-    for i, (x, (shape, dtype)) in enumerate(zip(leaves, shapes, strict=True)):
+    alone: list[int] = []
+    small: list[int] = []
+    for i, (shape, dtype) in enumerate(shapes):
         if math.prod(shape) == 0:
             out[i] = jnp.zeros(shape, dtype)
-        elif math.prod(shape) * jnp.dtype(dtype).itemsize >= JOINED_BYTES:
-            alone.append([i])
         else:
-            small.setdefault(jnp.result_type(x), []).append(i)
-    for idx in [*alone, *small.values()]:
-        flats = [jnp.reshape(leaves[i], (-1,)) for i in idx]
-        joined = flats[0] if len(flats) == 1 else jnp.concatenate(flats)
-        full = _axes.all_gather(joined, axes, checked)  # every replica's buffer, in replica order
-        full = full.reshape(full.shape[0] // joined.shape[0], joined.shape[0])
-        start = 0
-        for i, flat in zip(idx, flats, strict=True):
-            shape = shapes[i][0]
-            part = full[:, start : start + flat.shape[0]].reshape(-1)  # the leaf's rows, replica by replica
-            out[i] = part[: math.prod(shape)].reshape(shape)
-            start += flat.shape[0]
+            (alone if math.prod(shape) * jnp.dtype(dtype).itemsize >= JOINED_BYTES else small).append(i)
+    for i in alone:  # straight into its own buffer
+        size = math.prod(shapes[i][0])
+        out[i] = _axes.all_gather(jnp.reshape(leaves[i], (-1,)), axes, checked)[:size].reshape(shapes[i][0])
+    if small:
+        rows = [jnp.reshape(leaves[i], (1, -1)) for i in small]  # this replica's row of each leaf
+        buffers = _blocks.Buffers.of(rows, joined=True)  # one per dtype
+        gathered = buffers.parts([_axes.all_gather(b, axes, checked) for b in buffers.join(rows)])
+        for i, full in zip(small, gathered, strict=True):  # the leaf's rows, replica by replica
+            out[i] = jnp.reshape(full, (-1,))[: math.prod(shapes[i][0])].reshape(shapes[i][0])
     return jax.tree.unflatten(treedef, out)
 
 
