@@ -171,7 +171,7 @@ def platform_section(results: dict, chart: str | None) -> list[str]:
         "",
     ]
     for w in results["workloads"]:
-        lines += [f"### {w['name']}", "", *workload_table(w, bw["best"]), ""]
+        lines += [f"### {w['name']}", "", *workload_table(w, w.get("bandwidth", bw["best"])), ""]
     if results.get("catalogue"):
         lines += ["### Every optimizer optax also has", "", *catalogue.table(results["catalogue"]), ""]
     if results.get("frontier"):

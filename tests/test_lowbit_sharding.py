@@ -130,7 +130,9 @@ def test_zero_one_in_shard_map_quantizes_each_replicas_slice_in_the_parameters_b
 
     ref_u, state = jax.jit(unsharded)(params, grads)
     u, rows = _zero_in_shard_map(tx, params, grads, steps=3)
-    helpers.assert_trees_close(u, ref_u, rtol=0, atol=0)
+    # the updates to float32 rounding (a replica's flat slice of "v" and the whole (16, 512) leaf compile to
+    # different kernels, which round an ulp or two apart); the codes and scales bit for bit
+    helpers.assert_trees_close(u, ref_u, rtol=5e-7, atol=0)
 
     like = jax.eval_shape(tx.init, params)
     whole = gradtx.parallel.unshard_state(rows, like)  # the unsharded layout: the same codes
