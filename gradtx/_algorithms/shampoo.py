@@ -10,6 +10,7 @@ import functools
 from typing import NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 
 from gradtx._algorithms.shampoo_statistics import (
     _averaged,
@@ -30,10 +31,10 @@ from gradtx._core import matrix_work as _matrix_work
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
+from gradtx._core import scalars as _scalars
 from gradtx._core.chain import chain
 from gradtx._core.matrix_work import MatrixWork
 from gradtx._core.rule import update_rule
-from gradtx._core.scalars import at_least_float32
 from gradtx.combinators._scale import scale_by_learning_rate
 
 
@@ -99,16 +100,14 @@ def _shampoo_leaf(g, gbar, mat_g, mat_h, h, *, config):
     if g.size == 0:
         return jnp.zeros(g.shape, g.dtype), gbar, mat_g, mat_h
     dt = gbar.dtype
-    gd_t, gw_t, md_t, mw_t, eps_t, alpha_t = (
-        jnp.asarray(x, dt)
+    gd_t, gw_t, md_t, mw_t, eps_t, alpha_t = (  # (in `dt` already but for a gradient of another dtype)
+        _scalars.cast(x, dt)
         for x in (h.gbar_decay, h.gbar_weight, h.mat_gbar_decay, h.mat_gbar_weight, h.eps, h.alpha)
     )
     dims = _dims(g.shape)
     alpha = config.alpha
-    neg_alpha = jnp.asarray(-alpha / len(dims), dt) if _is_number(alpha) else -alpha_t / len(dims)
-    update_stats = h.t % config.precond_update_interval == 0
-    update_roots = h.t % config.svd_interval == 0
-    scalars = _Scalars(gd_t, gw_t, md_t, mw_t, eps_t, neg_alpha, update_stats, update_roots)
+    neg_alpha = np.asarray(-alpha / len(dims), dt) if _is_number(alpha) else -alpha_t / len(dims)
+    scalars = _Scalars(gd_t, gw_t, md_t, mw_t, eps_t, neg_alpha, h.update_stats, h.update_roots)
     lead = jnp.stack([g.astype(dt), gbar]) if _averaged(config) else g.astype(dt)
     parts = (lead, *mat_g, *(r for r in mat_h if r is not None))
     step = functools.partial(_shampoo_step, config=config, shape=g.shape)
@@ -123,6 +122,14 @@ def _shampoo_leaf(g, gbar, mat_g, mat_h, h, *, config):
     roots = iter(rest[len(dims) :])
     new_h = tuple(None if r is None else _placement.placed_like(next(roots), r) for r in mat_h)
     return _placement.placed_like(update, g), _placement.placed_like(new_gbar, gbar), new_g, new_h
+
+
+def _renewed(h, state, extra_args, *, config):
+    """Whether this step renews the statistics and the roots (once per step, for every leaf)."""
+    return {
+        "update_stats": h.t % config.precond_update_interval == 0,
+        "update_roots": h.t % config.svd_interval == 0,
+    }
 
 
 @_registry.transform()
@@ -260,8 +267,9 @@ def scale_by_shampoo(
         kind=_protocol.LeafWise,  # per-dimension statistics of whole leaves
         real_only="its preconditioners are real symmetric matrices (a complex one would need conjugate "
         "transposes)",
+        prepare=functools.partial(_renewed, config=config),
         tf_scalars=True,
-        compute_dtype=at_least_float32,  # float32 statistics for bf16 leaves
+        compute_dtype=_scalars.at_least_float32,  # float32 statistics for bf16 leaves
     )
 
 

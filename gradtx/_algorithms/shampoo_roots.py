@@ -23,7 +23,9 @@ _HIGHEST = jax.lax.Precision.HIGHEST  # full float32 products (TPUs, TF32 GPUs r
 def root_svd(mat_g, eps, neg_alpha):
     """`(G + eps I)^neg_alpha` as contrib's SVD root: `V max(s, eps)^neg_alpha U^T`."""
     n = mat_g.shape[0]
-    u, s, vh = jnp.linalg.svd(mat_g + eps * jnp.eye(n, dtype=mat_g.dtype), full_matrices=True)
+    # the statistic is symmetric: its transpose is the same matrix, and LAPACK's column-major one is the
+    # row-major matrix as it lies (no transposing copy of each matrix of the stack)
+    u, s, vh = jnp.linalg.svd((mat_g + eps * jnp.eye(n, dtype=mat_g.dtype)).T, full_matrices=True)
     return jnp.matmul(vh.T * jnp.power(jnp.maximum(s, eps), neg_alpha), u.T, precision=_HIGHEST)
 
 

@@ -105,9 +105,7 @@ def _soap_leaf(g, exp_avg, exp_avg_sq, gg, q, h, *, config: _Config):
         return jnp.zeros(g.shape, g.dtype), exp_avg, exp_avg_sq, gg, q
     layout = _layout(g.shape, config)
     dt = at_least_float32(g.dtype)
-    first = h.count == 0  # the reference's first step only builds the preconditioner
-    renew = first | (h.count % config.precondition_frequency == 0)  # else the basis is kept
-    args = (h.b1, h.b2, h.eps, h.factor, h.shampoo_beta, first, renew)
+    args = (h.b1, h.b2, h.eps, h.factor, h.shampoo_beta, h.first, h.renew)
     mats = [a for a in (*gg, *q) if a is not None]
     parts = (jnp.stack([g.astype(dt), exp_avg.astype(dt), exp_avg_sq.astype(dt)]), *mats)
     step = functools.partial(_soap_step, config=config, layout=layout)
@@ -131,13 +129,16 @@ def _soap_leaf(g, exp_avg, exp_avg_sq, gg, q, h, *, config: _Config):
     )
 
 
-def _prepare(h, state, extra_args, *, correct_bias: bool):
-    """The step's factor: Adam's `sqrt(1 - b2^s) / (1 - b1^s)` after `s = count` moment updates (or 1)."""
+def _prepare(h, state, extra_args, *, correct_bias: bool, frequency: int):
+    """The step's factor: Adam's `sqrt(1 - b2^s) / (1 - b1^s)` after `s = count` moment updates (or 1);
+    whether it is the first step (which only builds the preconditioner) and whether it renews the basis."""
     del state, extra_args
+    first = h.count == 0
+    flags = {"first": first, "renew": first | (h.count % frequency == 0)}  # else the basis is kept
     if not correct_bias:
-        return {"factor": 1.0}
+        return {"factor": 1.0, **flags}
     s = jnp.maximum(h.count, 1)  # the first step takes no step
-    return {"factor": jnp.sqrt(_formulas.correction(h.b2, s)) / _formulas.correction(h.b1, s)}
+    return {"factor": jnp.sqrt(_formulas.correction(h.b2, s)) / _formulas.correction(h.b1, s), **flags}
 
 
 def _config(fn: str, b1: Any, b2: Any, shampoo_beta: Any, eps: Any, options: dict[str, Any]) -> _Config:
@@ -168,7 +169,9 @@ def _soap_rule(b1: Any, b2: Any, shampoo_beta: Any, eps: Any, config: _Config) -
             "gg": functools.partial(_statistics, config=config, fill=lambda d, dt: jnp.zeros((d, d), dt)),
             "q": functools.partial(_statistics, config=config, fill=lambda d, dt: jnp.eye(d, dtype=dt)),
         },
-        prepare=functools.partial(_prepare, correct_bias=config.correct_bias),
+        prepare=functools.partial(
+            _prepare, correct_bias=config.correct_bias, frequency=config.precondition_frequency
+        ),
         kind=_protocol.LeafWise,  # per-dimension statistics of whole leaves
         real_only="its preconditioners are real symmetric matrices",
         compute_dtype=at_least_float32,

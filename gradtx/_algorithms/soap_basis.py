@@ -9,10 +9,12 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from gradtx._algorithms.shampoo_statistics import _compute_dtype
 from gradtx._core import control as _control
 from gradtx._core import matrix_work as _matrix_work
+from gradtx._core import scalars as _scalars
 
 _HIGHEST = jax.lax.Precision.HIGHEST  # full float32 products (TPUs, TF32 GPUs round inputs otherwise)
 
@@ -90,7 +92,11 @@ def _project(x: jax.Array, q: tuple[Any, ...], backward: bool = False) -> jax.Ar
 
 
 def _lerp(a: jax.Array, b: jax.Array, w: Any) -> jax.Array:
-    """torch's `a.lerp_(b, w)`: `a + w (b - a)` for w < 0.5, `b - (b - a)(1 - w)` otherwise."""
+    """torch's `a.lerp_(b, w)`: `a + w (b - a)` for w < 0.5, `b - (b - a)(1 - w)` otherwise (chosen here
+    for a weight given as a number, in `a`'s dtype as torch's kernel does)."""
+    if _scalars.is_python_number(w):
+        w = np.asarray(w, a.dtype)
+        return a + w * (b - a) if abs(w) < 0.5 else b - (b - a) * (1 - w)
     w = jnp.asarray(w, a.dtype)
     return jnp.where(jnp.abs(w) < 0.5, a + w * (b - a), b - (b - a) * (1 - w))
 
