@@ -17,8 +17,8 @@ from gradtx.parallel import _axes
 class Buffers(NamedTuple):
     """How a group's stacked arrays (a tree, each `(n, ...)`; or `sharded_state`'s rows of the state, each
     `(1, ...)`) travel to the other devices: one buffer `(n, size)` per dtype (`joined`), or each array as
-    it is. A buffer lives only for its collective, inside
-    the step: the user's leaves and the state keep their own arrays."""
+    it is. A buffer lives only for its collective, inside the step: the user's leaves and the state keep
+    their own arrays."""
 
     treedef: Any
     shapes: tuple[tuple[int, ...], ...]  # each array's shape after its stack axis

@@ -107,16 +107,16 @@ def sharded_state(
     Newton-Schulz, Shampoo's and SOAP's preconditioning, PSGD Kron's factors) is split over
     the replicas as `split_matrix_work` splits it, each computing 1/N of the matrices (one
     all-gather of the results per shape and dtype), and the rest of the rule is repeated on
-    every replica. Between steps 1/N of the state is
-    stored, in the layout above (so `unshard_state` / `shard_state` apply), at the price of
-    the state's all-gather at every step and the whole state in memory during it: worth it
-    where the state is small beside the parameters (Adafactor's and SM3's factored
-    statistics) or where the memory between steps is what counts; every registered
-    optimizer runs so. A rule's own state leaves that are not slots (a PRNG key, Mechanic's
-    per-decay scales) are the same on every replica: they too are stored cut and gathered
-    for the step (with the small leaves). The padding never reaches the parameters.
-    Row-sparse gradients are densified. `init` must run inside the mapped function too (it
-    needs N and the replica's index); its state leaves it with `out_specs=P(axis_name)`.
+    every replica. Between steps 1/N of the state is stored, in the layout above (so
+    `unshard_state` / `shard_state` apply), at the price of the state's all-gather at every
+    step and the whole state in memory during it: worth it where the state is small beside
+    the parameters (Adafactor's and SM3's factored statistics) or where the memory between
+    steps is what counts; every registered optimizer runs so. A rule's own state leaves that
+    are not slots (a PRNG key, Mechanic's per-decay scales) are the same on every replica:
+    they too are stored cut and gathered for the step (with the small leaves). The padding
+    never reaches the parameters. Row-sparse gradients are densified. `init` must run inside
+    the mapped function too (it needs N and the replica's index); its state leaves it with
+    `out_specs=P(axis_name)`.
 
     The gradients follow `cross_shard`'s contract: each replica's own (any `check_vma`
     mode; under `check_vma=True` differentiate with respect to
