@@ -227,16 +227,20 @@ def convergence(steps: int = 2000, eval_batches: int = 20, only: list[str] | Non
 
 def step_reason(row: dict) -> str:
     """Why the 8-bit step misses its target, from its measured temporaries and page faults."""
+    temps = row["temp_bytes"] / 2**20
     text = (
-        "XLA:CPU reads the code tables element by element (a gather, not vectorized) and writes each "
-        "quantized moment's new float32 value to a temporary, which the blocks' largest-magnitude reduction "
-        f"and the update read: {row['temp_bytes'] / 2**20:.0f} MiB of temporaries a step"
+        "each stored moment costs a pass of arithmetic per element that float32 AdamW, bound by memory, does "
+        "not pay: the block's largest magnitude, a division and three table reads (gathers: one to "
+        "dequantize, two to quantize); each moment's new float32 value is a temporary "
+        f"({temps:.0f} MiB a step)"
     )
-    if row["faults_per_step"] >= 1000:
+    if row["faults_per_step"] >= 1000 and temps > 32:
         text += (
-            f", over glibc's largest mmap threshold (32 MiB), so the C library returns them to the OS after "
+            ", over glibc's largest mmap threshold (32 MiB), so the C library returns them to the OS after "
             f"each step and the next step maps them in again ({row['faults_per_step']:,.0f} page faults)"
         )
+    elif row["faults_per_step"] >= 1000:
+        text += f", which this run mapped in again ({row['faults_per_step']:,.0f} page faults a step)"
     return text
 
 
