@@ -104,13 +104,13 @@ class Format(NamedTuple):
         shape, dtype = tuple(x.shape), x.dtype if dtype is None else dtype
         lead, trail = split(shape, self.block_size)
         with jax.named_scope(_sliced.BLOCK_SCOPE):
-            blocks = _blocks(jnp.reshape(x.astype(jnp.float32), (*lead, trail)), self.block_size)
-            scales = jnp.maximum(_absmax(blocks), np.float32(1e-12))
-            normed = blocks / scales[..., None]
-            codes = _nearest(normed, self).reshape(*lead, -1)[..., :trail]
+            flat = jnp.reshape(x.astype(jnp.float32), (*lead, trail))
+            scales = jnp.maximum(_absmax(_blocks(flat, self.block_size)), np.float32(1e-12))
+            scales = scales.reshape(*lead, -1)
+            codes = _nearest(flat / _spread(scales, self.block_size, trail), self)
             if self.bits == 4:
                 codes = _pack_pairs(codes)
-        return Quantized(codes, scales.reshape(*lead, -1), self, shape, dtype)
+        return Quantized(codes, scales, self, shape, dtype)
 
     def store(self, x: Any, dtype: Any = None, *, zeros: bool = False) -> Quantized:
         """`x` as a slot in this format (`quantize`; every slot format has `store`). `zeros`: `x` is all
@@ -172,6 +172,13 @@ def _blocks(x: jax.Array, block_size: int) -> jax.Array:
     if n + pad == block_size:
         return x
     return x.reshape(*x.shape[:-1], (n + pad) // block_size, block_size)
+
+
+def _spread(scales: jax.Array, block_size: int, trail: int) -> jax.Array:
+    """Each block's scale (`scales`: `[..., blocks]`) at each of its elements: `[..., trail]`. The values are
+    scaled where they lie, unpadded (a padded array sliced back kept two more temporaries)."""
+    wide = jnp.broadcast_to(scales[..., None], (*scales.shape, block_size))
+    return wide.reshape(*scales.shape[:-1], -1)[..., :trail]
 
 
 def _absmax(blocks: jax.Array) -> jax.Array:
@@ -320,9 +327,8 @@ class Quantized(Stored):
         with jax.named_scope(_sliced.BLOCK_SCOPE):
             codes = _unpack_pairs(self.codes, trail) if fmt.bits == 4 else self.codes
             values = _read(fmt.code_map, codes.astype(jnp.int32))
-            blocks = _blocks(values, fmt.block_size)
-            scaled = blocks * self.scales.reshape(blocks.shape[:-1])[..., None]
-            return scaled.reshape(*lead, -1)[..., :trail].reshape(shape).astype(self.dtype)
+            scaled = values * _spread(self.scales, fmt.block_size, trail)
+            return scaled.reshape(shape).astype(self.dtype)
 
     def replaced(self, new: Any) -> Quantized:
         return self.format.quantize(new, self.dtype)
