@@ -104,10 +104,12 @@ class Format(NamedTuple):
         shape, dtype = tuple(x.shape), x.dtype if dtype is None else dtype
         lead, trail = split(shape, self.block_size)
         with jax.named_scope(_sliced.BLOCK_SCOPE):
-            flat = jnp.reshape(x.astype(jnp.float32), (*lead, trail))
+            x32 = x.astype(jnp.float32)
+            flat = jnp.reshape(x32, (*lead, trail))
             scales = jnp.maximum(_absmax(_blocks(flat, self.block_size)), np.float32(1e-12))
             scales = scales.reshape(*lead, -1)
-            codes = _nearest(flat / _spread(scales, self.block_size, trail), self)
+            normed = x32 / _spread(scales, self.block_size, trail).reshape(shape)
+            codes = _nearest(normed, self).reshape(*lead, trail)
             if self.bits == 4:
                 codes = _pack_pairs(codes)
         return Quantized(codes, scales, self, shape, dtype)
@@ -175,8 +177,9 @@ def _blocks(x: jax.Array, block_size: int) -> jax.Array:
 
 
 def _spread(scales: jax.Array, block_size: int, trail: int) -> jax.Array:
-    """Each block's scale (`scales`: `[..., blocks]`) at each of its elements: `[..., trail]`. The values are
-    scaled where they lie, unpadded (a padded array sliced back kept two more temporaries)."""
+    """Each block's scale (`scales`: `[..., blocks]`) at each of its elements: `[..., trail]`. Values are
+    scaled where they lie, in the parameter's shape: XLA:CPU kept two more temporaries per slot for values
+    padded and sliced back, or flattened across rows."""
     wide = jnp.broadcast_to(scales[..., None], (*scales.shape, block_size))
     return wide.reshape(*scales.shape[:-1], -1)[..., :trail]
 
@@ -326,9 +329,9 @@ class Quantized(Stored):
         lead, trail = split(shape, fmt.block_size)
         with jax.named_scope(_sliced.BLOCK_SCOPE):
             codes = _unpack_pairs(self.codes, trail) if fmt.bits == 4 else self.codes
-            values = _read(fmt.code_map, codes.astype(jnp.int32))
-            scaled = values * _spread(self.scales, fmt.block_size, trail)
-            return scaled.reshape(shape).astype(self.dtype)
+            values = _read(fmt.code_map, codes.astype(jnp.int32)).reshape(shape)
+            scaled = values * _spread(self.scales, fmt.block_size, trail).reshape(shape)
+            return scaled.astype(self.dtype)
 
     def replaced(self, new: Any) -> Quantized:
         return self.format.quantize(new, self.dtype)
