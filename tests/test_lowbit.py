@@ -115,8 +115,8 @@ def test_the_error_is_at_most_half_a_gap_of_the_map_times_the_scale():
     ],
 )
 def test_the_jitted_step_keeps_one_float32_temporary_per_stored_moment(fmt, shape):
-    """XLA:CPU's plan of an AdamW step with low-bit moments on a leaf of 2^20 elements: each moment's new
-    value is its one float32 temporary (8 MiB for the two), read by the blocks' scales, the codes and the
+    """XLA:CPU's plan of an AdamW step with low-bit moments on a leaf of about 2^20 elements: each new
+    moment is its one float32 temporary (8 MiB for the two), read by the blocks' scales, the codes and the
     update. With one reduction over each block it also kept the old values dequantized (16 MiB), and so it
     did for rows of one block while it saw them as `[rows, 1, block]`, for rows that end in a short block
     while it padded them, and for blocks across rows (the last two) while it scaled the flattened values."""
