@@ -16,8 +16,9 @@ import pytest
 import gradtx
 import gradtx.optax_compat
 from gradtx import checkpoint
-from gradtx._core import lowbit
-from gradtx._core.lowbit import Format, Quantized, dynamic_map, linear_unsigned_map
+from gradtx._core import code_maps, lowbit
+from gradtx._core.code_maps import dynamic_map, linear_unsigned_map
+from gradtx._core.lowbit import Format, Quantized
 from tests import catalog, helpers
 
 FIXTURE = Path(__file__).parent / "lowbit" / "torchao.npz"
@@ -313,7 +314,7 @@ def test_the_lookup_tables_round_as_the_binary_search(name):
     tables, one and two float32 ulps either side, every map entry and midpoint, and random values (and
     once, off the suite, at every float32 in [-1, 1]: no value differs)."""
     fmt = FORMATS[name]
-    _, threshold = lowbit._lookup(fmt.bits, fmt.signed)
+    _, threshold = code_maps.lookup(fmt.bits, fmt.signed)
     steps = threshold[np.isfinite(threshold)]
     table = fmt.code_map
     mids = ((table[:-1] + table[1:]) / np.float32(2)).astype(np.float32)
@@ -324,4 +325,4 @@ def test_the_lookup_tables_round_as_the_binary_search(name):
         x = np.concatenate([x, np.nextafter(x, np.float32(2)), np.nextafter(x, np.float32(-2))])
     x = np.clip(np.abs(x) if not fmt.signed else x, -1, 1).astype(np.float32)
     got = np.asarray(jax.jit(lambda v: lowbit._nearest(v, fmt))(x))
-    np.testing.assert_array_equal(got, lowbit.nearest_reference(x, table))
+    np.testing.assert_array_equal(got, code_maps.nearest_reference(x, table))

@@ -23,7 +23,6 @@ slice holds the leaf's own blocks, as `gradtx._core.slot_formats.format_for` mad
 from __future__ import annotations
 
 import copy
-import functools
 import math
 from typing import Any, Callable, NamedTuple
 
@@ -31,56 +30,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gradtx._core import code_maps as _code_maps
 from gradtx._core import placement as _placement
 from gradtx._core import sliced as _sliced
-
-
-def _linspace32(start: float, end: float, steps: int) -> np.ndarray:
-    """`torch.linspace(start, end, steps)` in float32, value for value: the first half stepped up from
-    `start`, the second down from `end`, each value one fused multiply-add (exact in float64, then
-    rounded once), as PyTorch's CPU kernel computes it."""
-    start32, end32 = np.float32(start), np.float32(end)
-    step = np.float64((end32 - start32) / np.float32(steps - 1))
-    i = np.arange(steps, dtype=np.float64)
-    up = step * i + np.float64(start32)
-    down = np.float64(end32) - step * (steps - 1 - i)
-    return np.where(i < steps // 2, up, down).astype(np.float32)
-
-
-@functools.cache
-def dynamic_map(signed: bool = True, max_exponent_bits: int = 7, total_bits: int = 8) -> np.ndarray:
-    """Dettmers' dynamic quantization map (bitsandbytes' `create_dynamic_map`), sorted, float32.
-
-    Each exponent :math:`e` (a decade :math:`10^{e - (E - 1)}`) holds the midpoints of a linear split of
-    [0.1, 1], more of them for larger exponents; signed maps mirror them; 0 and 1 complete the
-    :math:`2^{bits}` entries. 8 bits, 7 exponent bits: bitsandbytes' and torchao's 8-bit map; 4 bits, 3
-    exponent bits: torchao's 4-bit map of first moments.
-    """
-    data: list[float] = []
-    non_sign = total_bits - 1
-    extra = 2 ** (non_sign - max_exponent_bits) - 1
-    i = 0
-    for i in range(max_exponent_bits):
-        n = 2 ** (i + non_sign - max_exponent_bits + (0 if signed else 1)) + 1
-        data += _decade(i, max_exponent_bits, n, signed)
-    if extra > 0:
-        data += _decade(i, max_exponent_bits, extra + 1, signed)
-    data += [0.0, 1.0]
-    assert len(data) == 2**total_bits, (signed, max_exponent_bits, total_bits)
-    return np.sort(np.asarray(data, np.float32))
-
-
-def _decade(i: int, max_exponent_bits: int, n: int, signed: bool) -> list[float]:
-    bounds = _linspace32(0.1, 1.0, n)
-    means = (bounds[:-1] + bounds[1:]) / np.float32(2.0)
-    scaled = (np.float32(10.0 ** (-(max_exponent_bits - 1) + i)) * means).tolist()
-    return scaled + ([-v for v in scaled] if signed else [])
-
-
-@functools.cache
-def linear_unsigned_map(bits: int = 4) -> np.ndarray:
-    """torchao's 4-bit map of second moments: :math:`k / 2^{bits}` for :math:`k = 1..2^{bits}` (no zero)."""
-    return _linspace32(0.0, 1.0, 2**bits + 1)[1:]
 
 
 class Format(NamedTuple):
@@ -93,9 +45,7 @@ class Format(NamedTuple):
 
     @property
     def code_map(self) -> np.ndarray:
-        if self.bits == 8:
-            return dynamic_map(self.signed)
-        return dynamic_map(True, 3, 4) if self.signed else linear_unsigned_map(4)
+        return _code_maps.code_map(self.bits, self.signed)
 
     def quantize(self, x: Any, dtype: Any = None) -> Quantized:
         """`x` (a real float array) in this format, its values standing for an array of `dtype` (default:
@@ -196,65 +146,15 @@ def _absmax(blocks: jax.Array) -> jax.Array:
     return jnp.max(jnp.abs(blocks), axis=-1)
 
 
-def nearest_reference(normed: np.ndarray, code_map: np.ndarray) -> np.ndarray:
-    """torchao's rounding to the map, in NumPy float32: a binary search for the last entry at or below each
-    value, then the next entry where the value is at least halfway to it (`x - down >= (up - down) / 2`)."""
-    x, table = np.asarray(normed, np.float32), np.asarray(code_map, np.float32)
-    codes = np.zeros(x.shape, np.int64)
-    step = len(table) // 2
-    while step:
-        codes = codes + np.where(x >= table[codes + step], step, 0)
-        step //= 2
-    up = np.minimum(codes + 1, len(table) - 1)
-    down_value, up_value = table[codes], table[up]
-    with np.errstate(invalid="ignore"):
-        return np.where(x - down_value >= (up_value - down_value) * np.float32(0.5), up, codes)
-
-
-_POSITIVE = 0x3F81
-"""Buckets of [0, 1]: the top 16 bits of a float32 (a bfloat16's bits) from 0 to 1.0's, 0x3F80."""
-
-
-@functools.cache
-def _lookup(bits: int, signed: bool) -> tuple[np.ndarray, np.ndarray]:
-    """`nearest_reference` as two tables over the buckets of values in [-1, 1] that share their top 16 bits:
-    the code of the bucket's smallest value, and the value from which the code is one more (inf where
-    the code is the same throughout; no bucket holds two steps, as the maps' entries are further apart
-    than a bucket is wide). The code is non-decreasing in the value, so the tables give the same codes."""
-    code_map = Format(bits, 2, signed).code_map
-    bucket = np.arange(2 * _POSITIVE, dtype=np.uint32)
-    top = np.where(bucket < _POSITIVE, bucket, bucket - _POSITIVE + 0x8000).astype(np.uint32) << 16
-    negative = top >= 0x80000000
-
-    def code(low: np.ndarray) -> np.ndarray:
-        x = np.clip((top | low.astype(np.uint32)).view(np.float32), -1.0, 1.0)
-        return nearest_reference(x, code_map)
-
-    zero, full = code(np.zeros_like(top)), code(np.full_like(top, 0xFFFF))
-    base = np.where(negative, full, zero)
-    steps = np.abs(full - zero)
-    assert steps.max() <= 1, "a bucket holds two steps of the map"
-    # the first low half with the code of the bucket's other end, by bisection over all buckets at once
-    lo, hi = np.zeros(top.shape, np.int64), np.full(top.shape, 0xFFFF, np.int64)
-    while np.any(lo < hi):
-        mid = (lo + hi) // 2
-        reached = code(mid) == full
-        lo, hi = np.where(reached, lo, mid + 1), np.where(reached, mid, hi)
-    first = np.where(negative, lo - 1, lo)  # a negative bucket: the last value before the step down
-    threshold = np.clip((top | np.maximum(first, 0).astype(np.uint32)).view(np.float32), -1.0, 1.0)
-    threshold = np.where(steps == 1, threshold, np.float32(np.inf)).astype(np.float32)
-    return base.astype(np.uint8), threshold
-
-
 def _nearest(normed: jax.Array, fmt: Format) -> jax.Array:
-    """The code of each value in [-1, 1] (`nearest_reference`'s, as uint8): two table reads per value,
-    indexed by its top 16 bits (`_lookup`), instead of a binary search's eight."""
-    base, threshold = _lookup(fmt.bits, fmt.signed)
+    """The code of each value in [-1, 1] (`code_maps.nearest_reference`'s, as uint8): two table reads per
+    value, indexed by its top 16 bits (`code_maps.lookup`), instead of a binary search's eight."""
+    base, threshold = _code_maps.lookup(fmt.bits, fmt.signed)
     top = (jax.lax.bitcast_convert_type(normed, jnp.uint32) >> 16).astype(jnp.int32)
     # the negative values' buckets follow the positive ones; arithmetic, not a select, which XLA:CPU compiles
     # to a branch where 4-bit codes are paired (a mispredicted branch per value of random sign: 3x slower)
     negative = top >> 15
-    index = jnp.minimum(top - negative * (0x8000 - _POSITIVE), 2 * _POSITIVE - 1)
+    index = jnp.minimum(top - negative * (0x8000 - _code_maps.POSITIVE), 2 * _code_maps.POSITIVE - 1)
     return _read(base, index) + (normed >= _read(threshold, index)).astype(jnp.uint8)
 
 
