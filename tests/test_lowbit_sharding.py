@@ -7,6 +7,8 @@ The 2-D mesh is the suite's 8 simulated CPU devices as (4, 2).
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -66,6 +68,37 @@ def test_slots_are_placed_like_their_parameter_and_steps_equal_one_devices(fmt, 
         for ndim, spec in _stored_specs(slot):  # codes, scales, values: rows on "data", the rest on "model"
             assert spec == ("data", "model") if ndim == 2 else not any(spec), (fmt, spec)  # a key: replicated
     assert tuple(u["w"].sharding.spec) == ("data", "model")
+    helpers.assert_trees_close(u, ref_u, rtol=0, atol=1e-7)
+    helpers.assert_trees_close(gradtx.get_slot(state, "nu"), gradtx.get_slot(ref_s, "nu"), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "shape", "spec", "gathers"),
+    [
+        ("8bit", (4096, 64), P("data", None), 0),  # a device's rows hold whole blocks: local
+        ("4bit", (4096, 64), P("data", "model"), 2),  # each moment gathered over "model" to flatten its rows
+        ("8bit", (1000, 100), P("data", None), 2),  # a device's 25,000 elements end inside a block
+    ],
+)
+def test_slots_whose_blocks_run_across_rows_are_placed_under_explicit_axes(fmt, shape, spec, gathers):
+    # rows shorter than a block: the flattened parameter is blocked, which Explicit axes must be told where
+    mesh = _mesh(True)
+    tx = _tx(fmt)
+    params = {"e": jnp.linspace(-1.0, 1.0, math.prod(shape)).reshape(shape)}
+    grads = jax.tree.map(lambda p: jnp.sin(7.0 * p), params)
+    ref_u, ref_s = jax.jit(tx.update)(grads, tx.init(params), params)
+    with jax.set_mesh(mesh):
+        placed, placed_grads = (
+            {"e": jax.device_put(t["e"], NamedSharding(mesh, spec))} for t in (params, grads)
+        )
+        state = jax.jit(tx.init)(placed)
+        step = jax.jit(tx.update)
+        u, state = step(placed_grads, state, placed)
+        hlo = step.lower(placed_grads, state, placed).compile().as_text()
+    for slot in (state[0].mu["e"], state[0].nu["e"]):
+        assert slot.codes.sharding.spec[0] == "data", slot.codes.sharding.spec  # the parameter's rows
+    assert tuple(u["e"].sharding.spec) == tuple(spec)
+    assert sum(helpers.collectives_by_scope(hlo).values()) == gathers
     helpers.assert_trees_close(u, ref_u, rtol=0, atol=1e-7)
     helpers.assert_trees_close(gradtx.get_slot(state, "nu"), gradtx.get_slot(ref_s, "nu"), rtol=0, atol=1e-9)
 

@@ -5,7 +5,8 @@ pair of elements for 4 bits) and `scales` (one float32 per block: the block's la
 A value is `code_map[code] * scale`. Blocks run along the fewest trailing axes that hold one
 (flattened; the last block of a row may be short), and the leading axes are kept: a slot's codes
 are `[*leading axes, trailing elements]` (4 bits: half as many, rounded up) and its scales
-`[*leading axes, blocks]`, placed along the leading axes as the parameter is. Where the trailing
+`[*leading axes, blocks]`, placed along the leading axes as the parameter is (under Explicit axes, a
+flattened sharded axis is placed as `_flattened_placement` says). Where the trailing
 length is a multiple of `block_size` the blocks are torchao's and bitsandbytes' (blocks of the
 flattened array). A block's scale is its largest magnitude (at least 1e-12), and
 each value divided by it takes the nearest entry of the map, exactly as torchao's low-bit
@@ -29,6 +30,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import PartitionSpec as P
 
 from gradtx._core import code_maps as _code_maps
 from gradtx._core import placement as _placement
@@ -55,11 +57,18 @@ class Format(NamedTuple):
         lead, trail = split(shape, self.block_size)
         with jax.named_scope(_sliced.BLOCK_SCOPE):
             x32 = x.astype(jnp.float32)
-            flat = jnp.reshape(x32, (*lead, trail))
+            placed = _flattened_placement(x, len(lead), trail, self)
+            if placed is not None:
+                x32 = jax.sharding.reshard(x32, placed.local)
+            flat = jnp.reshape(x32, (*lead, trail), out_sharding=placed and placed.flat)
+            if placed is not None:
+                flat = jax.sharding.reshard(flat, placed.blocks)
             scales = jnp.maximum(_absmax(_blocks(flat, self.block_size)), np.float32(1e-12))
             scales = scales.reshape(*lead, -1)
             normed = x32 / _spread(scales, self.block_size, trail).reshape(shape)
-            codes = _nearest(normed, self).reshape(*lead, trail)
+            codes = jnp.reshape(_nearest(normed, self), (*lead, trail), out_sharding=placed and placed.flat)
+            if placed is not None:
+                codes = jax.sharding.reshard(codes, placed.codes)
             if self.bits == 4:
                 codes = _pack_pairs(codes)
         return Quantized(codes, scales, self, shape, dtype)
@@ -110,6 +119,44 @@ def split(shape: tuple[int, ...], block_size: int) -> tuple[tuple[int, ...], int
         if math.prod(shape[-k:]) >= block_size:
             return shape[:-k], math.prod(shape[-k:])
     return (), math.prod(shape)
+
+
+class _Placed(NamedTuple):
+    local: Any
+    flat: Any
+    blocks: Any
+    codes: Any
+
+
+def _flattened_placement(x: jax.Array, keep: int, trail: int, fmt: Format) -> _Placed | None:
+    """Under Explicit axes, for `x` whose axes after the first `keep` are flattened into blocks (rows shorter
+    than a block) and sharded: the shardings of the steps that flatten it. None otherwise (the reshapes'
+    own rules place them).
+
+    `local`: `x` with only the first flattened axis sharded, so that flattening is local (an all-gather over
+    the others' mesh axes); `flat`: the flattened view's; `blocks`: the flattened view's where each device
+    holds whole blocks of it, else whole along it (an all-gather of the slot's values, so that each block's
+    scale is one device's reduction); `codes`: the flattened view's, where its pairs of 4-bit codes divide
+    over the devices, else whole along it.
+    """
+    sharding = _placement.explicit_sharding(x)
+    if sharding is None or x.ndim - keep < 2:
+        return None
+    spec = (*sharding.spec, *(None,) * (x.ndim - len(sharding.spec)))
+    head, first = spec[:keep], spec[keep]
+    if not any(spec[keep:]):
+        return None
+    names = () if first is None else (first,) if isinstance(first, str) else tuple(first)
+    devices = math.prod(sharding.mesh.shape[a] for a in names)
+    flat, whole = P(*head, first), P(*head, None)
+    whole_blocks = first is not None and trail % (devices * fmt.block_size) == 0
+    pairs = fmt.bits == 8 or (trail // 2) % devices == 0
+    return _Placed(
+        sharding.update(spec=P(*head, first, *(None,) * (x.ndim - keep - 1))),
+        sharding.update(spec=flat),
+        sharding.update(spec=flat if whole_blocks else whole),
+        sharding.update(spec=flat if pairs else whole),
+    )
 
 
 def _blocks(x: jax.Array, block_size: int) -> jax.Array:
