@@ -38,7 +38,8 @@ def add_decayed_weights(
     the decay on its rows only.
 
     Args:
-      weight_decay: the factor, >= 0 (number, scalar array or schedule).
+      weight_decay: the factor, >= 0 (number, scalar array or schedule); a number 0 returns the updates
+        as they are (as optax does: no `+ 0 * params` for XLA to keep).
       mask: which parameters decay (a tree of bools, a function `params -> tree`, or a list
         of key-path patterns); all when None.
 
@@ -61,6 +62,7 @@ def add_decayed_weights(
     if mask is not None:
         _masks.check_mask(fn, mask)
     scheduled = _hyper.any_schedule(weight_decay)
+    none = isinstance(weight_decay, (int, float)) and weight_decay == 0  # a decay of 0: the updates as given
 
     def init_fn(params):
         if mask is not None and not _masks.is_placeholder(params):  # fail early on a bad mask
@@ -71,6 +73,8 @@ def add_decayed_weights(
         del extra_args
         if params is None:
             raise _protocol.missing_params(fn)
+        if none:  # no work for XLA to keep (`p * 0` is not 0 for an infinite `p`), as optax skips it
+            return updates, state
         wd = _hyper.resolve(weight_decay, state.count if scheduled else None)
         m = _masks.resolve_mask(fn, True if mask is None else mask, params)
 

@@ -1,5 +1,6 @@
 """gradtx/combinators/_weight_decay.py: `add_decayed_weights`, `decoupled_weight_decay` (AdamW, MomentumW)."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -15,6 +16,19 @@ def test_add_decayed_weights_adds_the_decay_to_the_gradient_as_optax():
     ours = gradtx.chain(gradtx.add_decayed_weights(0.1), gradtx.sgd(0.05))
     theirs = optax.chain(optax.add_decayed_weights(0.1), optax.sgd(0.05))
     helpers.assert_trees_close(helpers.run(ours, params, grads)[0], helpers.run(theirs, params, grads)[0])
+
+
+def test_a_decay_of_zero_passes_the_updates_through_as_optax_does():
+    # optax skips a number 0 (`optax.adadelta`'s default): no `g + 0 * p` kernel per leaf, and an infinite
+    # parameter does not turn its update into NaN
+    params, grads = {"w": jnp.array([jnp.inf, 1.0])}, {"w": jnp.array([0.5, -2.0])}
+    for tx in (gradtx.add_decayed_weights(0.0), optax.add_decayed_weights(0.0)):
+        u, _ = tx.update(grads, tx.init(params), params)
+        np.testing.assert_array_equal(u["w"], grads["w"])
+    hlo = jax.jit(gradtx.add_decayed_weights(0).update).lower(grads, optax.EmptyState(), params).as_text()
+    assert "multiply" not in hlo
+    with pytest.raises(ValueError, match=r"`add_decayed_weights`: `update` needs the current parameters"):
+        gradtx.add_decayed_weights(0.0).update(grads, optax.EmptyState())
 
 
 def test_decoupled_weight_decay_is_tfs_var_minus_decay_times_var_before_the_inner_step():
