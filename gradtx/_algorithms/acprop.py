@@ -26,13 +26,15 @@ class ScaleByAcpropState(NamedTuple):
 
 
 def _acprop_prepare(h, state, extra_args):
-    """The correction of the second statistic before this step (of step `t - 1`; 1 at the first step)."""
+    """Whether this is the first step, and the correction of the second statistic before it (of step `t - 1`;
+    1 at the first step)."""
     del state, extra_args
-    return {"bc2_prev": correction(h.b2, jnp.where(h.count == 0, 1, h.count))}
+    first = h.count == 0
+    return {"first": first, "bc2_prev": correction(h.b2, jnp.where(first, 1, h.count))}
 
 
 def _acprop_leaf(g, m, s, h):
-    s_hat = jnp.where(h.count == 0, 1, s / h.bc2_prev)  # the statistic before g (1 at the first step)
+    s_hat = jnp.where(h.first, 1, s / h.bc2_prev)  # the statistic before g (1 at the first step)
     update = g / (jnp.sqrt(s_hat) + h.eps)
     s_new = _formulas.optax_moment(s, _formulas.abs_sq(g - m), h.b2) + h.eps_root  # centred on the previous m
     return update, _formulas.optax_moment(m, g, h.b1), s_new

@@ -12,7 +12,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
-from gradtx._core.rule import Slot, update_rule
+from gradtx._core.rule import Slot, first_step, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 from gradtx.combinators._weight_decay import decoupled_weight_decay
 
@@ -188,7 +188,7 @@ def _sgd_leaf(g, buf, h, *, nesterov: bool, dampened: bool):
     if buf is None:
         return g, None
     if dampened:
-        buf = jnp.where(h.count == 0, g, buf * h.momentum + g * (1 - h.dampening))
+        buf = jnp.where(h.first, g, buf * h.momentum + g * (1 - h.dampening))
     else:  # dampening 0: a zero buffer gives the first gradient as it is
         buf = buf * h.momentum + g
     return (g + buf * h.momentum if nesterov else buf), buf
@@ -199,7 +199,7 @@ def sgd_rule(momentum: float, dampening: float, *, nesterov: bool) -> _protocol.
     leaf = functools.partial(_sgd_leaf, nesterov=nesterov, dampened=dampening != 0)
     return update_rule(
         "torch_sgd", TorchSGDState, leaf, hyper={"momentum": momentum, "dampening": dampening},
-        slots={"momentum_buffer": 0.0 if momentum != 0 else None}, real_only=_REAL_ONLY,
+        slots={"momentum_buffer": 0.0 if momentum != 0 else None}, real_only=_REAL_ONLY, prepare=first_step,
     )  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
-from gradtx._core.rule import Slot, update_rule
+from gradtx._core.rule import Slot, first_step, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 
 
@@ -32,7 +32,7 @@ setattr(ScaleByNovogradState, "slots_shaped_like_params", ("m",))  # noqa: B010 
 def _novograd_leaf(g, m, v, w, h):
     """One leaf: `(update, m, v)`; `v` starts at the first step's `||g||^2`."""
     norm2 = (_formulas.leaf_norm(g) ** 2).astype(v.dtype)  # optax's `norm(g) ** 2`, its bits
-    v = jnp.where(h.count == 0, norm2, _formulas.optax_moment(v, norm2, h.b2))
+    v = jnp.where(h.first, norm2, _formulas.optax_moment(v, norm2, h.b2))
     scaled = g / (jnp.sqrt(v + h.eps_root) + h.eps).astype(g.dtype)
     m = h.b1 * m + (scaled + h.weight_decay * w.astype(g.dtype)).astype(m.dtype)
     return m, m, v
@@ -117,6 +117,7 @@ def scale_by_novograd(
         },
         reads_params=True,
         kind=_protocol.SliceWise,  # the second moment is the whole leaf's (`leaf_norm`, on ZeRO's slices too)
+        prepare=first_step,
     )
 
 

@@ -11,7 +11,7 @@ from gradtx._core import checks as _checks
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
-from gradtx._core.rule import update_rule
+from gradtx._core.rule import first_step, update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
 
 
@@ -23,7 +23,7 @@ class ScaleByOptimisticGradientState(NamedTuple):
 
 
 def _optimistic_leaf(g, previous_gradient, h):
-    previous = jnp.where(h.count == 0, g, previous_gradient)  # at the first step there is none: g itself
+    previous = jnp.where(h.first, g, previous_gradient)  # at the first step there is none: g itself
     return (h.alpha + h.beta) * g - h.beta * previous, g
 
 
@@ -76,6 +76,7 @@ def scale_by_optimistic_gradient(
         _optimistic_leaf,
         hyper={"alpha": alpha, "beta": beta},
         slots={"previous_gradient": 0.0},
+        prepare=first_step,
     )
 
 

@@ -31,7 +31,7 @@ from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core.chain import chain
 from gradtx._core.matrix_work import MatrixWork
-from gradtx._core.rule import update_rule
+from gradtx._core.rule import first_step, update_rule
 from gradtx._core.scalars import at_least_float32
 
 _DATA_FORMATS = ("channels_first", "channels_last")
@@ -278,7 +278,7 @@ def _torch_step_leaf(u, w, h):
     """`w <- (w - lr u)(1 - lr wd)`: the step, then the decay of the stepped weights; nothing at step 1."""
     decay = h.learning_rate * h.weight_decay
     step = -h.learning_rate * (1 - decay) * u - decay * w.astype(u.dtype)
-    return (jnp.where(h.count == 0, 0, step).astype(u.dtype),)
+    return (jnp.where(h.first, 0, step).astype(u.dtype),)
 
 
 @_registry.optimizer(
@@ -362,6 +362,7 @@ def soap(
         _torch_step_leaf,
         hyper={"learning_rate": learning_rate, "weight_decay": weight_decay},
         reads_params=True,
+        prepare=first_step,
     )
     return chain(_soap_rule(b1, b2, shampoo_beta, eps, config), step)
 

@@ -32,6 +32,7 @@ from gradtx._core import walk as _walk
 from gradtx._core.rule_parts import SQUARES as SQUARES
 from gradtx._core.rule_parts import TREE_SCALARS as TREE_SCALARS
 from gradtx._core.rule_parts import Slot as Slot
+from gradtx._core.rule_parts import first_step as first_step
 
 _NO_STATE = _protocol.EmptyState()
 

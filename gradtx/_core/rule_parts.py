@@ -38,6 +38,13 @@ SQUARES = Slot(0.0, nonnegative=True)
 """A slot of zeros that never goes negative: a sum or an average of squares (a second moment)."""
 
 
+def first_step(h: Any, state: Any, extra_args: Any) -> dict[str, Any]:
+    """A `prepare` giving the formula `h.first`, whether this is the first step (once per step, not per
+    leaf)."""
+    del state, extra_args
+    return {"first": h.count == 0}
+
+
 TREE_SCALARS: Mapping[str, Any] = types.MappingProxyType(
     {
         "over": "tree",
