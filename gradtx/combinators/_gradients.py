@@ -7,6 +7,7 @@ from typing import Callable, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from gradtx import packing
 from gradtx._core import checks as _checks
@@ -116,12 +117,15 @@ def add_noise(
             key if key is not None else jax.random.fold_in(jax.random.wrap_key_data(state.key), state.count)
         )
         s = _hyper.resolve(scale, state.count)
+        # each leaf's noise depends on its own key path only, not on the other leaves; the leaves' keys are
+        # folded in at once (one hash of a vector, where one per leaf was a kernel per leaf)
+        with_paths, treedef = jax.tree_util.tree_flatten_with_path(updates, is_leaf=_is_leaf)
+        salts = [zlib.crc32(_masks.path_str(path).encode()) & 0x7FFFFFFF for path, _ in with_paths]
+        keys = jax.vmap(jax.random.fold_in, (None, 0))(base, np.array(salts, np.uint32)) if salts else []
 
-        def noisy(path, g):
+        def noisy(path, g, k):
             if g is None:
                 return None
-            # each leaf's noise depends on its own key path only, not on the other leaves
-            k = jax.random.fold_in(base, zlib.crc32(_masks.path_str(path).encode()) & 0x7FFFFFFF)
             dense = g.todense() if _walk.is_row_sparse(g) else g
 
             def draw(shape):  # the whole leaf's noise (ZeRO's slices cut theirs from it: `_sliced`)
@@ -132,13 +136,15 @@ def add_noise(
             noise = _sliced.leaf_part(path, dense, draw)
             return dense + (noise * _hyper.scalar(s)).astype(dense.dtype)
 
-        out = jax.tree_util.tree_map_with_path(
-            noisy, updates, is_leaf=lambda x: x is None or _walk.is_row_sparse(x)
-        )
-        return out, AddNoiseState(_hyper.increment(state.count), state.key)
+        out = [noisy(path, g, k) for (path, g), k in zip(with_paths, keys, strict=True)]
+        return jax.tree.unflatten(treedef, out), AddNoiseState(_hyper.increment(state.count), state.key)
 
     # per leaf (key paths), exact on ZeRO's slices: `sharded_state` takes it inside `shard_map`
     return _protocol.SliceWise(*packing.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn)))
+
+
+def _is_leaf(x: object) -> bool:
+    return x is None or _walk.is_row_sparse(x)
 
 
 @_registry.transform()
