@@ -1,8 +1,9 @@
 """Row-sparse steps on low-bit state: the touched rows are read and stored, the others are not touched.
 
 An embedding's slot in 8 or 4 bits keeps each row's codes and scales apart (a row of at least a block
-holds whole blocks), so TF's `SparseApply*` rules (Adagrad, momentum, RMSProp, FTRL, LazyAdam) cost
-O(touched rows) as they do in float32; bfloat16 slots are rows of their own arrays.
+holds whole blocks), or each block's rows together (rows that divide a block), so TF's `SparseApply*`
+rules (Adagrad, momentum, RMSProp, FTRL, LazyAdam) cost O(touched rows) as they do in float32; bfloat16
+slots are rows of their own arrays.
 """
 
 from __future__ import annotations
@@ -56,5 +57,55 @@ def test_a_row_sparse_step_holds_no_array_of_the_tables_size_in_float32(fmt):
     hlo = jax.jit(tx.update).lower(grads, state, params).compile().as_text()
     entry = hlo[hlo.index("\nENTRY") :]  # the program's buffers (a fusion may read a table element-wise)
     assert f"f32[{TABLE[0]},{TABLE[1]}]" not in entry  # neither the slot's values nor its new ones
-    narrow = lowbit.Format(8, 256, False).quantize(jnp.zeros((10, 16)))  # rows shorter than a block
-    assert not narrow._rows_apart()  # such a slot is stored again whole: O(table), still correct
+    odd = lowbit.Format(8, 256, False).quantize(jnp.zeros((10, 100)))  # rows that do not divide a block
+    assert not odd._rows_apart() and not odd._rows_per_block()  # stored again whole: O(table), still correct
+
+
+NARROW = {"8bit": (1000, 64), "4bit": (1001, 32)}  # 4 rows to a block of 256 (8 bits) or 128 (4 bits)
+
+
+@pytest.mark.parametrize("fmt", ["8bit", "4bit"])
+def test_rows_shorter_than_a_block_store_only_their_blocks(fmt):
+    # an embedding narrower than a block: its blocks are whole rows, so a step reads the touched rows and
+    # quantizes the touched blocks again (their other rows read back), in O(touched rows)
+    shape = NARROW[fmt]
+    rng = np.random.default_rng(1)
+    params = {"embed": jnp.asarray(rng.standard_normal(shape), jnp.float32)}
+    tx = gradtx.low_bit_state(gradtx.adagrad(0.1), fmt)
+    _, state = jax.jit(tx.update)(
+        {"embed": jnp.asarray(rng.standard_normal(shape), jnp.float32)}, tx.init(params)
+    )
+    values = jnp.asarray(rng.standard_normal((5, shape[1])), jnp.float32)
+    rows = [
+        6,
+        5,
+        998,
+        shape[0] - 1,
+        5,
+    ]  # 5 and 6 share a block, 5 twice; the last row's block is short in 4 bits
+    grads = {"embed": RowSparse(jnp.asarray(rows), values, shape)}
+    step = jax.jit(tx.update)
+    updates, new = step(grads, state, params)
+    old_slot, new_slot = state[0].accumulator["embed"], new[0].accumulator["embed"]
+    assert old_slot._rows_per_block() == 4
+    blocks = sorted({r // 4 for r in rows})
+    touched = np.isin(np.arange(shape[0]) // 4, blocks)
+    codes = [np.asarray(x.codes).reshape(shape[0], -1) for x in (old_slot, new_slot)]
+    np.testing.assert_array_equal(codes[1][~touched], codes[0][~touched])  # the other blocks as they were
+    scales = [np.asarray(x.scales) for x in (old_slot, new_slot)]
+    others = np.setdiff1d(np.arange(scales[0].size), blocks)
+    np.testing.assert_array_equal(scales[1][others], scales[0][others])
+    # the touched blocks: as the whole slot dequantized, its rows set and quantized again would hold them
+    before = old_slot.dequantize()
+    summed = grads["embed"].deduplicated()
+    expected = before.at[summed.indices].add(summed.values**2, mode="drop")
+    again = lowbit.Stored.with_rows(old_slot, jnp.arange(shape[0]), expected)
+    got = np.asarray(new_slot.dequantize())[touched]
+    np.testing.assert_array_equal(got, np.asarray(again.dequantize())[touched])
+    np.testing.assert_array_equal(  # the rows read are the slot's own
+        np.asarray(new_slot.rows(jnp.asarray([5, 998, shape[0]]))),
+        np.asarray(new_slot.dequantize())[[5, 998, 0]] * [[1], [1], [0]],
+    )
+    entry = step.lower(grads, state, params).compile().as_text()
+    entry = entry[entry.index("\nENTRY") :]
+    assert f"f32[{shape[0]},{shape[1]}]" not in entry  # no float32 array of the table's size

@@ -287,7 +287,49 @@ class Quantized(Stored):
         """Each row (index of axis 0) holds whole blocks: its codes and scales are rows of theirs."""
         return len(split(self.shape, self.format.block_size)[0]) >= 1
 
+    def _rows_per_block(self) -> int:
+        """How many rows a block holds where rows are shorter than a block and a block is whole rows (an
+        embedding of width 64 in blocks of 256: 4); 0 otherwise. A row's codes are then a row of the codes
+        seen as `[rows, codes per row]`, and its scale that of its block, `row // rows per block`."""
+        row, size = math.prod(self.shape[1:]), self.format.block_size
+        odd = self.format.bits == 4 and row % 2  # a row's 4-bit codes would share a byte with the next's
+        if self._rows_apart() or self.ndim < 2 or row == 0 or size % row or odd:
+            return 0
+        return size // row
+
+    def _read_rows(self, index: jax.Array, per_block: int) -> jax.Array:
+        """The float32 values of rows `index` (`[n, row]`; 0 for an index past the last row), reading only
+        their codes and their blocks' scales."""
+        fmt, n = self.format, self.shape[0]
+        codes = self.codes.reshape(n, -1).at[index].get(mode="fill", fill_value=0)
+        if fmt.bits == 4:
+            codes = _unpack_pairs(codes, 2 * codes.shape[-1])
+        scales = self.scales.at[index // per_block].get(mode="fill", fill_value=0)
+        values = _read(fmt.code_map, codes.astype(jnp.int32)) * scales[:, None]
+        return jnp.where((index < n)[:, None], values, 0)
+
+    def _with_rows_of_blocks(self, index: jax.Array, rows: jax.Array, per_block: int) -> Quantized:
+        """The slot with rows `index` set to `rows`, its touched blocks quantized again (their other rows
+        read back), the others as they are: O(touched rows x rows per block)."""
+        n, width, count = self.shape[0], math.prod(self.shape[1:]), index.shape[0]
+        last = self.scales.shape[-1]  # past the last block: a padding entry's
+        block = jnp.where(index < n, index // per_block, last)
+        touched = jnp.unique(block, size=count, fill_value=last)
+        members = (touched[:, None] * per_block + jnp.arange(per_block)).reshape(-1)  # their rows
+        values = self._read_rows(members, per_block).reshape(count, per_block, width)
+        at = jnp.where(index < n, jnp.searchsorted(touched, block), count)  # each row's block, or dropped
+        rows = rows.reshape(count, width).astype(jnp.float32)
+        values = values.at[at, index % per_block].set(rows, mode="drop")
+        new = self.format.quantize(values.reshape(count, -1), self.dtype)
+        new_codes = new.codes.reshape(count * per_block, -1)
+        codes = self.codes.reshape(n, -1).at[members].set(new_codes, mode="drop")
+        scales = self.scales.at[touched].set(new.scales[:, 0], mode="drop")
+        return Quantized(codes.reshape(self.codes.shape), scales, self.format, self.shape, self.dtype)
+
     def rows(self, index: jax.Array) -> jax.Array:
+        per_block = self._rows_per_block()
+        if per_block:
+            return self._read_rows(index, per_block).reshape(-1, *self.shape[1:]).astype(self.dtype)
         if not self._rows_apart():
             return super().rows(index)
         codes = self.codes.at[index].get(mode="fill", fill_value=0)
@@ -296,6 +338,9 @@ class Quantized(Stored):
         return Quantized(codes, scales, self.format, shape, self.dtype).dequantize()
 
     def with_rows(self, index: jax.Array, rows: jax.Array) -> Stored:
+        per_block = self._rows_per_block()
+        if per_block:
+            return self._with_rows_of_blocks(index, rows, per_block)
         if not self._rows_apart():
             return super().with_rows(index, rows)
         new = self.format.quantize(rows, self.dtype)  # only the touched rows are quantized
