@@ -311,3 +311,45 @@ def test_a_mesh_of_explicit_and_auto_axes():
     for name, updates, want in zip(FORMERLY_FAILING, got, expected, strict=True):
         _assert_placed_like(updates, params, f"{name} (mixed axes)")
         helpers.assert_trees_close(updates, want, msg=f"{name} (mixed axes)", **helpers.tolerance(name))
+
+
+SPARSE = ["adagrad", "lazy_adam", "momentum", "ftrl", "rmsprop"]  # TF's SparseApply*: the touched rows only
+
+
+def test_row_sparse_steps_on_row_sharded_tables():
+    """An embedding sharded by rows takes row-sparse gradients: its touched rows gathered whole and stored
+    back in place, in float32 and in the stored formats (an 8-bit table of rows of 16, four bytes of codes
+    in a block of 256, and one of rows of 256), from `gradtx.sparse.value_and_grad` too."""
+    shapes, specs = (
+        {"narrow": (512, 16), "wide": (32, 256)},
+        {"narrow": P("data", None), "wide": P("data", "model")},
+    )
+    rng = np.random.default_rng(3)
+    params = {k: jnp.asarray(rng.standard_normal(v), jnp.float32) for k, v in shapes.items()}
+    ids = jnp.asarray([[3, 200], [31, 3]])
+    txs = [catalog.entry(n).build() for n in SPARSE]
+    txs += [gradtx.low_bit_state(gradtx.adagrad(0.1), f, min_size=1) for f in ("8bit", "4bit", "bf16+8")]
+
+    def loss(p, narrow_ids, wide_ids):
+        return jnp.sum(p["narrow"][narrow_ids] ** 2) + jnp.sum(jnp.sin(p["wide"][wide_ids]))
+
+    def steps(p):
+        _, grads = gradtx.sparse.value_and_grad(loss, {"narrow": 1, "wide": 2})(p, ids, ids % 32)
+        out = []
+        for tx in txs:
+            state = tx.init(p)
+            for _ in range(2):
+                updates, state = tx.update(grads, state, p)
+            out.append((gradtx.apply_updates(p, updates), state))
+        return out
+
+    expected = jax.jit(steps)(params)
+    with jax.set_mesh(MESH):
+        placed = {k: jax.device_put(v, NamedSharding(MESH, specs[k])) for k, v in params.items()}
+        got = jax.jit(steps)(placed)
+    names = [*SPARSE, "8bit", "4bit", "bf16+8"]
+    for name, (new, state), (want, want_state) in zip(names, got, expected, strict=True):
+        _assert_placed_like(new, placed, f"{name} (row-sparse)")
+        helpers.assert_trees_close(new, want, msg=name, rtol=1e-6, atol=1e-6)
+        slots = [x for x in jax.tree.leaves(state) if x.ndim == 2]  # codes, values: rows on "data"
+        assert slots and all(_spec_of(x)[0] == "data" for x in slots), name

@@ -247,12 +247,12 @@ class Stored:
     def rows(self, index: jax.Array) -> jax.Array:
         """The values of rows `index` (axis 0; zeros for an index out of range): a row-sparse step's
         gather. This default dequantizes the whole slot; a form that keeps rows apart reads only those."""
-        return self.dequantize().at[index].get(mode="fill", fill_value=0)
+        return _placement.take_rows(self.dequantize(), index)
 
     def with_rows(self, index: jax.Array, rows: jax.Array) -> Stored:
         """The slot with rows `index` set to `rows` (out-of-range indices dropped): a row-sparse step's
         scatter. This default stores the whole slot again."""
-        return self.replaced(self.dequantize().at[index].set(rows.astype(self.dtype), mode="drop"))
+        return self.replaced(_placement.put_rows(self.dequantize(), index, rows))
 
 
 @jax.tree_util.register_pytree_node_class
@@ -301,10 +301,10 @@ class Quantized(Stored):
         """The float32 values of rows `index` (`[n, row]`; 0 for an index past the last row), reading only
         their codes and their blocks' scales."""
         fmt, n = self.format, self.shape[0]
-        codes = self.codes.reshape(n, -1).at[index].get(mode="fill", fill_value=0)
+        codes = _placement.take_rows(self.codes.reshape(n, -1), index)
         if fmt.bits == 4:
             codes = _unpack_pairs(codes, 2 * codes.shape[-1])
-        scales = self.scales.at[index // per_block].get(mode="fill", fill_value=0)
+        scales = _placement.take_rows(self.scales, index // per_block)
         values = _read(fmt.code_map, codes.astype(jnp.int32)) * scales[:, None]
         return jnp.where((index < n)[:, None], values, 0)
 
@@ -322,8 +322,8 @@ class Quantized(Stored):
         values = values.at[at, index % per_block].set(rows, mode="drop")
         new = self.format.quantize(values.reshape(count, -1), self.dtype)
         new_codes = new.codes.reshape(count * per_block, -1)
-        codes = self.codes.reshape(n, -1).at[members].set(new_codes, mode="drop")
-        scales = self.scales.at[touched].set(new.scales[:, 0], mode="drop")
+        codes = _placement.put_rows(self.codes.reshape(n, -1), members, new_codes)
+        scales = _placement.put_rows(self.scales, touched, new.scales[:, 0])
         return Quantized(codes.reshape(self.codes.shape), scales, self.format, self.shape, self.dtype)
 
     def rows(self, index: jax.Array) -> jax.Array:
@@ -332,8 +332,8 @@ class Quantized(Stored):
             return self._read_rows(index, per_block).reshape(-1, *self.shape[1:]).astype(self.dtype)
         if not self._rows_apart():
             return super().rows(index)
-        codes = self.codes.at[index].get(mode="fill", fill_value=0)
-        scales = self.scales.at[index].get(mode="fill", fill_value=0)
+        codes = _placement.take_rows(self.codes, index)
+        scales = _placement.take_rows(self.scales, index)
         shape = (index.shape[0], *self.shape[1:])
         return Quantized(codes, scales, self.format, shape, self.dtype).dequantize()
 
@@ -344,8 +344,8 @@ class Quantized(Stored):
         if not self._rows_apart():
             return super().with_rows(index, rows)
         new = self.format.quantize(rows, self.dtype)  # only the touched rows are quantized
-        codes = self.codes.at[index].set(new.codes, mode="drop")
-        scales = self.scales.at[index].set(new.scales, mode="drop")
+        codes = _placement.put_rows(self.codes, index, new.codes)
+        scales = _placement.put_rows(self.scales, index, new.scales)
         return Quantized(codes, scales, self.format, self.shape, self.dtype)
 
     def __repr__(self) -> str:

@@ -118,6 +118,23 @@ def placed_like(y: jax.Array, p: Any) -> jax.Array:
     return jax.sharding.reshard(y, sharding.update(spec=P(*want)))
 
 
+def take_rows(table: Any, index: jax.Array) -> jax.Array:
+    """`table`'s rows `index` (axis 0; zeros for an index past the end): a row-sparse step's gather. Under
+    Explicit axes the rows are whole along axis 0 and keep `table`'s sharding of its other axes."""
+    table = jnp.asarray(table)
+    sharding = explicit_sharding(table)
+    out = None if sharding is None else sharding.update(spec=P(None, *_spec(sharding, table.ndim)[1:]))
+    return table.at[index].get(mode="fill", fill_value=0, out_sharding=out)
+
+
+def put_rows(table: Any, index: jax.Array, rows: jax.Array, *, add: bool = False) -> jax.Array:
+    """`table` with its rows `index` set to `rows` (or, `add`, increased by them; an index past the end
+    dropped), placed as `table` is: a row-sparse step's scatter."""
+    table = jnp.asarray(table)
+    at, out = table.at[index], explicit_sharding(table)
+    return (at.add if add else at.set)(rows.astype(table.dtype), mode="drop", out_sharding=out)
+
+
 def eval_shape(fn: Any, *args: Any) -> Any:
     """`jax.eval_shape(fn, *args)` whose outputs keep their sharding types under Explicit axes.
 

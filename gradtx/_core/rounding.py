@@ -112,7 +112,7 @@ class Rounded(_lowbit.Stored):
         return Rounded(stochastic_round(new, use), keep, self.shape, self.dtype)
 
     def rows(self, index: jax.Array) -> jax.Array:
-        return self.values.at[index].get(mode="fill", fill_value=0).astype(self.dtype)
+        return _placement.take_rows(self.values, index).astype(self.dtype)
 
     def with_rows(self, index: jax.Array, rows: jax.Array) -> Rounded:
         keep, use = _split(self.key)
@@ -148,15 +148,15 @@ class Corrected(_lowbit.Stored):
         return _corrected(new, use, keep, self.dtype)
 
     def rows(self, index: jax.Array) -> jax.Array:
-        values = self.values.at[index].get(mode="fill", fill_value=0)
-        correction = self.correction.at[index].get(mode="fill", fill_value=0)
+        values = _placement.take_rows(self.values, index)
+        correction = _placement.take_rows(self.correction, index)
         return Corrected(values, correction, self.key, values.shape, self.dtype).dequantize()
 
     def with_rows(self, index: jax.Array, rows: jax.Array) -> Corrected:
         keep, use = _split(self.key)
         new = _corrected(rows, use, keep, self.dtype)
         values = _set_rows(self.values, index, new.values)
-        correction = self.correction.at[index].set(new.correction, mode="drop")
+        correction = _placement.put_rows(self.correction, index, new.correction)
         return Corrected(values, correction, keep, self.shape, self.dtype)
 
     def __repr__(self) -> str:
@@ -179,7 +179,7 @@ def _set_rows(values: jax.Array, index: jax.Array, rows: jax.Array) -> jax.Array
     """bfloat16 `values` with rows `index` set, as their bits (XLA:CPU scatters bfloat16 through float32:
     a pass over the whole table)."""
     bits = jax.lax.bitcast_convert_type(values, jnp.uint16)
-    new = bits.at[index].set(jax.lax.bitcast_convert_type(rows, jnp.uint16), mode="drop")
+    new = _placement.put_rows(bits, index, jax.lax.bitcast_convert_type(rows, jnp.uint16))
     return jax.lax.bitcast_convert_type(new, jnp.bfloat16)
 
 

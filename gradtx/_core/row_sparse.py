@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from gradtx._core import lowbit as _lowbit
+from gradtx._core import placement as _placement
 from gradtx._core import walk as _walk
 
 
@@ -153,20 +154,18 @@ class RowSparse:
         (`lowbit.Stored.rows`)."""
         if _lowbit.is_stored(table):
             return table.rows(self._rows_or_oob())
-        return jnp.asarray(table).at[self._rows_or_oob()].get(mode="fill", fill_value=0)
+        return _placement.take_rows(table, self._rows_or_oob())
 
     def scatter(self, table: Any, rows: jax.Array) -> Any:
         """`table` with its rows `indices` set to `rows` (padding dropped; needs unique indices); a stored
         slot stores those rows only (`lowbit.Stored.with_rows`)."""
         if _lowbit.is_stored(table):
             return table.with_rows(self._rows_or_oob(), rows)
-        table = jnp.asarray(table)  # a NumPy table (eager params) has no `.at`
-        return table.at[self._rows_or_oob()].set(rows.astype(table.dtype), mode="drop")
+        return _placement.put_rows(table, self._rows_or_oob(), rows)  # (a NumPy table too: eager params)
 
     def add_to_rows(self, table: jax.Array, rows: jax.Array) -> jax.Array:
         """`table` with `rows` added to its rows `indices` (padding dropped, duplicates accumulate)."""
-        table = jnp.asarray(table)
-        return table.at[self._rows_or_oob()].add(rows.astype(table.dtype), mode="drop")
+        return _placement.put_rows(table, self._rows_or_oob(), rows, add=True)
 
     def scatter_add_into(self, param: jax.Array) -> jax.Array:
         """`param` plus this update in its rows: what `apply_updates` does with a row-sparse update."""

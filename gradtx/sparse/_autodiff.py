@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from gradtx._core import checks as _checks
 from gradtx._core import masks as _masks
+from gradtx._core import placement as _placement
 from gradtx._core.row_sparse import RowSparse
 
 
@@ -93,7 +94,7 @@ def value_and_grad(
         def substituted(p):
             return jax.tree_util.tree_map_with_path(
                 lambda kp, x: (
-                    jnp.asarray(x).at[rows_of[_masks.path_str(kp)][0]].get(mode="fill", fill_value=0)
+                    _placement.take_rows(x, rows_of[_masks.path_str(kp)][0])
                     if _masks.path_str(kp) in rows_of
                     else x
                 ),
