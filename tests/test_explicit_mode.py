@@ -25,6 +25,7 @@ from jax.sharding import PartitionSpec as P
 import gradtx
 from benchmarks.sharding import count
 from gradtx import packing
+from gradtx._core import lowbit
 from gradtx.parallel import sharded_state
 from tests import catalog, helpers
 from tests.test_placement import _checked, _mesh
@@ -351,5 +352,8 @@ def test_row_sparse_steps_on_row_sharded_tables():
     for name, (new, state), (want, want_state) in zip(names, got, expected, strict=True):
         _assert_placed_like(new, placed, f"{name} (row-sparse)")
         helpers.assert_trees_close(new, want, msg=name, rtol=1e-6, atol=1e-6)
+        helpers.assert_trees_close(
+            lowbit.dequantized(state), lowbit.dequantized(want_state), rtol=1e-6, atol=1e-6
+        )
         slots = [x for x in jax.tree.leaves(state) if x.ndim == 2]  # codes, values: rows on "data"
         assert slots and all(_spec_of(x)[0] == "data" for x in slots), name

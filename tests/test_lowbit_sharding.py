@@ -103,6 +103,22 @@ def test_slots_whose_blocks_run_across_rows_are_placed_under_explicit_axes(fmt, 
     helpers.assert_trees_close(gradtx.get_slot(state, "nu"), gradtx.get_slot(ref_s, "nu"), rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("fmt", ["8bit", "4bit"])
+def test_a_jitted_init_and_a_restore_target_place_new_slots_like_their_parameter_under_auto_axes(fmt):
+    # a new slot's codes and scales are zeros, made from the quantized slot so that GSPMD places them as it
+    # (replicated before: every device held the whole slot until the first step moved it)
+    mesh = _mesh(False)
+    specs = {"w": P("data", "model"), "e": P("data", None)}  # "e": rows shorter than a block
+    shapes = {"w": (64, 512), "e": (1000, 100)}
+    params = {
+        k: jax.ShapeDtypeStruct(shapes[k], jnp.float32, sharding=NamedSharding(mesh, specs[k])) for k in specs
+    }
+    target = gradtx.parallel.restore_target(_tx(fmt), params, mesh)["opt_state"]
+    for name, want in (("w", ("data", "model")), ("e", ("data",))):
+        codes = target[0].mu[name].codes
+        assert tuple(codes.sharding.spec) == want, (name, codes.sharding.spec)
+
+
 @pytest.mark.parametrize("fmt", ["8bit", "bf16+8"])
 def test_zero_one_shards_low_bit_state_under_jit_and_in_shard_map(fmt):
     tx, params = _tx(fmt), _params()

@@ -80,7 +80,10 @@ class Format(NamedTuple):
         q = self.quantize(x, dtype)
         if not zeros:
             return q
-        return Quantized(jnp.zeros_like(q.codes), jnp.zeros_like(q.scales), self, q.shape, q.dtype)
+        # zeros that depend on the quantized slot, so that under Auto axes they are placed as its codes and
+        # scales would be (GSPMD propagates through the select before dropping it)
+        codes, scales = (jnp.where(False, x, jnp.zeros((), x.dtype)) for x in (q.codes, q.scales))
+        return Quantized(codes, scales, self, q.shape, q.dtype)
 
 
 def real_slot(x: Any, what: str) -> jax.Array:
