@@ -102,6 +102,27 @@ def test_the_error_is_at_most_half_a_gap_of_the_map_times_the_scale():
         assert np.all(error <= worst * scale * (1 + 1e-5)), (fmt, float((error / scale).max()), worst)
 
 
+@pytest.mark.parametrize("bits", [8, 4])
+@pytest.mark.parametrize("shape", [(64, 512), (7, 33), (3, 4, 129), (4097,)])
+def test_a_new_slot_of_one_number_is_stored_as_quantizing_it_would(bits, shape):
+    """`store(x, fill=v)` writes each block's scale |v| and the code of +-1 without the quantizing (which
+    XLA folded as a constant when `init` was jitted: seconds per million elements), the same arrays bit
+    for bit; 0 is torchao's new slot (codes and scales 0), and a number under the least scale quantizes."""
+    for signed, fills in ((True, (0.1, -0.5, 3.0)), (False, (0.1, 1.0, 3e-20))):
+        fmt = Format(bits, 256 if bits == 8 else 128, signed)
+        for fill in fills:
+            for dtype in (jnp.float32, jnp.bfloat16):
+                x = jnp.full(shape, fill, dtype)
+                want, got = fmt.quantize(x), fmt.store(x, fill=fill)
+                for a, b in ((want.codes, got.codes), (want.scales, got.scales)):
+                    np.testing.assert_array_equal(
+                        np.asarray(b), np.asarray(a), err_msg=str((fmt, fill, dtype))
+                    )
+    zero = Format(bits, 128, False).store(jnp.zeros(shape), fill=0.0)
+    assert not np.any(np.asarray(zero.codes)) and not np.any(np.asarray(zero.scales))
+    assert not np.any(np.asarray(zero.dequantize()))
+
+
 @pytest.mark.parametrize(
     "fmt, shape",
     [

@@ -6,7 +6,7 @@ A value is `code_map[code] * scale`. Blocks run along the fewest trailing axes t
 (flattened; the last block of a row may be short), and the leading axes are kept: a slot's codes
 are `[*leading axes, trailing elements]` (4 bits: half as many, rounded up) and its scales
 `[*leading axes, blocks]`, placed along the leading axes as the parameter is (under Explicit axes, a
-flattened sharded axis is placed as `_flattened_placement` says). Where the trailing
+flattened sharded axis is placed as `placement.flattened` says). Where the trailing
 length is a multiple of `block_size` the blocks are torchao's and bitsandbytes' (blocks of the
 flattened array). A block's scale is its largest magnitude (at least 1e-12), and
 each value divided by it takes the nearest entry of the map, exactly as torchao's low-bit
@@ -30,7 +30,6 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import PartitionSpec as P
 
 from gradtx._core import code_maps as _code_maps
 from gradtx._core import placement as _placement
@@ -57,7 +56,7 @@ class Format(NamedTuple):
         lead, trail = split(shape, self.block_size)
         with jax.named_scope(_sliced.BLOCK_SCOPE):
             x32 = x.astype(jnp.float32)
-            placed = _flattened_placement(x, len(lead), trail, self)
+            placed = _placement.flattened(x, len(lead), self.block_size, pairs=self.bits == 4)
             if placed is not None:
                 x32 = jax.sharding.reshard(x32, placed.local)
             flat = jnp.reshape(x32, (*lead, trail), out_sharding=placed and placed.flat)
@@ -73,16 +72,28 @@ class Format(NamedTuple):
                 codes = _pack_pairs(codes)
         return Quantized(codes, scales, self, shape, dtype)
 
-    def store(self, x: Any, dtype: Any = None, *, zeros: bool = False) -> Quantized:
-        """`x` as a slot in this format (`quantize`; every slot format has `store`). `zeros`: `x` is all
-        zeros, stored as torchao makes a new slot: codes 0 and scales 0, so that every value is exactly 0
-        (quantized, a zero block's scale is 1e-12, and the 4-bit unsigned map has no 0)."""
+    def store(self, x: Any, dtype: Any = None, *, fill: float | None = None) -> Quantized:
+        """`x` as a slot in this format (`quantize`; every slot format has `store`). `fill`: a number that
+        every element of `x` is (a new slot). 0 is stored as torchao makes a new slot, codes 0 and scales 0,
+        so that every value is exactly 0 (quantized, a zero block's scale is 1e-12, and the 4-bit unsigned
+        map has no 0); another number is what `quantize` gives, each block's scale the number's magnitude
+        and every code that of +-1, written without the quantizing, which XLA would otherwise fold as a
+        constant at compile time (seconds per million elements)."""
         q = self.quantize(x, dtype)
-        if not zeros:
+        odd = self.bits == 4 and split(q.shape, self.block_size)[1] % 2  # a padded last nibble: code 0
+        if fill is None or not math.isfinite(fill) or (odd and fill != 0):
             return q
-        # zeros that depend on the quantized slot, so that under Auto axes they are placed as its codes and
-        # scales would be (GSPMD propagates through the select before dropping it)
-        codes, scales = (jnp.where(False, x, jnp.zeros((), x.dtype)) for x in (q.codes, q.scales))
+        value = float(np.asarray(fill, jnp.result_type(x)).astype(np.float32))  # as `x` holds it
+        if 0 < abs(value) < 1e-12:  # under the least scale: not +-1 once divided by it
+            return q
+        code, scale = 0, abs(value)  # (0: torchao's new slot)
+        if value:
+            unit = np.array([math.copysign(1.0, value)], np.float32)  # each value over its block's scale
+            code = int(_code_maps.nearest_reference(unit, self.code_map)[0])
+            code = code * 17 if self.bits == 4 else code  # both nibbles
+        # made from the quantized slot, so that GSPMD places them as it under Auto axes, then drops it
+        codes = jnp.where(False, q.codes, np.uint8(code))
+        scales = jnp.where(False, q.scales, np.float32(scale))
         return Quantized(codes, scales, self, q.shape, q.dtype)
 
 
@@ -122,44 +133,6 @@ def split(shape: tuple[int, ...], block_size: int) -> tuple[tuple[int, ...], int
         if math.prod(shape[-k:]) >= block_size:
             return shape[:-k], math.prod(shape[-k:])
     return (), math.prod(shape)
-
-
-class _Placed(NamedTuple):
-    local: Any
-    flat: Any
-    blocks: Any
-    codes: Any
-
-
-def _flattened_placement(x: jax.Array, keep: int, trail: int, fmt: Format) -> _Placed | None:
-    """Under Explicit axes, for `x` whose axes after the first `keep` are flattened into blocks (rows shorter
-    than a block) and sharded: the shardings of the steps that flatten it. None otherwise (the reshapes'
-    own rules place them).
-
-    `local`: `x` with only the first flattened axis sharded, so that flattening is local (an all-gather over
-    the others' mesh axes); `flat`: the flattened view's; `blocks`: the flattened view's where each device
-    holds whole blocks of it, else whole along it (an all-gather of the slot's values, so that each block's
-    scale is one device's reduction); `codes`: the flattened view's, where its pairs of 4-bit codes divide
-    over the devices, else whole along it.
-    """
-    sharding = _placement.explicit_sharding(x)
-    if sharding is None or x.ndim - keep < 2:
-        return None
-    spec = (*sharding.spec, *(None,) * (x.ndim - len(sharding.spec)))
-    head, first = spec[:keep], spec[keep]
-    if not any(spec[keep:]):
-        return None
-    names = () if first is None else (first,) if isinstance(first, str) else tuple(first)
-    devices = math.prod(sharding.mesh.shape[a] for a in names)
-    flat, whole = P(*head, first), P(*head, None)
-    whole_blocks = first is not None and trail % (devices * fmt.block_size) == 0
-    pairs = fmt.bits == 8 or (trail // 2) % devices == 0
-    return _Placed(
-        sharding.update(spec=P(*head, first, *(None,) * (x.ndim - keep - 1))),
-        sharding.update(spec=flat),
-        sharding.update(spec=flat if whole_blocks else whole),
-        sharding.update(spec=flat if pairs else whole),
-    )
 
 
 def _blocks(x: jax.Array, block_size: int) -> jax.Array:

@@ -30,7 +30,8 @@ result gives them its type: `zeros_of(t)` of the result's `eval_shape`.
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -133,6 +134,46 @@ def put_rows(table: Any, index: jax.Array, rows: jax.Array, *, add: bool = False
     table = jnp.asarray(table)
     at, out = table.at[index], explicit_sharding(table)
     return (at.add if add else at.set)(rows.astype(table.dtype), mode="drop", out_sharding=out)
+
+
+class Flattened(NamedTuple):
+    """The shardings of the steps that flatten an array into blocks (`flattened`)."""
+
+    local: NamedSharding  # the array's, with only the first flattened axis sharded
+    flat: NamedSharding  # the flattened view's
+    blocks: NamedSharding  # the flattened view's where each device holds whole blocks, else whole along it
+    codes: NamedSharding  # the flattened view's, or whole along it where pairs of codes do not divide
+
+
+def flattened(x: Any, keep: int, block: int, *, pairs: bool = False) -> Flattened | None:
+    """Under Explicit axes, for `x` whose axes after the first `keep` are flattened and cut into blocks of
+    `block` elements (a low-bit slot of rows shorter than a block) and sharded: where each step runs. None
+    otherwise (the reshapes' own rules place them).
+
+    Only the first flattened axis stays sharded, so that flattening is local (an all-gather over the
+    others' mesh axes); where a device's part of the flattened view ends inside a block, the view is
+    gathered whole along it (one all-gather), so that each block's reduction is one device's; codes kept
+    two to a byte (`pairs`) stay split only where the pairs divide over the devices.
+    """
+    sharding = explicit_sharding(x)
+    if sharding is None or x.ndim - keep < 2:
+        return None
+    spec = _spec(sharding, x.ndim)
+    head, first = spec[:keep], spec[keep]
+    if not any(spec[keep:]):
+        return None
+    names = () if first is None else (first,) if isinstance(first, str) else tuple(first)
+    devices = math.prod(sharding.mesh.shape[a] for a in names)
+    trail = math.prod(x.shape[keep:])
+    flat, whole = P(*head, first), P(*head, None)
+    whole_blocks = first is not None and trail % (devices * block) == 0
+    divided = not pairs or (trail // 2) % devices == 0
+    return Flattened(
+        sharding.update(spec=P(*head, first, *(None,) * (x.ndim - keep - 1))),
+        sharding.update(spec=flat),
+        sharding.update(spec=flat if whole_blocks else whole),
+        sharding.update(spec=flat if divided else whole),
+    )
 
 
 def eval_shape(fn: Any, *args: Any) -> Any:

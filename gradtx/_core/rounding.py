@@ -188,7 +188,7 @@ class StochasticBF16(NamedTuple):
 
     seed: int = 0
 
-    def store(self, x: Any, dtype: Any = None, *, zeros: bool = False) -> Rounded:
+    def store(self, x: Any, dtype: Any = None, *, fill: float | None = None) -> Rounded:
         x = _lowbit.real_slot(x, "bfloat16 with stochastic rounding")
         keep, use = _split(initial_key(self.seed, _slot_formats.slot_index(), x))
         return Rounded(stochastic_round(x, use), keep, x.shape, x.dtype if dtype is None else dtype)
@@ -199,7 +199,7 @@ class CorrectedBF16(NamedTuple):
 
     seed: int = 0
 
-    def store(self, x: Any, dtype: Any = None, *, zeros: bool = False) -> Corrected:
+    def store(self, x: Any, dtype: Any = None, *, fill: float | None = None) -> Corrected:
         x = _lowbit.real_slot(x, "bfloat16 with an int8 correction")
         keep, use = _split(initial_key(self.seed, _slot_formats.slot_index(), x))
         return _corrected(x, use, keep, x.dtype if dtype is None else dtype)

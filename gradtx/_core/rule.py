@@ -256,8 +256,8 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
         fill = _hyper.resolve(spec.fill, _hyper.zero_count())
         fmt = spec.dtype if spec.dtype is not None else _slot_formats.format_for(p, spec.nonnegative, path)
         if _lowbit.is_format(fmt):  # codes and scales, bf16 and a key (`gradtx.low_bit_state`, or declared)
-            zeros = isinstance(fill, (int, float)) and fill == 0
-            return fmt.store(_placement.filled(p, fill), zeros=zeros)
+            number = float(fill) if isinstance(fill, (int, float)) else None  # every element: one number
+            return fmt.store(_placement.filled(p, fill), fill=number)
         return _placement.filled(p, fill, spec.dtype)
 
     def init_fn(params):
