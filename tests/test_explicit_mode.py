@@ -319,8 +319,8 @@ SPARSE = ["adagrad", "lazy_adam", "momentum", "ftrl", "rmsprop"]  # TF's SparseA
 
 def test_row_sparse_steps_on_row_sharded_tables():
     """An embedding sharded by rows takes row-sparse gradients: its touched rows gathered whole and stored
-    back in place, in float32 and in the stored formats (an 8-bit table of rows of 16, four bytes of codes
-    in a block of 256, and one of rows of 256), from `gradtx.sparse.value_and_grad` too."""
+    back in place, in float32 and in the stored formats (a table of rows of 16, sixteen to an 8-bit block of
+    256, and one of rows of 256), from `gradtx.sparse.value_and_grad` too."""
     shapes, specs = (
         {"narrow": (512, 16), "wide": (32, 256)},
         {"narrow": P("data", None), "wide": P("data", "model")},

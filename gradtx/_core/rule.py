@@ -256,7 +256,7 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
         fill = _hyper.resolve(spec.fill, _hyper.zero_count())
         fmt = spec.dtype if spec.dtype is not None else _slot_formats.format_for(p, spec.nonnegative, path)
         if _lowbit.is_format(fmt):  # codes and scales, bf16 and a key (`gradtx.low_bit_state`, or declared)
-            number = float(fill) if isinstance(fill, (int, float)) else None  # every element: one number
+            number = float(fill) if _scalars.is_python_number(fill) else None  # every element: one number
             return fmt.store(_placement.filled(p, fill), fill=number)
         return _placement.filled(p, fill, spec.dtype)
 

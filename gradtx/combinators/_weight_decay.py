@@ -11,6 +11,7 @@ from gradtx._core import hyper as _hyper
 from gradtx._core import masks as _masks
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
+from gradtx._core import scalars as _scalars
 from gradtx._core import walk as _walk
 from gradtx._core.chain import chain
 from gradtx.combinators import _masking
@@ -62,7 +63,7 @@ def add_decayed_weights(
     if mask is not None:
         _masks.check_mask(fn, mask)
     scheduled = _hyper.any_schedule(weight_decay)
-    none = isinstance(weight_decay, (int, float)) and weight_decay == 0  # a decay of 0: the updates as given
+    none = _scalars.is_python_number(weight_decay) and weight_decay == 0  # 0: the updates as given
 
     def init_fn(params):
         if mask is not None and not _masks.is_placeholder(params):  # fail early on a bad mask
