@@ -14,6 +14,7 @@ from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
+from gradtx._core import sliced as _sliced
 from gradtx._core.chain import chain
 from gradtx._core.rule import update_rule
 from gradtx.combinators._block_scaling import clip_by_block_rms, scale_by_param_block_rms
@@ -62,17 +63,23 @@ def _decay_rate_pow(count: jax.Array, exponent: Any) -> jax.Array:
     return 1.0 - t ** (-exponent)
 
 
-def _factored_stat(p, which: int, *, factored: bool, min_dim_size_to_factor: int) -> jax.Array:
-    """Slot `which` of `(v_row, v_col, v)` for the parameter `p`: a factored leaf has its row and column
-    statistics, any other leaf its full `v`; an unused slot is `zeros((1,))` (optax's placeholder)."""
-    shape = tuple(jnp.shape(p))
+def _factored_stat(
+    p, which: int, *, factored: bool, min_dim_size_to_factor: int, path: Any = ()
+) -> jax.Array:
+    """Slot `which` of `(v_row, v_col, v)` for the parameter `p` (the leaf at `path`): a factored leaf has
+    its row and column statistics, any other leaf its full `v`; an unused slot is `zeros((1,))` (optax's
+    placeholder). For ZeRO's slice of a leaf, the whole leaf's statistics."""
+    shape = _sliced.leaf_shape(path, p) or tuple(jnp.shape(p))
     dims = factored_dims(shape, factored, min_dim_size_to_factor)
     if dims is None:
         return _placement.filled(p, 0.0) if which == 2 else _placement.reduced(p, ()).reshape(1)
     if which == 2:
         return _placement.reduced(p, ()).reshape(1)
     axis = dims[1] if which == 0 else dims[0]  # v_row averages over the largest axis, v_col the second
-    return _placement.reduced(p, tuple(i for i in range(len(shape)) if i != axis))
+    kept = tuple(i for i in range(len(shape)) if i != axis)
+    if shape != tuple(jnp.shape(p)):  # a slice: the statistics of the whole leaf, on its devices
+        return jnp.broadcast_to(_placement.reduced(p, ()), tuple(shape[i] for i in kept))
+    return _placement.reduced(p, kept)
 
 
 def _decay(h, state, extra_args, *, schedule: Callable[..., Any], step_offset: int) -> dict[str, Any]:
@@ -81,21 +88,24 @@ def _decay(h, state, extra_args, *, schedule: Callable[..., Any], step_offset: i
     return {"b2": schedule(h.count - step_offset, h.decay_rate)}
 
 
-def _factored_leaf(g, v_row, v_col, v, h, *, factored: bool, min_dim_size_to_factor: int):
-    """One leaf of `scale_by_factored_rms`: `(update, v_row, v_col, v)`."""
+def _factored_leaf(g, v_row, v_col, v, h, *, path, factored: bool, min_dim_size_to_factor: int):
+    """One leaf of `scale_by_factored_rms`: `(update, v_row, v_col, v)`; on ZeRO's slice of a leaf, the
+    statistics are the whole leaf's (`_sliced`)."""
     g2 = g * g + h.eps
-    dims = factored_dims(g.shape, factored, min_dim_size_to_factor)
+    dims = factored_dims(_sliced.leaf_shape(path, g) or g.shape, factored, min_dim_size_to_factor)
     if dims is None:
         v = _formulas.moment_blend(v, g2, h.b2).astype(v.dtype)
         return g * v**-0.5, v_row, v_col, v
     d1, d0 = dims
-    v_row = _formulas.moment_blend(v_row, jnp.mean(g2, axis=d0), h.b2).astype(v_row.dtype)
-    v_col = _formulas.moment_blend(v_col, jnp.mean(g2, axis=d1), h.b2).astype(v_col.dtype)
+    mean_over_cols, mean_over_rows = _sliced.leaf_means(path, g2, (d0, d1))
+    v_row = _formulas.moment_blend(v_row, mean_over_cols, h.b2).astype(v_row.dtype)
+    v_col = _formulas.moment_blend(v_col, mean_over_rows, h.b2).astype(v_col.dtype)
     row_mean = jnp.mean(v_row, axis=d1 - 1 if d1 > d0 else d1, keepdims=True)
     row_factor = (v_row / row_mean) ** -0.5
     col_factor = v_col**-0.5
-    update = g * jnp.expand_dims(row_factor, axis=d0) * jnp.expand_dims(col_factor, axis=d1)
-    return update, v_row, v_col, v
+    rows = _sliced.leaf_part(path, g, lambda shape: jnp.broadcast_to(jnp.expand_dims(row_factor, d0), shape))
+    cols = _sliced.leaf_part(path, g, lambda shape: jnp.broadcast_to(jnp.expand_dims(col_factor, d1), shape))
+    return g * rows * cols, v_row, v_col, v
 
 
 @_registry.transform()
@@ -128,7 +138,10 @@ def scale_by_factored_rms(
     the schedule :math:`\hat\beta_{2t}` (e.g. one capped at 0.999, Zhai et al.). These are
     the numbers of `optax.scale_by_factored_rms`.
 
-    A row-sparse gradient is densified first (the statistics of every row and column move).
+    A row-sparse gradient is densified first (the statistics of every row and column move). On ZeRO's
+    slices (`parallel.sharded_state` inside `shard_map`) the statistics are the whole leaf's: each
+    replica sums its slice's squares into rows and columns, and one all-reduce of those sums per leaf
+    combines them.
 
     Args:
       factored: factor the second moment of leaves with two or more axes.
@@ -185,7 +198,8 @@ def scale_by_factored_rms(
             for i, field in enumerate(("v_row", "v_col", "v"))
         },
         prepare=functools.partial(_decay, schedule=decay_rate_fn or _decay_rate_pow, step_offset=step_offset),
-        kind=_protocol.LeafWise,  # the statistics are means over whole axes
+        kind=_protocol.SliceWise,  # means over whole axes, on ZeRO's slices too (`_sliced.leaf_means`)
+        paths=True,
         real_only="its factored second moments are row and column means of real squares",
     )
 

@@ -52,7 +52,8 @@ def _projected(shape: tuple[int, ...], rank: int | None) -> tuple[tuple[int, ...
     return ((rank, n), (m, rank)) if m >= n else ((m, rank), (rank, n))
 
 
-def _slot(p, field: str, rank: int | None) -> jax.Array:
+def _slot(p, field: str, rank: int | None, path: Any = None) -> jax.Array:
+    del path  # whole leaves only (`LeafWise`)
     shapes = _projected(tuple(jnp.shape(p)), rank)
     if shapes is None:
         return (

@@ -13,6 +13,7 @@ from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
+from gradtx._core import sliced as _sliced
 from gradtx._core.rule import update_rule
 from gradtx.combinators._weight_decay import torch_weight_decay
 
@@ -38,15 +39,19 @@ setattr(ScaleByCameState, "slots_shaped_like_params", False)  # noqa: B010  (not
 _FIELDS = ("exp_avg_sq_row", "exp_avg_sq_col", "exp_avg_res_row", "exp_avg_res_col", "exp_avg_sq")
 
 
-def _stat(p, field: str) -> jax.Array:
+def _stat(p, field: str, path: Any = ()) -> jax.Array:
     """The slot `field` of the parameter `p`: rows (all axes but the last), columns (all but the second
-    last) or the full second moment, as the leaf is factored (two axes or more) or not; else a placeholder."""
-    n = jnp.ndim(p)
+    last) or the full second moment, as the leaf is factored (two axes or more) or not; else a placeholder.
+    For ZeRO's slice of a leaf, the whole leaf's rows and columns."""
+    shape = _sliced.leaf_shape(path, p) or tuple(jnp.shape(p))
+    n = len(shape)
     if (n >= 2) == (field == "exp_avg_sq"):
         return _placement.reduced(p, ()).reshape(1)
     if field == "exp_avg_sq":
         return _placement.filled(p, 0.0)
     keep = tuple(range(n - 1)) if field.endswith("row") else (*range(n - 2), n - 1)
+    if shape != tuple(jnp.shape(p)):  # a slice: the whole leaf's statistics, on its devices
+        return jnp.broadcast_to(_placement.reduced(p, ()), tuple(shape[i] for i in keep))
     return _placement.reduced(p, keep)
 
 
@@ -57,14 +62,16 @@ def factored_rsqrt(row: jax.Array, col: jax.Array) -> jax.Array:
     return r * jax.lax.rsqrt(col)[..., None, :]
 
 
-def _came_leaf(g, m, sq_row, sq_col, res_row, res_col, sq, sq_hat, h, *, ams_bound):
-    """One CAME step of a leaf; the update is `m` times the factored inverse root of the instability."""
-    factored = g.ndim >= 2
+def _came_leaf(g, m, sq_row, sq_col, res_row, res_col, sq, sq_hat, h, *, path, ams_bound):
+    """One CAME step of a leaf; the update is `m` times the factored inverse root of the instability. On
+    ZeRO's slice of a leaf, the statistics and the update's RMS are the whole leaf's (`_sliced`)."""
+    factored = len(_sliced.leaf_shape(path, g) or g.shape) >= 2
     g2 = g * g + h.eps1
     if factored:
-        sq_row = _formulas.moment_blend(sq_row, jnp.mean(g2, axis=-1), h.b2)
-        sq_col = _formulas.moment_blend(sq_col, jnp.mean(g2, axis=-2), h.b2)
-        u = factored_rsqrt(sq_row, sq_col)
+        mean_last, mean_second_last = _sliced.leaf_means(path, g2, (-1, -2))
+        sq_row = _formulas.moment_blend(sq_row, mean_last, h.b2)
+        sq_col = _formulas.moment_blend(sq_col, mean_second_last, h.b2)
+        u = _sliced.leaf_part(path, g, lambda shape: factored_rsqrt(sq_row, sq_col))
     else:
         sq = _formulas.moment_blend(sq, g2, h.b2)
         u = jax.lax.rsqrt(sq)
@@ -72,13 +79,15 @@ def _came_leaf(g, m, sq_row, sq_col, res_row, res_col, sq, sq_hat, h, *, ams_bou
         sq_hat = jnp.maximum(sq_hat, 1 / u)
         u = jax.lax.rsqrt(sq_hat / h.b2)
     u = u * g
-    u = u / jnp.maximum(jnp.sqrt(jnp.mean(u * u)) / h.clip_threshold, 1.0)
+    (mean_square,) = _sliced.leaf_means(path, u * u, (None,))
+    u = u / jnp.maximum(jnp.sqrt(mean_square) / h.clip_threshold, 1.0)
     m = _formulas.moment_increment(m, u, h.b1)  # torch's lerp
     if factored:
         res = (u - m) ** 2 + h.eps2
-        res_row = _formulas.moment_blend(res_row, jnp.mean(res, axis=-1), h.b3)
-        res_col = _formulas.moment_blend(res_col, jnp.mean(res, axis=-2), h.b3)
-        u = factored_rsqrt(res_row, res_col) * m
+        mean_last, mean_second_last = _sliced.leaf_means(path, res, (-1, -2))
+        res_row = _formulas.moment_blend(res_row, mean_last, h.b3)
+        res_col = _formulas.moment_blend(res_col, mean_second_last, h.b3)
+        u = _sliced.leaf_part(path, g, lambda shape: factored_rsqrt(res_row, res_col)) * m
     else:
         u = m
     return _placement.placed_like(u, g), m, sq_row, sq_col, res_row, res_col, sq, sq_hat
@@ -125,7 +134,8 @@ def scale_by_came(
       eps2: added to the instability, >= 0.
 
     Returns:
-      A `LeafWise` transform with state `ScaleByCameState`.
+      A `SliceWise` transform with state `ScaleByCameState` (`parallel.sharded_state` runs it on ZeRO's
+      slices: one all-reduce of the row and column sums and the update's sum of squares per leaf).
 
     Raises:
       ValueError: for a beta outside [0, 1), a non-positive `clip_threshold` or a negative epsilon.
@@ -153,7 +163,8 @@ def scale_by_came(
             **{f: functools.partial(_stat, field=f) for f in _FIELDS},
             "exp_avg_sq_hat": 0.0 if ams_bound else None,
         },
-        kind=_protocol.LeafWise,
+        kind=_protocol.SliceWise,  # the statistics and the RMS are the whole leaf's on ZeRO's slices too
+        paths=True,
         real_only="pytorch-optimizer's CAME refuses complex parameters",
     )
 
@@ -223,7 +234,7 @@ def came(
       mask: which parameters decay (tree of bools, function or key-path patterns); all if None.
 
     Returns:
-      A `LeafWise` chain; its slots are `scale_by_came`'s.
+      A `SliceWise` chain; its slots are `scale_by_came`'s.
 
     Raises:
       ValueError: for an argument out of its range.

@@ -13,6 +13,7 @@ from gradtx._core import formulas as _formulas
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
+from gradtx._core import sliced as _sliced
 from gradtx._core.chain import chain
 from gradtx._core.rule import update_rule
 from gradtx.combinators._scale import scale_by_learning_rate
@@ -26,30 +27,33 @@ class ScaleBySM3State(NamedTuple):
     nu: _protocol.Updates  # the moving average of the scaled gradients (starts at 0)
 
 
-def _cover_init(p) -> list[jax.Array]:
-    """A leaf's accumulators: one per axis, placed like it; below two axes, one shaped like the leaf."""
-    ndim = len(jnp.shape(p))
-    if ndim < 2:
+def _cover_init(p, path=()) -> list[jax.Array]:
+    """A leaf's accumulators: one per axis, placed like it; below two axes, one shaped like the leaf. For
+    ZeRO's slice of a leaf, the whole leaf's accumulators."""
+    shape = _sliced.leaf_shape(path, p) or tuple(jnp.shape(p))
+    if len(shape) < 2:
         return [_placement.filled(p, 0.0)]
-    return [_placement.reduced(p, (i,)) for i in range(ndim)]
+    if shape != tuple(jnp.shape(p)):  # a slice: the whole leaf's accumulators, on its devices
+        return [jnp.broadcast_to(_placement.reduced(p, ()), (d,)) for d in shape]
+    return [_placement.reduced(p, (i,)) for i in range(len(shape))]
 
 
-def _sm3_leaf(g, accumulators, m, h):
-    """One leaf: `(update, accumulators, momentum)`."""
-    if g.ndim < 2:
+def _sm3_leaf(g, accumulators, m, h, *, path):
+    """One leaf: `(update, accumulators, momentum)`; on ZeRO's slice of a leaf, the accumulators are the
+    whole leaf's (`_sliced`)."""
+    shape = _sliced.leaf_shape(path, g) or g.shape
+    n = len(shape)
+    if n < 2:
         previous = accumulators[0]
     else:
-        shapes = [[1] * i + [g.shape[i]] + [1] * (g.ndim - i - 1) for i in range(g.ndim)]
-        previous = functools.reduce(
-            jnp.minimum, [a.reshape(s) for a, s in zip(accumulators, shapes, strict=True)]
-        )
+        cover = [a.reshape([1] * i + [shape[i]] + [1] * (n - i - 1)) for i, a in enumerate(accumulators)]
+        previous = _sliced.leaf_part(path, g, lambda whole: functools.reduce(jnp.minimum, cover))
     nu = h.new_weight * (g * g) + h.b2 * previous
     m = _formulas.optax_moment(m, g * jnp.where(nu > 0, jax.lax.rsqrt(nu + h.eps), 0.0), h.b1)
-    if g.ndim < 2:
+    if n < 2:
         return m, [nu], m
-    others = [tuple(j for j in range(g.ndim) if j != i) for i in range(g.ndim)]
-    initial = {"initial": 0.0} if nu.size == 0 else {}  # nu >= 0; an empty leaf's maximum is 0
-    return m, [jnp.max(nu, axis=axes, **initial) for axes in others], m
+    others = [tuple(j for j in range(n) if j != i) for i in range(n)]
+    return m, _sliced.leaf_maxima(path, nu, others), m  # nu >= 0; an empty leaf's maximum is 0
 
 
 def _new_weight(h, state, extra_args):
@@ -82,7 +86,8 @@ def scale_by_sm3(
     than two axes keeps one accumulator shaped like it (plain Adagrad, which the paper's
     cover of singletons gives). These are the numbers of `optax.scale_by_sm3` (which
     refuses scalar leaves; here they work like vectors). A row-sparse gradient is
-    densified first.
+    densified first. On ZeRO's slices (`parallel.sharded_state` inside `shard_map`) the
+    accumulators are the whole leaf's: one all-reduce (a maximum) of the per-axis maxima per leaf.
 
     Args:
       b1: decay of the momentum `m`, in [0, 1].
@@ -122,7 +127,8 @@ def scale_by_sm3(
         hyper={"b1": b1, "b2": b2, "eps": eps},
         slots={"mu": _cover_init, "nu": 0.0},
         prepare=_new_weight,
-        kind=_protocol.LeafWise,  # one accumulator per index of each axis
+        kind=_protocol.SliceWise,  # one accumulator per index of each axis, on ZeRO's slices too
+        paths=True,
         real_only="its cover accumulators take maxima of real squares",
     )
 
@@ -148,7 +154,7 @@ def sm3(
       eps: added under the root, >= 0.
 
     Returns:
-      A `LeafWise` chain; its slots are `accumulators` (a list per leaf) and `momentum`.
+      A `SliceWise` chain; its slots are `accumulators` (a list per leaf) and `momentum`.
 
     Raises:
       ValueError: for a decay outside [0, 1], or a negative `eps` or rate.

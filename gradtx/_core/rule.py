@@ -92,7 +92,8 @@ def update_rule(
       row-sparse); a function takes the `RowSparse` gradient and the whole slots itself.
     - **slots**: `slots` maps each slot field of `state` to its initial value: a number
       or a `Slot(fill, dtype)` gives an array shaped like the parameter, `None` no slot, a
-      function of one parameter any other array or pytree (made with `gradtx._core.placement`);
+      function of one parameter any other array or pytree (made with `gradtx._core.placement`;
+      with `paths=True` it gets the leaf's key path too, `path=`, for `gradtx._core.sliced.leaf_shape`);
       a field annotated `SlotDict` holds `{name: tree}` and its function gives one dict per
       parameter (the formula sees and returns that dict).
       Every slot is created placed like its parameter in each mode (eager, `jit` with Auto
@@ -108,7 +109,7 @@ def update_rule(
       packed parameters as they are), `LeafWise` (it needs whole leaves: a norm, a shape;
       on packed parameters it runs on per-leaf views, `gradtx.packing.leaf_wise`) or
       `SliceWise` (a `LeafWise` rule whose per-leaf reductions go through
-      `gradtx._core.sliced.total`, e.g. `formulas.leaf_norm`: ZeRO runs it on slices).
+      `gradtx._core.sliced`, e.g. `formulas.leaf_norm`, `sliced.leaf_means`: ZeRO runs it on slices).
     - **the state**: `state(count, *slots, *scalars)`; with `count="if_scheduled"` and no
       schedule among the hyperparameters, `EmptyState()` (a rule without slots);
       `count="never"` keeps no count (optax's `ScaleByRmsState(nu)`; no schedules then).
@@ -251,7 +252,7 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
 
     def init_slot(spec: Any, p: Any, path: Any) -> Any:
         if _checks.is_schedule(spec):  # a function of the parameter
-            return spec(p)
+            return spec(p, path=path) if paths else spec(p)
         spec = spec if isinstance(spec, Slot) else Slot(spec)
         fill = _hyper.resolve(spec.fill, _hyper.zero_count())
         fmt = spec.dtype if spec.dtype is not None else _slot_formats.format_for(p, spec.nonnegative, path)
@@ -361,7 +362,8 @@ def _construct(declaration: _Declaration, state_cls: Any, rename: Mapping[str, s
                 for k in checked:
                     _leaves.check_slot(name, g, stored[k], slot_names[k], updates, i)
                 for k in derived:
-                    want = _leaves.slot_shape_for(slot_specs[slot_names[k]], g, derived_shapes)
+                    path = path_list[i] if paths else None
+                    want = _leaves.slot_shape_for(slot_specs[slot_names[k]], g, derived_shapes, path)
                     if want is not None:
                         _leaves.check_slot(name, g, stored[k], slot_names[k], updates, i, want)
                 slot_args = [_lowbit.values(s) for s in stored]  # ... and its values

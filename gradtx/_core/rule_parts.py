@@ -3,6 +3,7 @@ casts back to the slots' dtypes, the formula on touched rows, rules over all lea
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple
@@ -14,6 +15,7 @@ from gradtx._core import lowbit as _lowbit
 from gradtx._core import matrix_work as _matrix_work
 from gradtx._core import protocol as _protocol
 from gradtx._core import scalars as _scalars
+from gradtx._core import sliced as _sliced
 from gradtx._core import sparse_rows as _sparse_rules
 from gradtx._core import walk as _walk
 
@@ -149,12 +151,16 @@ def check_slot(fn: str, g: Any, slot: Any, field: str, updates: Any, i: int, wan
         )
 
 
-def slot_shape_for(spec: Callable[[Any], Any], g: Any, cache: dict[Any, Any]) -> Any:
+def slot_shape_for(spec: Callable[..., Any], g: Any, cache: dict[Any, Any], path: Any = None) -> Any:
     """The shape a slot made by the function `spec` of the parameter has for gradient leaf `g`'s
-    parameter (traced abstractly, once per shape and dtype); None when `spec` gives no single array."""
-    key = (id(spec), shape_of(g), _walk.values_of(g).dtype)
+    parameter (traced abstractly, once per shape and dtype, and whole leaf's shape where `g` may be a
+    slice of it: `path` given, for a rule with `paths=True`); None when `spec` gives no single array."""
+    shape, dtype = shape_of(g), _walk.values_of(g).dtype
+    whole = None if path is None else _sliced.leaf_shape(path, jax.ShapeDtypeStruct(shape, dtype))
+    key = (id(spec), shape, dtype, whole)
     if key not in cache:
-        out = jax.eval_shape(spec, jax.ShapeDtypeStruct(key[1], key[2]))
+        made = spec if path is None else functools.partial(spec, path=path)
+        out = jax.eval_shape(made, jax.ShapeDtypeStruct(shape, dtype))
         cache[key] = getattr(out, "shape", None)
     return cache[key]
 

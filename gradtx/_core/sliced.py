@@ -4,16 +4,19 @@ A rule that reduces over every element of the updates (a global norm, an all-fin
 a NaN flag per parameter) writes its reduction as always, over the arrays it is given,
 and passes the result through `total` before using it (a mean divides by `leaf_size`); a
 rule that draws an array shaped like a whole leaf (gradient noise) draws it through
-`leaf_part`. Both are the identity
+`leaf_part`; a rule that reduces a leaf over some of its axes (a factored statistic: Adafactor's
+row and column means) takes them from `leaf_means` / `leaf_maxima`. All are the identity
 (`leaf_part` just calls `make(x.shape)`) unless the arrays the rule is given are parts of
 the leaves: `parallel.sharded_state` inside `shard_map` / `pmap` gives its transform one
 replica's flat slice of every leaf, and sets a `Parts` here for the duration of that
 `update` (`holding`). `total` then combines the replicas' partial results with one
 collective (a sum of sums of squares is the sum of squares), and `leaf_part` cuts the
-whole leaf's array to the replica's slice -- the formula stays in one place, its numbers
-equal the unsharded rule's, and the collectives stay in `gradtx.parallel`.
+whole leaf's array to the replica's slice; `leaf_means` places the slice in a leaf of zeros
+(`in_leaf`), reduces it over the axes, and combines the replicas' partial sums with one
+collective -- the formula stays in one place, its numbers equal the unsharded rule's, and the
+collectives stay in `gradtx.parallel`.
 
-Each is traced inside a named scope (`TOTAL_SCOPE`, `LEAF_SCOPE`), by which the check of
+Each is traced inside a named scope (`TOTAL_SCOPE`, `LEAF_SCOPE`, `SHARE_SCOPE`), by which the check of
 `sharded_state` (`parallel._elementwise`) tells a declared reduction from an undeclared one.
 A blockwise-quantized slot (`gradtx._core.lowbit`) mixes the elements of each block: it is
 quantized and dequantized inside `BLOCK_SCOPE`, and exact on a slice whose blocks are the whole
@@ -27,12 +30,15 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Any, Callable, Iterator, Protocol
+import math
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import jax
+import jax.numpy as jnp
 
 TOTAL_SCOPE = "gradtx_total"
 LEAF_SCOPE = "gradtx_whole_leaf"
+SHARE_SCOPE = "gradtx_leaf_share"
 BLOCK_SCOPE = "gradtx_blocks"
 OPS = ("sum", "max", "min", "all", "any")
 """How partial results combine: `sum`, `max`, `min` of numbers, `all`, `any` of bools."""
@@ -56,6 +62,10 @@ class Parts(Protocol):
     def leaf_shape(self, path: Any, x: Any) -> tuple[int, ...] | None:
         """The shape of the whole leaf at `path`, of which `x` is a part (or which `x` is); None where `x`
         is not a part of the leaf at `path` (a combinator changed the tree)."""
+        ...
+
+    def in_leaf(self, path: Any, x: jax.Array, fill: float) -> jax.Array:
+        """`x` where its elements are in the whole leaf at `path`, `fill` at the other parts' elements."""
         ...
 
 
@@ -122,6 +132,59 @@ def leaf_shape(path: Any, x: Any) -> tuple[int, ...] | None:
     parts' holder and the rule changed the tree)."""
     parts = _PARTS.get()
     return tuple(jax.numpy.shape(x)) if parts is None else parts.leaf_shape(path, x)
+
+
+def in_leaf(path: Any, x: jax.Array, fill: float = 0.0) -> jax.Array:
+    """`x`, a part of the whole leaf at `path`, in an array shaped like the leaf: `x` itself unless it is a
+    part; then `fill` at the elements of the other parts. A reduction of it is this part's share of the
+    leaf's (a partial result for `total`; the check of `sharded_state` refuses any other use of it)."""
+    parts = _PARTS.get()
+    if parts is None:
+        return x
+    with jax.named_scope(SHARE_SCOPE):
+        return parts.in_leaf(path, x, fill)
+
+
+def _reduced_over_axes(
+    path: Any, x: jax.Array, axes: Sequence[Any], op: str, fill: float, reduce: Callable[..., Any]
+) -> tuple[list[jax.Array], tuple[int, ...]]:
+    """`reduce(leaf, axis=a)` of the whole leaf at `path` for each `a` of `axes`, combined by `op` over the
+    parts (one `total`); and the leaf's shape."""
+    whole = in_leaf(path, x, fill)
+    return list(total(tuple(reduce(whole, axis=a) for a in axes), op)), tuple(whole.shape)
+
+
+def leaf_means(path: Any, x: jax.Array, axes: Sequence[int | None]) -> list[jax.Array]:
+    """The means of the whole leaf at `path` over each axis of `axes`, where the rule holds `x` of it:
+    `jnp.mean(leaf, axis=a)` for each, value for value (a 16-bit float summed in float32), the replicas'
+    partial sums combined by one `total`.
+
+    Args:
+      path: the leaf's key path (`update_rule(..., paths=True)` gives it to the formula).
+      x: what the rule holds of the leaf: the leaf itself, or a part of it.
+      axes: axes of the whole leaf (`leaf_shape`), each reduced on its own; None: all of them.
+
+    Returns:
+      One array per axis: the whole leaf's mean over that axis, in `x`'s dtype.
+    """
+    dtype = jnp.result_type(x)
+    wide = jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype  # as `jnp.mean` sums
+    sums, shape = _reduced_over_axes(
+        path, x, axes, "sum", 0.0, lambda y, axis: jnp.sum(y, axis=axis, dtype=wide)
+    )
+    counts = [math.prod(shape) if a is None else shape[a] for a in axes]
+    return [jax.lax.div(s, jnp.asarray(c, wide)).astype(dtype) for s, c in zip(sums, counts, strict=True)]
+
+
+def leaf_maxima(path: Any, x: jax.Array, axes: Sequence[tuple[int, ...]]) -> list[jax.Array]:
+    """The maxima of the whole leaf at `path` over each tuple of axes in `axes` (`jnp.max(leaf, axis=a)`),
+    where the rule holds `x` of it (0 for a leaf of no element); the replicas' partial maxima combined by
+    one `total`."""
+    initial = 0.0 if x.size == 0 else None
+    maxima, _ = _reduced_over_axes(
+        path, x, axes, "max", -float("inf"), lambda y, axis: jnp.max(y, axis=axis, initial=initial)
+    )
+    return maxima
 
 
 @contextlib.contextmanager

@@ -6,8 +6,9 @@ reduce over elements only through `gradtx._core.sliced`, which combines the repl
 *or through reductions over all elements* (a global norm) -- so it runs on any grouping of
 the elements into arrays (packed buffers). A slice is not a grouping of all the elements: a
 reduction sees 1/N of them, unless the rule passes it to `_sliced.total` (traced in a named
-scope), which `sharded_state` turns into the reduction over every replica's slice (a low-bit
-slot's blocks, traced in `_sliced.BLOCK_SCOPE`, are the whole leaf's: `slot_formats.format_for` refused
+scope), which `sharded_state` turns into the reduction over every replica's slice. A slice placed in
+its whole leaf (`_sliced.in_leaf`, a row or column statistic) is a partial result too; a low-bit
+slot's blocks, traced in `_sliced.BLOCK_SCOPE`, are the whole leaf's (`slot_formats.format_for` refused
 any other slice).
 `cross_element_reason` reads the jaxpr of the transform's `update` on the slices and follows
 two kinds of values: *slice data* (the gradients, params and slots: element j of each is
@@ -145,6 +146,9 @@ def _scan(jaxpr: Any, taint: dict) -> tuple[str | None, list[Any]]:
         name = eqn.primitive.name
         ins = [taint.get(v) if isinstance(v, jex_core.Var) else None for v in eqn.invars]
         scope = str(eqn.source_info.name_stack)
+        if _sliced.SHARE_SCOPE in scope:  # the slice in a whole leaf (`_sliced.in_leaf`): one replica's share
+            taint.update(dict.fromkeys(eqn.outvars, Partial(f"`_sliced.in_leaf`{_where(eqn)}")))
+            continue
         if _sliced.LEAF_SCOPE in scope or _sliced.BLOCK_SCOPE in scope:
             # made for the whole leaf, cut to the slice (`_sliced.leaf_part`); or a low-bit slot's blocks,
             # which its `init` made the whole leaf's (`gradtx._core.slot_formats.format_for`)

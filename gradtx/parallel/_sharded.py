@@ -89,13 +89,18 @@ def sharded_state(
     taken the same way (one scalar all-reduce per tensor; a mean divides by the whole
     leaf's size), SAM's `normalize` and DoG's the global norm (DoG's heuristic start too:
     `init` runs with the same totals), and masks and labels given as trees or key-path
-    patterns route the slices as the whole leaves. A low-bit slot (`gradtx.low_bit_state`) is
-    stored or not as the whole leaf's is, and 8 and 4 bits quantize the slice in the leaf's
-    own blocks (the same codes and scales), where the leaf is blocked along its flattened
-    elements and the slice's length is a multiple of the block size; another such slot is
-    refused at `init`, naming its leaf. Rules that need whole tensors (Shampoo,
-    Adafactor's factored statistics, SM3, Muon, a mask that is a function of the params)
-    are refused when built, naming the member, and an element-wise one that mixes elements
+    patterns route the slices as the whole leaves. Statistics per row and per column
+    (Adafactor's and CAME's factored second moments, SM3's accumulators per index of each
+    axis) are the whole leaf's too: each replica places its slice in the leaf, reduces it
+    over the axes, and one all-reduce combines the partial sums (or maxima) of all leaves;
+    the statistics are stored cut like the slots and gathered for the step (one small
+    all-gather). A low-bit slot (`gradtx.low_bit_state`) is stored or not as the whole
+    leaf's is, and 8 and 4 bits quantize the slice in the leaf's own blocks (the same codes
+    and scales), where the leaf is blocked along its flattened elements and the slice's
+    length is a multiple of the block size; another such slot is refused at `init`, naming
+    its leaf. Rules that need whole tensors (Shampoo, SOAP, Muon, PSGD Kron, a mask that is
+    a function of the params) are refused when built, naming the member, and an
+    element-wise one that mixes elements
     otherwise (GGT, optax's own clip declared `ElementWise`) is refused when traced (the
     jaxpr of its update is read): on slices they would see 1/N of each tensor. With
     `gather_state=True` such a rule (leaf-wise, or element-wise but mixing a slice's
@@ -110,8 +115,8 @@ def sharded_state(
     every replica. Between steps 1/N of the state is stored, in the layout above (so
     `unshard_state` / `shard_state` apply), at the price of the state's all-gather at every
     step and the whole state in memory during it: worth it where the state is small beside
-    the parameters (Adafactor's and SM3's factored statistics) or where the memory between
-    steps is what counts; every registered optimizer runs so. A rule's own state leaves that
+    the parameters or where the memory between steps is what counts; every registered
+    optimizer runs so. A rule's own state leaves that
     are not slots (a PRNG key, Mechanic's per-decay scales) are the same on every replica:
     they too are stored cut and gathered for the step (with the small leaves). The padding
     never reaches the parameters. Row-sparse gradients are densified. `init` must run inside

@@ -81,7 +81,8 @@ class Slices:
     `total` combines the replicas' partial reductions with one collective over `axes` (a
     pytree of partials is one all-reduce); `leaf_part` makes the whole leaf's array (its
     shape read from `shapes`, by key path) and keeps this replica's slice of it;
-    `leaf_size` is the whole leaf's size, `leaf_shape` its shape.
+    `leaf_size` is the whole leaf's size, `leaf_shape` its shape; `in_leaf` puts this replica's slice
+    where it is in the whole leaf (a replica's part of a reduction over some of its axes).
     """
 
     def __init__(self, n: int, axes: tuple, shapes: dict[str, tuple[int, ...]]) -> None:
@@ -122,6 +123,13 @@ class Slices:
         if shape is None or tuple(np.shape(x)) not in (shape, (slice_len(math.prod(shape), self.n),)):
             return None
         return shape
+
+    def in_leaf(self, path: Any, x: jax.Array, fill: float) -> jax.Array:
+        shape = self._shape(path, x, "reduces over axes of (a row or column statistic)")
+        k = x.shape[0]
+        leaf = _vma.typed_like(jnp.full((self.n * k,), fill, x.dtype), x)
+        leaf = jax.lax.dynamic_update_slice_in_dim(leaf, x, jax.lax.axis_index(self.axes) * k, axis=0)
+        return leaf[: math.prod(shape)].reshape(shape)
 
 
 # --------------------------------------------------------------------------- jit layout

@@ -221,11 +221,12 @@ def test_element_wise_rules_that_mix_elements_are_refused():
 
 
 @pytest.mark.parametrize(
-    "inner", [lambda: gradtx.adafactor(0.1), lambda: gradtx.sm3(0.1)], ids=["adafactor", "sm3"]
+    "inner", [lambda: gradtx.shampoo(0.1), lambda: gradtx.muon(0.1)], ids=["shampoo", "muon"]
 )
 def test_leaf_wise_rules_are_refused_without_a_mesh(inner):
-    """A rule that needs a matrix's rows and columns needs whole tensors: refused at construction (LARS's
-    and LAMB's norms are taken over the slices: test_sharded_reductions.py)."""
+    """A rule that needs whole matrices (a matrix root, an orthogonalization) needs whole tensors: refused at
+    construction (LARS's and LAMB's norms, Adafactor's and SM3's row and column statistics are taken over
+    the slices: test_sharded_reductions.py)."""
     with pytest.raises(ValueError, match=r"`sharded_state`: `[a-z_0-9]+`.* is leaf-wise.*under `jax.jit`"):
         sharded_state(inner(), "data")
 

@@ -1,8 +1,8 @@
 """`sharded_state` (ZeRO-1) inside shard_map / pmap with rules that reduce over all the gradients: a
 global-norm clip, `apply_if_finite`, `zero_nans` and gradient noise run on the replicas' slices with the
 unsharded chain's numbers, each global reduction one all-reduce of its slices' partial results; so do
-LAMB's and LARS's per-tensor norms and masks by key path; rules that need whole tensors are refused, naming
-the member."""
+LAMB's and LARS's per-tensor norms and masks by key path, and Adafactor's, SM3's and CAME's row and column
+statistics; rules that need whole tensors are refused, naming the member."""
 
 from __future__ import annotations
 
@@ -152,16 +152,18 @@ def _step(tx, m, check_vma):
     return jax.jit(jax.shard_map(step, mesh=m, check_vma=check_vma, **specs))
 
 
-def _collectives(tx, check_vma=True):
+def _collectives(tx, check_vma=True, results=None):
+    """The compiled step's collectives (`count`) and how many of its all-reduces are of scalars; the
+    all-reduces' result types (`f32[]`, `(s32[], s32[])`, `f32[1]`, ...) appended to `results`."""
     m = _util.mesh()
     params = {"w": jnp.ones((16, 60)), "b": jnp.zeros(60)}  # 960 and 60 elements: b is padded to 64
     state = jax.eval_shape(jax.shard_map(tx.init, mesh=m, in_specs=P(), out_specs=P(_util.AXIS)), params)
     x = jax.ShapeDtypeStruct((64, 16), jnp.float32, sharding=jax.NamedSharding(m, P(_util.AXIS)))
     hlo = _step(tx, m, check_vma).lower(params, state, x).compile().as_text()
-    results = re.findall(
-        r"= (\S+(?:, \S+)*) all-reduce(?:-start)?\(", hlo
-    )  # `f32[]`, `(s32[], s32[])`, `f32[1]`
-    scalars = [r for r in results if re.fullmatch(r"\(?(?:(?:f32|s32|pred)\[1?\](?:\{0\})?(?:, )?)+\)?", r)]
+    found = re.findall(r"= (\S+(?:, \S+)*) all-reduce(?:-start)?\(", hlo)
+    if results is not None:
+        results.extend(found)
+    scalars = [r for r in found if re.fullmatch(r"\(?(?:(?:f32|s32|pred)\[1?\](?:\{0\})?(?:, )?)+\)?", r)]
     return count(hlo), len(scalars)
 
 
@@ -284,6 +286,58 @@ def test_per_tensor_and_global_norms_of_other_rules_equal_the_unsharded_run(make
     _assert_all_replicas(got, ref)
 
 
+FACTORED = {"w": (7, 3), "t": (2, 5, 3), "b": (5,), "s": ()}  # slices of 3 end mid-row and mid-matrix
+
+
+def _factored_rules():
+    return {
+        "adafactor": lambda: gradtx.adafactor(0.1, min_dim_size_to_factor=2, momentum=0.9, weight_decay=0.01),
+        "optax_compat_adafactor": lambda: ox.adafactor(0.1, min_dim_size_to_factor=3),
+        "sm3": lambda: gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.sm3(0.1)),
+        "optax_compat_sm3": lambda: ox.sm3(0.1),
+        "came": lambda: gradtx.came(0.1, weight_decay=0.01),
+        "came_ams_bound": lambda: gradtx.came(0.1, ams_bound=True),
+    }
+
+
+@pytest.mark.parametrize(
+    "name, mode",
+    [*(("adafactor", m) for m in _util.MODES), *((n, "vma") for n in list(_factored_rules())[1:])],
+)
+def test_factored_statistics_equal_the_unsharded_run(name, mode):
+    """Adafactor's, SM3's and CAME's statistics per row and per column (of 2- and 3-D leaves whose slices
+    end mid-row) are the whole leaves': each replica places its slice in its leaf, reduces it over the
+    axes, and the partial sums (or maxima) are combined over the replicas (`_sliced.leaf_means`,
+    `leaf_maxima`); CAME's update RMS is the whole leaf's too. No `gather_state` is needed."""
+    make = _factored_rules()[name]
+    rng = np.random.default_rng(4)
+    params = {k: rng.standard_normal(s).astype(np.float32) for k, s in FACTORED.items()}
+    grads = {k: rng.standard_normal((T, N, *s)).astype(np.float32) for k, s in FACTORED.items()}
+    got, _ = _sharded(sharded_state(make(), _util.AXIS), params, grads, mode, observe=lambda s: ())
+    ref = _unsharded(make(), params, grads, observe=lambda s: ())[0]
+    assert not np.allclose(ref["t"][-1], params["t"])  # it trained
+    _assert_all_replicas(got, ref)
+
+
+@pytest.mark.parametrize("name", ["adafactor", "sm3", "came"])
+def test_factored_statistics_add_small_all_reduces_and_one_gather(name):
+    """Besides ZeRO's reduce-scatter and all-gather: all-reduces of the row and column statistics (16 + 60
+    numbers for a 16 x 60 matrix) and of a few scalars (the RMS of each leaf), and one all-gather of the
+    statistics, which are kept cut like the slots between steps -- not the gradients' all-reduce and the
+    whole state's gather of `gather_state`."""
+    plain, _ = _collectives(sharded_state(gradtx.adam(0.1), _util.AXIS))
+    results: list[str] = []
+    got, _ = _collectives(sharded_state(_factored_rules()[name](), _util.AXIS), results=results)
+    assert plain["all-reduce"] == 0, plain
+    assert {**got, "all-reduce": 0} == {**plain, "all-gather": plain["all-gather"] + 1}, (got, plain)
+    assert 1 <= got["all-reduce"] <= 3, got
+    sizes = [
+        int(np.prod([int(d) for d in dims.split(",") if d]))
+        for dims in re.findall(r"f32\[([\d,]*)\]", " ".join(results))
+    ]
+    assert 16 + 60 <= sum(sizes) <= 2 * (16 + 60) + 8, results
+
+
 @pytest.mark.parametrize(
     "inner, member",
     [
@@ -292,14 +346,14 @@ def test_per_tensor_and_global_norms_of_other_rules_equal_the_unsharded_run(make
             r"masked\(adam\)",
         ),
         (lambda: gradtx.lamb(0.1, weight_decay=0.01, mask=_all), "add_decayed_weights"),
-        (lambda: ox.adafactor(0.1), "optax_compat.scale_by_factored_rms"),
-        (lambda: gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.sm3(0.1)), "scale_by_sm3"),
+        (lambda: gradtx.chain(gradtx.clip_by_global_norm(1.0), gradtx.shampoo(0.1)), "scale_by_shampoo"),
+        (lambda: gradtx.galore(0.1), "scale_by_galore"),
     ],
-    ids=["mask_function", "lamb_mask_function", "adafactor", "sm3"],
+    ids=["mask_function", "lamb_mask_function", "shampoo", "galore"],
 )
 def test_per_tensor_members_are_refused_by_name(inner, member):
-    """A mask that is a function of the params may read their shapes; a factored statistic needs a
-    matrix's rows and columns: refused inside `shard_map`, naming the member."""
+    """A mask that is a function of the params may read their shapes; a matrix root or a projection needs a
+    whole matrix: refused inside `shard_map`, naming the member."""
     with pytest.raises(
         ValueError, match=rf"`sharded_state`: `{member}`.* is leaf-wise: it needs whole tensors.*mesh=mesh"
     ):
