@@ -17,6 +17,7 @@ from gradtx._core import registry as _registry
 from gradtx._core import sliced as _sliced
 from gradtx._core.chain import chain
 from gradtx._core.rule import update_rule
+from gradtx._core.scalars import at_least_float32
 from gradtx.combinators._block_scaling import clip_by_block_rms, scale_by_param_block_rms
 from gradtx.combinators._ema import ema
 from gradtx.combinators._scale import DESCEND, scale_by_learning_rate
@@ -201,6 +202,7 @@ def scale_by_factored_rms(
         kind=_protocol.SliceWise,  # means over whole axes, on ZeRO's slices too (`_sliced.leaf_means`)
         paths=True,
         real_only="its factored second moments are row and column means of real squares",
+        compute_dtype=at_least_float32,  # optax's float32 decay rate, for bfloat16 leaves too
     )
 
 

@@ -80,9 +80,10 @@ class BlockRmsState(NamedTuple):
 
 
 def _rms(x: jax.Array, path: Any) -> jax.Array:
-    """`sqrt(mean(x^2))` of the whole leaf at `path`, summed in at least float32 (NaN for an empty leaf);
-    on ZeRO's slices too (`_sliced`)."""
-    return jnp.sqrt(_sliced.total(_formulas.squared_norm(x)) / _sliced.leaf_size(path, x))
+    """`sqrt(mean(|x|^2))` of the whole leaf at `path` in its (real) dtype, as optax computes it (a 16-bit
+    float's squares summed in float32; NaN for an empty leaf); on ZeRO's slices too (`_sliced`)."""
+    (mean_square,) = _sliced.leaf_means(path, _formulas.abs_sq(x), (None,))
+    return jnp.sqrt(mean_square)
 
 
 def _clip_leaf(u, h, *, path):

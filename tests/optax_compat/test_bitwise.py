@@ -222,3 +222,34 @@ def test_bit_for_bit(case):
         if exception is not None and exception.max_ulps is None:
             for x, y in zip(jax.tree.leaves(s), jax.tree.leaves(s_ref), strict=True):
                 np.testing.assert_array_equal(x, y, err_msg=f"{case}, step {step}: the state")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize(
+    "name, args",
+    [
+        ("scale_by_factored_rms", {"min_dim_size_to_factor": 4}),
+        ("clip_by_block_rms", {"threshold": 0.5}),
+        ("scale_by_param_block_rms", {}),
+        ("adafactor", {"learning_rate": LR, "min_dim_size_to_factor": 4}),
+    ],
+)
+def test_adafactor_in_16_bit_floats_bit_for_bit(name, args, dtype):
+    """Adafactor's statistics and block RMS in a 16-bit float leaf: optax's float32 decay rate (the
+    statistics blended in float32, stored in the leaf's dtype) and its means in the leaf's dtype (summed in
+    float32), so the updates and states are optax's bits (an array of the rate in the leaf's dtype, or an
+    RMS kept in float32, gave other bits)."""
+    cast = lambda tree: jax.tree.map(lambda x: x.astype(dtype), tree)  # noqa: E731
+    params, runs = cast(PARAMS), []
+    for lib in (compat, optax):
+        tx = getattr(lib, name)(**args)
+        step = jax.jit(tx.update)
+        state, out = tx.init(params), []
+        for g in GRADS:
+            u, state = step(cast(g), state, params)
+            out.append((u, state))
+        runs.append(out)
+    for (u, s), (u_ref, s_ref) in zip(*runs, strict=True):
+        for x, y in zip(jax.tree.leaves((u, s)), jax.tree.leaves((u_ref, s_ref)), strict=True):
+            assert x.dtype == y.dtype
+            np.testing.assert_array_equal(np.asarray(x, np.float32), np.asarray(y, np.float32))
