@@ -152,6 +152,35 @@ def state_bytes_table(s: dict) -> list[str]:
     return lines
 
 
+def zero_in_shard_map_table(z: dict) -> list[str]:
+    """ZeRO-1 inside `shard_map`: the state per device beside one device's, and the step's collectives."""
+    intro = (
+        '`gradtx.parallel.sharded_state(tx, "data")` inside `jax.shard_map` over 8 devices, on '
+        f"{z['tree']} (plain data parallelism): the optimizer state one device holds without ZeRO, and "
+        "each device's share with it (the state `init` makes inside `shard_map`, 8 rows); the compiled "
+        "step's collectives (*all-gather / all-reduce / other*), and the bytes of the whole arrays they "
+        "combine (an all-reduce's or all-gather's result, a reduce-scatter's input). Adam, LAMB, "
+        "Adafactor, CAME and SM3 run on each device's slices (the gradients reduce-scattered, the updates "
+        "all-gathered; per-tensor norms and row and column statistics by small all-reduces); Muon and "
+        "Shampoo need whole matrices (`gather_state=True`: the gradients all-reduced, the state gathered "
+        "for the step, the matrix work split over the devices)."
+    )
+    lines = [
+        intro,
+        "",
+        "| transform | state, one device | per device with ZeRO | collectives | bytes combined |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, row in z["rows"].items():
+        full, mine = row["unsharded"], row["per_device"]
+        label = f"{name} (`gather_state=True`)" if row["gather_state"] else name
+        lines.append(
+            f"| {label} | {full / 2**10:,.1f} KiB | {mine / 2**10:,.1f} KiB ({mine / full:.2f}x) | "
+            f"{_collectives(row['collectives'])} | {row['collective_bytes'] / 2**20:,.2f} MiB |"
+        )
+    return lines
+
+
 def platform_section(results: dict, chart: str | None) -> list[str]:
     m, bw = results["machine"], results["bandwidth"]
     v = m["versions"]
@@ -203,6 +232,13 @@ def platform_section(results: dict, chart: str | None) -> list[str]:
             *state_bytes_table(results["sharding"]),
             "",
         ]
+        if results["sharding"].get("zero_in_shard_map"):
+            lines += [
+                "### ZeRO-1 inside shard_map",
+                "",
+                *zero_in_shard_map_table(results["sharding"]["zero_in_shard_map"]),
+                "",
+            ]
         if results["sharding"].get("matrix_work"):
             lines += ["### Matrix work on a pod", "", *pod.table(results["sharding"]["matrix_work"]), ""]
     if chart:

@@ -12,7 +12,8 @@ of auto axes (`Mesh`), and under `jax.set_mesh` on one of explicit axes
 (`jax.make_mesh(..., axis_types=(AxisType.Explicit,) * 2)`). The state's bytes on each
 device (`addressable_shards`; every device holds the same) are those of the state a jitted
 step returns: from replicated parameters, from the sharded ones (the state sharded like
-them), and with ZeRO (`gradtx.parallel.sharded_state(tx, "data", mesh=mesh)` under jit).
+them), and with ZeRO (`gradtx.parallel.sharded_state(tx, "data", mesh=mesh)` under jit); and inside
+`shard_map` over the 8 devices, ZeRO's state per device and its step's collectives.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import json
 import pathlib
 from typing import Any
 
-from benchmarks.collectives import KINDS, count  # noqa: F401 -- the tests take them from here too
+from benchmarks.collectives import KINDS, count, whole_bytes  # noqa: F401 -- the tests take them from here too
 
 
 def per_device(tree: Any) -> int:
@@ -143,6 +144,68 @@ def _measure(layers: int, rows: int, cols: int, only: tuple[str, ...] | None = N
     }
 
 
+def _zero_in_shard_map(
+    layers: int, rows: int, cols: int, only: tuple[str, ...] | None = None
+) -> dict[str, Any]:
+    """ZeRO-1 inside `shard_map` over 8 devices from replicated params (plain data parallelism): each
+    optimizer's state bytes on one device unsharded and per device under `sharded_state` (read from the
+    state `init` makes, `P("data")`: N rows), and the compiled step's collectives and the bytes of the
+    whole arrays they combine (`whole_bytes`)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import AxisType
+    from jax.sharding import PartitionSpec as P
+
+    import gradtx
+
+    mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))
+    rng = np.random.default_rng(0)
+    shapes = {"w": (rows, cols), "b": (cols,), "ln": (rows,)}
+    params = {
+        f"layer{i}": {k: jnp.asarray(rng.standard_normal(s), jnp.float32) * 0.1 for k, s in shapes.items()}
+        for i in range(layers)
+    }
+    grads = jax.tree.map(lambda p: jnp.broadcast_to(p * 0.01, (8, *p.shape)), params)  # one per replica
+    transforms = {  # name: (transform, whether its state is gathered for the step)
+        "adam": (gradtx.adam(1e-3), False),
+        "lamb": (gradtx.lamb(1e-3, weight_decay=1e-4), False),
+        "adafactor": (gradtx.adafactor(1e-3), False),
+        "came": (gradtx.came(1e-3), False),
+        "sm3": (gradtx.sm3(1e-3), False),
+        "muon": (gradtx.muon(0.02), True),
+        "shampoo": (gradtx.shampoo(0.1), True),
+    }
+
+    def nbytes(tree):
+        return sum(int(np.prod(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(tree))
+
+    out = {}
+    for name, (inner, gather) in transforms.items():
+        if only is not None and name not in only:
+            continue
+        tx = gradtx.parallel.sharded_state(inner, "data", gather_state=gather)
+        init = jax.shard_map(tx.init, mesh=mesh, in_specs=P(), out_specs=P("data"))
+        state = jax.eval_shape(init, params)
+
+        def step(p, s, g, tx=tx):
+            updates, s = tx.update(jax.tree.map(lambda x: x[0], g), s, p)
+            return gradtx.apply_updates(p, updates), s
+
+        mapped = jax.shard_map(
+            step, mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=(P(), P("data"))
+        )
+        hlo = jax.jit(mapped, donate_argnums=(0, 1)).lower(params, state, grads).compile().as_text()
+        out[name] = {
+            "unsharded": nbytes(jax.eval_shape(inner.init, params)),
+            "per_device": nbytes(state) // 8,  # every leaf has 8 rows, one per device
+            "gather_state": gather,
+            "collectives": count(hlo),
+            "collective_bytes": whole_bytes(hlo, 8),
+        }
+    return {"tree": f"{layers} layers of w {rows}x{cols}, b {cols}, ln {rows}, replicated", "rows": out}
+
+
 SIZES = {"full": (6, 256, 512), "smoke": (2, 8, 16, ("adam", "clip_by_global_norm + adamw", "muon"))}
 """`_measure`'s arguments: the smoke run (the suite's) counts an element-wise rule, a global norm and a
 matrix rule's path."""
@@ -165,7 +228,10 @@ def measure(sizes: str) -> dict:
     """The counts, the state bytes and the pod table, in a process that has 8 devices."""
     from benchmarks import pod
 
+    layers, rows, cols, *only = SIZES[sizes]
     result = _measure(*SIZES[sizes])
+    smoke = ("adam", "adafactor") if only else None
+    result["zero_in_shard_map"] = _zero_in_shard_map(layers, rows, cols, smoke)
     result["matrix_work"] = pod.measure(*pod.SIZES[sizes])
     return result
 

@@ -118,7 +118,13 @@ def test_smoke_run_writes_results_and_report(tmp_path, monkeypatch):
     assert all(r["ratio"] <= 1.2 for name, r in pod.items() if name.startswith("split_matrix_work"))
     # ZeRO in shard_map: the matrices split too; the momentum, element-wise, runs whole on every replica
     assert pod["sharded_state(muon, gather_state=True), shard_map"]["ratio"] <= 1.3
+    zero = out["sharding"]["zero_in_shard_map"]["rows"]  # ZeRO in shard_map: 1/8 of the state per device
+    assert list(zero) == ["adam", "adafactor"] and not any(r["gather_state"] for r in zero.values())
+    for r in zero.values():
+        assert r["per_device"] * 8 >= r["unsharded"] > r["per_device"] * 4 and r["collective_bytes"] > 0
+        assert r["collectives"]["reduce-scatter"] > 0  # the gradients, on slices
     text = report.main(["--results", str(tmp_path), "--out", str(tmp_path / "RESULTS.md")])
+    assert "### ZeRO-1 inside shard_map" in text
     assert "### Collectives per step on a 2-D mesh" in text and "### Matrix work on a pod" in text
     assert "### Optimizer state per device on a 2-D mesh" in text
     assert "### Every optimizer optax also has" in text and "### Tracing and lowering" in text
