@@ -70,7 +70,7 @@ def _factored_stat(
     """Slot `which` of `(v_row, v_col, v)` for the parameter `p` (the leaf at `path`): a factored leaf has
     its row and column statistics, any other leaf its full `v`; an unused slot is `zeros((1,))` (optax's
     placeholder). For ZeRO's slice of a leaf, the whole leaf's statistics."""
-    shape = _sliced.leaf_shape(path, p) or tuple(jnp.shape(p))
+    shape = _sliced.whole_shape(path, p)
     dims = factored_dims(shape, factored, min_dim_size_to_factor)
     if dims is None:
         return _placement.filled(p, 0.0) if which == 2 else _placement.reduced(p, ()).reshape(1)
@@ -93,7 +93,7 @@ def _factored_leaf(g, v_row, v_col, v, h, *, path, factored: bool, min_dim_size_
     """One leaf of `scale_by_factored_rms`: `(update, v_row, v_col, v)`; on ZeRO's slice of a leaf, the
     statistics are the whole leaf's (`_sliced`)."""
     g2 = g * g + h.eps
-    dims = factored_dims(_sliced.leaf_shape(path, g) or g.shape, factored, min_dim_size_to_factor)
+    dims = factored_dims(_sliced.whole_shape(path, g), factored, min_dim_size_to_factor)
     if dims is None:
         v = _formulas.moment_blend(v, g2, h.b2).astype(v.dtype)
         return g * v**-0.5, v_row, v_col, v

@@ -43,7 +43,7 @@ def _stat(p, field: str, path: Any = ()) -> jax.Array:
     """The slot `field` of the parameter `p`: rows (all axes but the last), columns (all but the second
     last) or the full second moment, as the leaf is factored (two axes or more) or not; else a placeholder.
     For ZeRO's slice of a leaf, the whole leaf's rows and columns."""
-    shape = _sliced.leaf_shape(path, p) or tuple(jnp.shape(p))
+    shape = _sliced.whole_shape(path, p)
     n = len(shape)
     if (n >= 2) == (field == "exp_avg_sq"):
         return _placement.reduced(p, ()).reshape(1)
@@ -65,7 +65,7 @@ def factored_rsqrt(row: jax.Array, col: jax.Array) -> jax.Array:
 def _came_leaf(g, m, sq_row, sq_col, res_row, res_col, sq, sq_hat, h, *, path, ams_bound):
     """One CAME step of a leaf; the update is `m` times the factored inverse root of the instability. On
     ZeRO's slice of a leaf, the statistics and the update's RMS are the whole leaf's (`_sliced`)."""
-    factored = len(_sliced.leaf_shape(path, g) or g.shape) >= 2
+    factored = len(_sliced.whole_shape(path, g)) >= 2
     g2 = g * g + h.eps1
     if factored:
         mean_last, mean_second_last = _sliced.leaf_means(path, g2, (-1, -2))

@@ -30,7 +30,7 @@ class ScaleBySM3State(NamedTuple):
 def _cover_init(p, path=()) -> list[jax.Array]:
     """A leaf's accumulators: one per axis, placed like it; below two axes, one shaped like the leaf. For
     ZeRO's slice of a leaf, the whole leaf's accumulators."""
-    shape = _sliced.leaf_shape(path, p) or tuple(jnp.shape(p))
+    shape = _sliced.whole_shape(path, p)
     if len(shape) < 2:
         return [_placement.filled(p, 0.0)]
     if shape != tuple(jnp.shape(p)):  # a slice: the whole leaf's accumulators, on its devices
@@ -41,7 +41,7 @@ def _cover_init(p, path=()) -> list[jax.Array]:
 def _sm3_leaf(g, accumulators, m, h, *, path):
     """One leaf: `(update, accumulators, momentum)`; on ZeRO's slice of a leaf, the accumulators are the
     whole leaf's (`_sliced`)."""
-    shape = _sliced.leaf_shape(path, g) or g.shape
+    shape = _sliced.whole_shape(path, g)
     n = len(shape)
     if n < 2:
         previous = accumulators[0]

@@ -134,6 +134,25 @@ def leaf_shape(path: Any, x: Any) -> tuple[int, ...] | None:
     return tuple(jax.numpy.shape(x)) if parts is None else parts.leaf_shape(path, x)
 
 
+def whole_shape(path: Any, x: Any) -> tuple[int, ...]:
+    """`leaf_shape`, for a rule whose statistics follow it (a factored second moment): where `x` is not a
+    part of the leaf at `path` (a combinator inside `sharded_state` changed the tree), the error that
+    says so, not a guess from the part's own shape.
+
+    Raises:
+      ValueError: for a part of a tree that does not match the parameters'.
+    """
+    shape = leaf_shape(path, x)
+    if shape is None:
+        where = jax.tree_util.keystr(tuple(path)) or "<root>"
+        raise ValueError(
+            f"`sharded_state`: a rule reads the shape of the whole parameter at {where}, but the tree it was "
+            "given does not match the parameters' (a combinator inside `sharded_state` changed its "
+            "structure); put that rule directly in `sharded_state`'s chain."
+        )
+    return shape
+
+
 def in_leaf(path: Any, x: jax.Array, fill: float = 0.0) -> jax.Array:
     """`x`, a part of the whole leaf at `path`, in an array shaped like the leaf: `x` itself unless it is a
     part; then `fill` at the elements of the other parts. A reduction of it is this part's share of the

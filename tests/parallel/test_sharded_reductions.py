@@ -381,3 +381,16 @@ def test_undeclared_reductions_are_refused_when_traced(inner, match):
         _util.run(
             sharded_state(inner(), _util.AXIS), params, jax.tree.map(lambda g: g[:1], grads), mode="novma"
         )
+
+
+def test_a_statistic_of_a_leaf_the_slices_do_not_match_is_refused():
+    """A rule whose statistics follow the whole leaf's shape (Adafactor's factoring) is given a part that is
+    not one of the leaf at its path (a combinator changed the tree): the error, not the part's own shape."""
+    from gradtx._core import sliced
+    from gradtx.parallel._sharded_layout import Slices
+
+    path = (jax.tree_util.DictKey("w"),)
+    with sliced.holding(Slices(N, (_util.AXIS,), {"['w']": (7, 3)})):
+        assert sliced.whole_shape(path, jnp.zeros(3)) == (7, 3)  # a slice of 21 elements in 8
+        with pytest.raises(ValueError, match=r"reads the shape of the whole parameter at \['w'\].*changed"):
+            sliced.whole_shape(path, jnp.zeros(5))
