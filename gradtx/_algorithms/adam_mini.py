@@ -15,6 +15,7 @@ from gradtx._core import masks as _masks
 from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
+from gradtx._core import sliced as _sliced
 from gradtx._core.rule import update_rule
 from gradtx.combinators._masking import partition
 from gradtx.combinators._weight_decay import torch_weight_decay
@@ -68,26 +69,32 @@ def block_shape(shape: tuple[int, ...], blocking: str, head_size: int, groups: i
     return blocks
 
 
-def _v_mean(p, **blocks):
-    return jnp.broadcast_to(_placement.reduced(p, ()), block_shape(jnp.shape(p), **blocks))
+def _v_mean(p, path=(), **blocks):
+    """A leaf's second moments, one per block of the whole leaf (on ZeRO's slices too)."""
+    return jnp.broadcast_to(_placement.reduced(p, ()), block_shape(_sliced.whole_shape(path, p), **blocks))
 
 
-def _adam_mini_leaf(g, m, v, h, *, blocking):
+def _adam_mini_leaf(g, m, v, h, *, path, blocking):
     """Adam with the second moment averaged over each block: per element (`"embed"`), over the leaf
-    (`"whole"`), or over the rows of `g` viewed as `v.shape + (-1,)`."""
+    (`"whole"`), or over the rows of the leaf viewed as `v.shape + (-1,)`; on ZeRO's slices of a leaf, the
+    blocks are the whole leaf's (`_sliced`)."""
     m = _formulas.moment_increment(m, g, h.b1)  # torch's lerp
     if blocking == "embed":
         mean_sq = g * g
     elif blocking == "whole":
-        mean_sq = jnp.mean(g * g)
-    else:
-        mean_sq = jnp.mean(jnp.reshape(g * g, v.shape + (-1,)), axis=-1)
+        (mean_sq,) = _sliced.leaf_means(path, g * g, (None,))
+    else:  # this part's share of each block's mean, combined over the parts
+        share = jnp.reshape(_sliced.in_leaf(path, g * g), v.shape + (-1,))
+        mean_sq = _sliced.total(jnp.mean(share, axis=-1))
     v = _formulas.moment_increment(v, mean_sq, h.b2)
     scale = 1 / ((jnp.sqrt(v) / jnp.sqrt(h.bc2) + h.eps) * h.bc1)
     if blocking in ("embed", "whole"):
         return m * scale, m, v
-    u = jnp.reshape(jnp.reshape(m, v.shape + (-1,)) * scale[..., None], g.shape)
-    return _placement.placed_like(u, g), m, v
+
+    def per_element(shape):
+        return jnp.reshape(jnp.broadcast_to(scale[..., None], (*v.shape, math.prod(shape) // v.size)), shape)
+
+    return _placement.placed_like(m * _sliced.leaf_part(path, g, per_element), g), m, v
 
 
 @_registry.transform()
@@ -156,7 +163,8 @@ def _adam_mini_rule(fn, b1, b2, eps, blocking, head_size, groups, per_group):
         hyper={"b1": b1, "b2": b2, "eps": eps},
         slots={"m": 0.0, "v_mean": 0.0 if blocking == "embed" else functools.partial(_v_mean, **blocks)},
         prepare=_formulas.torch_corrections,
-        kind=_protocol.ElementWise if blocking == "embed" else _protocol.LeafWise,
+        kind=_protocol.ElementWise if blocking == "embed" else _protocol.SliceWise,  # blocks: the leaf's
+        paths=True,
         real_only="pytorch-optimizer's AdamMini refuses complex parameters",
     )
 
@@ -287,6 +295,8 @@ def adam_mini(
 
     def decays(params):
         return jax.tree_util.tree_map_with_path(lambda path, _: not _matches(path, no_decay), params)
+
+    labels, decays = _masks.ShapeLabels(labels), _masks.ShapeLabels(decays)  # by key path: slices too
 
     sizes = (num_embeds * num_embeds // num_heads, groups, num_heads // groups + 2)
     rules = {k: _adam_mini_rule(fn, b1, b2, eps, k, *sizes) for k in BLOCKINGS}

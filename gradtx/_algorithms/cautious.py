@@ -13,18 +13,21 @@ from gradtx._core import packed as _packed
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import row_sparse as _row_sparse
+from gradtx._core import sliced as _sliced
 from gradtx._core import walk as _walk
 
 
-def cautious_mask(u: jax.Array, g: jax.Array) -> jax.Array:
+def cautious_mask(u: jax.Array, g: jax.Array, path: Any = ()) -> jax.Array:
     r"""`u` where it agrees in sign with `g`, zero elsewhere, rescaled by :math:`n / (n_{agree} + 1)`.
 
     pytorch-optimizer's `apply_cautious` (the mask `u g > 0`, strictly, over one whole tensor), for real
-    tensors. The count is taken in float32 at least.
+    tensors. The count is taken in float32 at least; on ZeRO's slice of the leaf at `path`, :math:`n` and
+    the count are the whole leaf's (`_sliced`).
     """
     agree = u * g > 0
     wide = jnp.promote_types(u.dtype, jnp.float32)
-    scale = jnp.asarray(agree.size, wide) / (jnp.sum(agree, dtype=wide) + 1)
+    kept = _sliced.total(jnp.sum(agree, dtype=wide))
+    scale = jnp.asarray(_sliced.leaf_size(path, u), wide) / (kept + 1)
     return u * (agree.astype(wide) * scale).astype(u.dtype)
 
 
@@ -94,15 +97,19 @@ def cautious(inner: Any, *, negated: bool = False) -> _protocol.GradientTransfor
         _factory.refuse_complex(fn, updates, params, why=_REAL_ONLY)
         grads = _row_sparse.densify(updates)
         out, inner_state = member.update(grads, state.inner_state, params, **extra_args)
+        flat = jax.tree_util.tree_flatten_with_path(out, is_leaf=_walk.is_update_leaf)[0]
+        paths = iter([k for k, u in flat if u is not None])  # `leaf` is called for these, in this order
 
         def leaf(u, g):
             g = g.astype(u.dtype)
-            return cautious_mask(u, -g if negated else g)
+            return cautious_mask(u, -g if negated else g, next(paths))
 
         masked = _walk.map_updates(fn, leaf, out, grads, names=("inner updates", "updates"))
         return masked, CautiousState(inner_state)
 
-    return _packed.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn))
+    raw = _packed.leaf_wise(_protocol.GradientTransformation(init_fn, update_fn))
+    on_slices = isinstance(member, (_protocol.ElementWise, _protocol.SliceWise))
+    return _protocol.SliceWise(*raw) if on_slices else raw  # the counts are whole leaves' on ZeRO's slices
 
 
 __all__ = ["CautiousState", "cautious"]

@@ -47,7 +47,7 @@ def _prepare(h, state, extra_args, *, decouple, fixed):
     }
 
 
-def _laprop_leaf(g, m, v, mean, vmax, w, h, *, centered, cautious):
+def _laprop_leaf(g, m, v, mean, vmax, w, h, *, path, centered, cautious):
     """One LaProp step of a leaf, as the step added to the params (the rate inside the momentum)."""
     dtype, wide = g.dtype, _scalars.at_least_float32(g.dtype)
     g, w = g.astype(wide), w.astype(wide)
@@ -61,7 +61,7 @@ def _laprop_leaf(g, m, v, mean, vmax, w, h, *, centered, cautious):
         second = vmax
     den = (jnp.sqrt(second + EXP_AVG_SQ_EPS) + h.eps) / h.bc2_sq
     m = m * h.b1 + ((1 - h.b1) * h.learning_rate) * (g / den)
-    u = -h.step_size * (cautious_mask(m, g) if cautious else m)
+    u = -h.step_size * (cautious_mask(m, g, path) if cautious else m)
     return (u - h.decay * (w + u)).astype(dtype), m, v, mean, vmax
 
 
@@ -136,7 +136,8 @@ def laprop(
       cautious: zero the momentum's elements that disagree in sign with the gradient (rescaled).
 
     Returns:
-      An `ElementWise` transform (`LeafWise` with `cautious`) with state `LaPropState`.
+      An `ElementWise` transform (`SliceWise` with `cautious`: the mask's count is each whole leaf's,
+      on ZeRO's slices too) with state `LaPropState`.
 
     Raises:
       ValueError: for a beta outside [0, 1), a negative `eps`, weight decay, rate or
@@ -190,7 +191,8 @@ def laprop(
         scalars={"exp_avg_lr_1": lambda h: 0.0},
         prepare=functools.partial(_prepare, decouple=weight_decouple, fixed=fixed_decay),
         reads_params=True,
-        kind=_protocol.LeafWise if cautious else _protocol.ElementWise,
+        kind=_protocol.SliceWise if cautious else _protocol.ElementWise,  # the mask's count: the leaf's
+        paths=True,
         real_only=_REAL_ONLY,
         compute_dtype=_scalars.at_least_float32,
     )

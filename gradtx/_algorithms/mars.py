@@ -11,8 +11,10 @@ import jax.numpy as jnp
 from gradtx._algorithms.cautious import cautious_mask
 from gradtx._core import checks as _checks
 from gradtx._core import formulas as _formulas
+from gradtx._core import masks as _masks
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
+from gradtx._core import sliced as _sliced
 from gradtx._core.chain import chain
 from gradtx._core.rule import update_rule
 from gradtx.combinators._masking import partition
@@ -36,7 +38,7 @@ class ScaleByMarsState(NamedTuple):
     max_exp_avg_sq: _protocol.Updates  # running maximum of exp_avg_sq (ams_bound), else None
 
 
-def _mars_leaf(g, m, v, last, vmax, *w_h, mars_type, corrected, ams_bound, cautious, coupled=False):
+def _mars_leaf(g, m, v, last, vmax, *w_h, path, mars_type, corrected, ams_bound, cautious, coupled=False):
     """One MARS step of a leaf: the clipped corrected gradient `c` (or `g` without the correction), its
     momentum, and Adam's bias-corrected step on it (or its sign). `coupled`: the reference's
     `weight_decouple=False`, whose decay reaches only the gradient it keeps for the next step."""
@@ -45,9 +47,9 @@ def _mars_leaf(g, m, v, last, vmax, *w_h, mars_type, corrected, ams_bound, cauti
     c = g
     if corrected:
         c = (g - last) * (h.gamma * (h.b1 / (1 - h.b1))) + g
-        c = c / jnp.maximum(jnp.linalg.norm(c), 1.0)
+        c = c / jnp.maximum(jnp.sqrt(_sliced.total(jnp.sum(c * c))), 1.0)  # the leaf's norm, on slices too
     m = _formulas.moment_increment(m, c, h.b1)  # torch's lerp
-    u = cautious_mask(m, g) if cautious else m
+    u = cautious_mask(m, g, path) if cautious else m
     if corrected and mars_type == "lion":
         return jnp.sign(u), m, v, kept, vmax
     v = h.b2 * v + (1 - h.b2) * c * c
@@ -88,7 +90,8 @@ def _mars_rule(fn, b1, b2, gamma, eps, *, mars_type, corrected, ams_bound, cauti
             "max_exp_avg_sq": 0.0 if adam and ams_bound else None,
         },
         prepare=_formulas.torch_corrections,
-        kind=_protocol.LeafWise if corrected or cautious else _protocol.ElementWise,
+        kind=_protocol.SliceWise if corrected or cautious else _protocol.ElementWise,  # per-leaf norm, count
+        paths=True,
         real_only="pytorch-optimizer's MARS steps on real views",
     )
 
@@ -131,7 +134,8 @@ def scale_by_mars(
       cautious: mask the step where it disagrees with the gradient (see above).
 
     Returns:
-      A `LeafWise` transform with state `ScaleByMarsState`.
+      A `SliceWise` transform with state `ScaleByMarsState` (`ElementWise` without the correction and
+      the cautious mask).
 
     Raises:
       ValueError: for a beta outside [0, 1), a negative `gamma` or `eps`, or an unknown `mars_type`.
@@ -167,6 +171,9 @@ def _check(fn, b1, b2, gamma, eps, mars_type, ams_bound, cautious, suffix=""):
 def _mars_labels(params: Any) -> Any:
     """ "mars" for the parameters of two axes or more, "adamw" for the others (pytorch-optimizer's split)."""
     return jax.tree.map(lambda p: "mars" if jnp.ndim(p) >= 2 else "adamw", params)
+
+
+_MARS_LABELS = _masks.ShapeLabels(_mars_labels)  # by the whole leaves' shapes, on ZeRO's slices too
 
 
 @_registry.optimizer(
@@ -246,7 +253,8 @@ def mars(
       mask: which parameters decay (tree of bools, function or key-path patterns); all if None.
 
     Returns:
-      A `LeafWise` transform (a partition "mars" / "adamw" unless `optimize_1d`).
+      A `SliceWise` transform (a partition "mars" / "adamw" unless `optimize_1d`; on ZeRO's slices each
+      leaf's norm and the cautious mask's count are the whole leaf's).
 
     Raises:
       ValueError: for an argument out of its range, an unknown `mars_type`, or a `mask` with
@@ -290,7 +298,7 @@ def mars(
             return coupled
         plain = _mars_rule(fn, b1_1d, b2_1d, gamma, eps, corrected=False, **flags)
         return partition(
-            {"mars": coupled, "adamw": chain(plain, scale_by_learning_rate(learning_rate_1d))}, _mars_labels
+            {"mars": coupled, "adamw": chain(plain, scale_by_learning_rate(learning_rate_1d))}, _MARS_LABELS
         )
     matrices = torch_weight_decay(
         _mars_rule(fn, b1, b2, gamma, eps, corrected=True, **flags),
@@ -308,7 +316,7 @@ def mars(
         fixed=fixed_decay,
         mask=mask,
     )
-    return partition({"mars": matrices, "adamw": rest}, _mars_labels)
+    return partition({"mars": matrices, "adamw": rest}, _MARS_LABELS)
 
 
 __all__ = ["ScaleByMarsState", "mars", "scale_by_mars"]

@@ -14,10 +14,12 @@ import fnmatch
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from gradtx._core import checks as _checks
 from gradtx._core import protocol as _protocol
+from gradtx._core import sliced as _sliced
 from gradtx._core import walk as _walk
 
 
@@ -108,6 +110,24 @@ def resolve_prefix(fn_name: str, arg: str, tree: Any, params: Any, value: Callab
     leaves, subs, treedef = fitted
     values = [None if m is None else value(m) for m in leaves]
     return treedef.unflatten([_spread(v, sub) for v, sub in zip(values, subs, strict=True)])
+
+
+class ShapeLabels:
+    """A function of the params that reads only their shapes and dtypes (labels or a mask by the number of
+    axes: MARS's and Muon's split), declared so: it is called with the whole parameters' shapes
+    (`jax.ShapeDtypeStruct`s, `sliced.whole_shape`), so that it routes ZeRO's flat slices as the whole
+    leaves, and a routing by it runs on slices (`SliceWise`)."""
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        self.fn = fn
+
+    def __call__(self, params: Any) -> Any:
+        def whole(path: Any, p: Any) -> Any:
+            if p is None:
+                return None
+            return jax.ShapeDtypeStruct(_sliced.whole_shape(path, p), jnp.result_type(p))
+
+        return self.fn(jax.tree_util.tree_map_with_path(whole, params, is_leaf=lambda x: x is None))
 
 
 def is_placeholder(params: Any) -> bool:

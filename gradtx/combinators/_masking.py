@@ -29,12 +29,14 @@ def _is_empty_tree(mask: Any) -> bool:
 
 
 def by_structure(raw: Any, routing: Any, members: Any) -> _protocol.GradientTransformation:
-    """`raw`, a transform routing by `routing`: `SliceWise` when that is a tree or key-path patterns and
-    every member runs on slices -- ZeRO's flat slices keep the tree and its key paths, so they are routed
-    as the whole leaves are (`parallel.sharded_state` takes it inside `shard_map`); leaf-wise when it is a
-    function of the params, which may read their shapes."""
+    """`raw`, a transform routing by `routing`: `SliceWise` when that is a tree, key-path patterns or a
+    function of the whole leaves' shapes (`_masks.ShapeLabels`) and every member runs on slices -- ZeRO's
+    flat slices keep the tree and its key paths, so they are routed as the whole leaves are
+    (`parallel.sharded_state` takes it inside `shard_map`); leaf-wise when it is another function of the
+    params, which may read their shapes."""
     on_slices = (_protocol.ElementWise, _protocol.SliceWise)
-    if callable(routing) or not all(isinstance(m, on_slices) for m in members):
+    by_function = callable(routing) and not isinstance(routing, _masks.ShapeLabels)
+    if by_function or not all(isinstance(m, on_slices) for m in members):
         return raw
     return _protocol.SliceWise(*_packed.leaf_wise(raw))
 

@@ -85,11 +85,14 @@ def sharded_state(
     numbers as unsharded, at the cost of drawing (not storing) the whole gradient's noise
     on every replica. LARS's and LAMB's trust ratios and the per-tensor norms, maxima and
     root mean squares of NovoGrad, NormalizedSGD, StableAdamW, FAdam, StableSPAM,
-    `scale_by_param_block_norm`, `clip_by_block_rms` and `scale_by_param_block_rms` are
-    taken the same way (one scalar all-reduce per tensor; a mean divides by the whole
-    leaf's size), SAM's `normalize` and DoG's the global norm (DoG's heuristic start too:
-    `init` runs with the same totals), and masks and labels given as trees or key-path
-    patterns route the slices as the whole leaves. Statistics per row and per column
+    `scale_by_param_block_norm`, `clip_by_block_rms` and `scale_by_param_block_rms`, MARS's
+    corrected gradient's norm and the cautious mask's count of agreeing signs (`cautious`,
+    LaProp's and MARS's `cautious=True`) are taken the same way (one scalar all-reduce per
+    tensor; a mean divides by the whole leaf's size), SAM's `normalize` and DoG's the global
+    norm (DoG's heuristic start too: `init` runs with the same totals), and masks and labels
+    given as trees or key-path patterns (or, inside gradtx, by the whole leaves' key paths and
+    shapes: MARS's and Adam-mini's) route the slices as the whole leaves; Adam-mini's second
+    moment per block is the whole leaf's block's. Statistics per row and per column
     (Adafactor's and CAME's factored second moments, SM3's accumulators per index of each
     axis) are the whole leaf's too: each replica places its slice in the leaf, reduces it
     over the axes, and one all-reduce combines the partial sums (or maxima) of all leaves;

@@ -56,7 +56,7 @@ def _unsharded(tx, params, grads, observe=_observe):
     state, p, ps, obs = tx.init(params), jax.tree.map(jnp.asarray, params), [], []
     step = jax.jit(lambda g, s, p: tx.update(g, s, p))
     for t in range(T):
-        u, state = step({k: np.mean(grads[k][t], axis=0) for k in grads}, state, p)
+        u, state = step(jax.tree.map(lambda g, t=t: np.mean(g[t], axis=0), grads), state, p)
         p = gradtx.apply_updates(p, u)
         ps.append(p)
         obs.append(observe(state))
@@ -258,6 +258,9 @@ def test_per_tensor_norms_and_key_path_masks_equal_the_unsharded_run(make, mode)
         lambda: gradtx.stable_adamw(0.1, weight_decay=0.01),
         lambda: gradtx.fadam(0.1, clip=0.5),
         lambda: gradtx.stable_spam(0.1, weight_decay=0.01),
+        lambda: gradtx.mars(0.1, weight_decay=0.01, cautious=True),
+        lambda: gradtx.laprop(0.1, cautious=True),
+        lambda: gradtx.chain(gradtx.cautious(gradtx.scale_by_lion()), gradtx.sgd(0.1)),
     ],
     ids=[
         "normalized_sgd",
@@ -269,14 +272,18 @@ def test_per_tensor_norms_and_key_path_masks_equal_the_unsharded_run(make, mode)
         "stable_adamw",
         "fadam",
         "stable_spam",
+        "mars_cautious",
+        "laprop_cautious",
+        "cautious",
     ],
 )
 def test_per_tensor_and_global_norms_of_other_rules_equal_the_unsharded_run(make):
     """Per-tensor norms (NormalizedSGD, NovoGrad's second moment, the parameter's block norm and RMS, the
     update's block RMS, StableAdamW's and FAdam's RMS, whose means divide by the whole leaf's size,
-    StableSPAM's largest entry and norm) and global ones (SAM's
-    `normalize`, DoG's, and the parameter norm DoG's heuristic start reads in `init`) are their
-    slices' partial results combined over the replicas."""
+    StableSPAM's largest entry and norm, MARS's corrected gradient's norm), the cautious mask's count of
+    agreeing signs, and global ones (SAM's `normalize`, DoG's, and the parameter norm DoG's heuristic
+    start reads in `init`) are their slices' partial results combined over the replicas; MARS routes the
+    slices by their whole leaves' number of axes."""
     params, grads = _problem(3)
     grads = {k: np.nan_to_num(g, nan=0.5, posinf=0.0) for k, g in grads.items()}
     got, _ = _sharded(sharded_state(make(), _util.AXIS), params, grads, "novma", observe=lambda s: ())
@@ -394,3 +401,32 @@ def test_a_statistic_of_a_leaf_the_slices_do_not_match_is_refused():
         assert sliced.whole_shape(path, jnp.zeros(3)) == (7, 3)  # a slice of 21 elements in 8
         with pytest.raises(ValueError, match=r"reads the shape of the whole parameter at \['w'\].*changed"):
             sliced.whole_shape(path, jnp.zeros(5))
+
+
+@pytest.mark.parametrize("mode", ["vma", "pmap"])
+def test_adam_mini_blocks_are_the_whole_leaves_on_slices(mode):
+    """Adam-mini's second moment per block (per head, per query group and projection, per leaf) is the whole
+    leaf's block's on ZeRO's slices, which end inside blocks (each replica's share of each block's mean,
+    summed over the replicas), and its key-path labels route the slices as the leaves."""
+    shapes = {
+        "wte": {"weight": (3, 2)},
+        "layer": {"q_proj": {"weight": (4, 4)}, "attn": {"qkv": {"weight": (6, 2)}}, "mlp": (5, 3)},
+        "norm": (5,),
+    }
+    rng = np.random.default_rng(5)
+    params = jax.tree.map(lambda s: rng.standard_normal(s).astype(np.float32), shapes, is_leaf=_is_shape)
+    grads = jax.tree.map(
+        lambda s: rng.standard_normal((T, N, *s)).astype(np.float32), shapes, is_leaf=_is_shape
+    )
+
+    def make():
+        return gradtx.adam_mini(0.1, num_embeds=4, num_heads=2, num_query_groups=1, weight_decay=0.01)
+
+    got, _ = _sharded(sharded_state(make(), _util.AXIS), params, grads, mode, observe=lambda s: ())
+    ref = _unsharded(make(), params, grads, observe=lambda s: ())[0]
+    for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(ref), strict=True):
+        np.testing.assert_allclose(g, np.broadcast_to(r, g.shape), rtol=1e-6, atol=1e-6)
+
+
+def _is_shape(x):
+    return isinstance(x, tuple) and all(isinstance(d, int) for d in x)
