@@ -79,7 +79,7 @@ def _factored_stat(
     axis = dims[1] if which == 0 else dims[0]  # v_row averages over the largest axis, v_col the second
     kept = tuple(i for i in range(len(shape)) if i != axis)
     if shape != tuple(jnp.shape(p)):  # a slice: the statistics of the whole leaf, on its devices
-        return jnp.broadcast_to(_placement.reduced(p, ()), tuple(shape[i] for i in kept))
+        return _placement.replicated_on(p, tuple(shape[i] for i in kept))
     return _placement.reduced(p, kept)
 
 

@@ -71,7 +71,7 @@ def block_shape(shape: tuple[int, ...], blocking: str, head_size: int, groups: i
 
 def _v_mean(p, path=(), **blocks):
     """A leaf's second moments, one per block of the whole leaf (on ZeRO's slices too)."""
-    return jnp.broadcast_to(_placement.reduced(p, ()), block_shape(_sliced.whole_shape(path, p), **blocks))
+    return _placement.replicated_on(p, block_shape(_sliced.whole_shape(path, p), **blocks))
 
 
 def _adam_mini_leaf(g, m, v, h, *, path, blocking):

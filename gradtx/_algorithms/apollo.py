@@ -61,7 +61,7 @@ def _slot(p, field: str, rank: int | None, path: Any = None) -> jax.Array:
         )
     if field == "scaling_grad":
         return _placement.reduced(p, ())
-    return jnp.broadcast_to(_placement.reduced(p, ()), shapes[0] if field == "projection" else shapes[1])
+    return _placement.replicated_on(p, shapes[0] if field == "projection" else shapes[1])
 
 
 def _default_draw(seed: int) -> Callable[..., jax.Array]:

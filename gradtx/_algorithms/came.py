@@ -51,7 +51,7 @@ def _stat(p, field: str, path: Any = ()) -> jax.Array:
         return _placement.filled(p, 0.0)
     keep = tuple(range(n - 1)) if field.endswith("row") else (*range(n - 2), n - 1)
     if shape != tuple(jnp.shape(p)):  # a slice: the whole leaf's statistics, on its devices
-        return jnp.broadcast_to(_placement.reduced(p, ()), tuple(shape[i] for i in keep))
+        return _placement.replicated_on(p, tuple(shape[i] for i in keep))
     return _placement.reduced(p, keep)
 
 

@@ -288,7 +288,7 @@ def _shown(p: Any) -> str:
 
 def _fill(p: Any, shape: tuple[int, ...]) -> jax.Array:
     """Zeros of `shape` in `p`'s dtype, whole on `p`'s devices (a projector or a low-rank slot)."""
-    return jnp.broadcast_to(_placement.reduced(p, ()), shape)
+    return _placement.replicated_on(p, shape)
 
 
 @_registry.optimizer("GaLore")

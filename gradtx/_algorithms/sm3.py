@@ -34,7 +34,7 @@ def _cover_init(p, path=()) -> list[jax.Array]:
     if len(shape) < 2:
         return [_placement.filled(p, 0.0)]
     if shape != tuple(jnp.shape(p)):  # a slice: the whole leaf's accumulators, on its devices
-        return [jnp.broadcast_to(_placement.reduced(p, ()), (d,)) for d in shape]
+        return [_placement.replicated_on(p, (d,)) for d in shape]
     return [_placement.reduced(p, (i,)) for i in range(len(shape))]
 
 

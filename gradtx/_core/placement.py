@@ -257,6 +257,12 @@ def reduced(p: Any, keep: tuple[int, ...], dtype: Any = None) -> jax.Array:
     return jnp.zeros(shape, dtype, device=sharding if replicated and committed else None)
 
 
+def replicated_on(p: Any, shape: tuple[int, ...], dtype: Any = None) -> jax.Array:
+    """Zeros of `shape` on `p`'s devices, replicated there: a statistic whose axes are not `p`'s (a
+    projection, a block's moment, the whole leaf's statistics for ZeRO's slice of it)."""
+    return jnp.broadcast_to(reduced(p, (), dtype), shape)
+
+
 def stacked(p: Any, n: int, dtype: Any = None) -> jax.Array:
     """Zeros of shape `(n, *p.shape)` (a window of slots), placed like `p` along its own axes."""
     dtype = _dtype(p, dtype)

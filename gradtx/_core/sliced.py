@@ -186,6 +186,8 @@ def leaf_means(path: Any, x: jax.Array, axes: Sequence[int | None]) -> list[jax.
     Returns:
       One array per axis: the whole leaf's mean over that axis, in `x`'s dtype.
     """
+    if _PARTS.get() is None:  # the leaf itself: `jnp.mean`'s own program (eagerly too, optax's bits)
+        return [jnp.mean(x, axis=a) for a in axes]
     dtype = jnp.result_type(x)
     wide = jnp.float32 if dtype in (jnp.bfloat16, jnp.float16) else dtype  # as `jnp.mean` sums
     sums, shape = _reduced_over_axes(

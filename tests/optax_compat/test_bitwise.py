@@ -224,7 +224,8 @@ def test_bit_for_bit(case):
                 np.testing.assert_array_equal(x, y, err_msg=f"{case}, step {step}: the state")
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("jitted", [True, False], ids=["jit", "eager"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 @pytest.mark.parametrize(
     "name, args",
     [
@@ -234,16 +235,18 @@ def test_bit_for_bit(case):
         ("adafactor", {"learning_rate": LR, "min_dim_size_to_factor": 4}),
     ],
 )
-def test_adafactor_in_16_bit_floats_bit_for_bit(name, args, dtype):
-    """Adafactor's statistics and block RMS in a 16-bit float leaf: optax's float32 decay rate (the
-    statistics blended in float32, stored in the leaf's dtype) and its means in the leaf's dtype (summed in
-    float32), so the updates and states are optax's bits (an array of the rate in the leaf's dtype, or an
-    RMS kept in float32, gave other bits)."""
+def test_adafactor_bit_for_bit_in_every_float_dtype_jitted_and_eager(name, args, dtype, jitted):
+    """Adafactor's statistics and block RMS are optax's bits, jitted and eagerly, in every float dtype.
+
+    In a 16-bit float leaf: optax's float32 decay rate (the statistics blended in float32, stored in the
+    leaf's dtype) and its means in the leaf's dtype (summed in float32); an array of the rate in the leaf's
+    dtype, or an RMS kept in float32, gave other bits. Eagerly: the means are `jnp.mean`'s own programs (a
+    sum and a division of their own differed by an ulp in float32)."""
     cast = lambda tree: jax.tree.map(lambda x: x.astype(dtype), tree)  # noqa: E731
     params, runs = cast(PARAMS), []
     for lib in (compat, optax):
         tx = getattr(lib, name)(**args)
-        step = jax.jit(tx.update)
+        step = jax.jit(tx.update) if jitted else tx.update
         state, out = tx.init(params), []
         for g in GRADS:
             u, state = step(cast(g), state, params)
