@@ -78,12 +78,17 @@ floor: | $(PY)
 	$(PY) tools/floor_check.py
 
 ## make references: re-run the reference optimizers (PyTorch's CPU build, pytorch-optimizer, heavyball, psgd-jax)
-## in .venv-ref and compare their trajectories with the fixtures tests/algorithms/references/ (tools/record_references.py),
-## and torchao's low-bit quantization with tests/lowbit/torchao.npz (tools/record_lowbit.py).
-references:
+## in .venv-ref into artifacts/references, compare the cases with the committed fixtures tests/algorithms/references/
+## (tools/record_references.py), run the tests that read the fixtures against the trajectories just recorded
+## (gradtx equals the references as they run on this CPU), and torchao's low-bit quantization against
+## tests/lowbit/torchao.npz (tools/record_lowbit.py).
+REFERENCE_TESTS = $(shell grep -rl --include='test_*.py' '_references\.' tests)
+references: $(VENV)/.installed-test
 	test -x .venv-ref/bin/python || $(PYTHON) -m venv .venv-ref
 	.venv-ref/bin/python -m pip --disable-pip-version-check -q install -r tools/references/requirements.txt
-	.venv-ref/bin/python tools/record_references.py --check
+	rm -rf artifacts/references
+	.venv-ref/bin/python tools/record_references.py --check artifacts/references
+	GRADTX_REFERENCE_FIXTURES=$(CURDIR)/artifacts/references $(PY) -m pytest $(PYTEST_ARGS) $(REFERENCE_TESTS)
 	.venv-ref/bin/python tools/record_lowbit.py --check
 
 clean:

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,7 +24,9 @@ import numpy as np
 import gradtx
 from gradtx import registry
 
-FIXTURES = Path(__file__).parent / "references"
+FIXTURES = Path(os.environ.get("GRADTX_REFERENCE_FIXTURES") or Path(__file__).parent / "references")
+"""The committed fixtures; `make references` points $GRADTX_REFERENCE_FIXTURES at trajectories it has just
+recorded on this machine and runs the tests that read them (tools/record_references.py)."""
 RTOL = 1e-5
 """Params within 1e-5 of the reference, relative to the leaf's largest magnitude."""
 

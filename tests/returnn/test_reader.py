@@ -5,6 +5,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from gradtx.returnn import _safe_eval_limits
 from gradtx.returnn._common import ReturnnConfigError
 from gradtx.returnn._keys import check_keys
 from gradtx.returnn._reader import Unevaluated, read_config
@@ -364,7 +365,10 @@ def test_safe_eval_refused(expr, match):
         safe_eval(expr, {"np": ModuleRef("numpy"), "x": [0] * 600_000})
 
 
-def test_deeply_nested_values_are_refused_not_crashed(tmp_path):
+def test_deeply_nested_values_are_refused_not_crashed(tmp_path, monkeypatch):
+    # the nesting bound is under test, not the time: each statement copies and measures the value
+    # (0.9 s for the read idle, over the 2 s of `MAX_SECONDS` on a loaded 2-core machine)
+    monkeypatch.setattr(_safe_eval_limits, "MAX_SECONDS", 10.0)
     text = "#!rnn.py\na = []\n" + "a = [a]\n" * 1100 + "b = 1\n"
     values = read_config(_write(tmp_path, "deep.config", text))
     assert values["b"] == 1 and isinstance(values["a"], Unevaluated) and len(values["a"].reason) < 300
