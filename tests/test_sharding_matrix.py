@@ -339,3 +339,41 @@ def test_every_optimizer_under_zero_keeps_one_nth_of_its_state_with_the_single_d
         except AssertionError as e:
             failures.append(f"{name}: differs from the single-device run: {e}")
     assert not failures, "\n".join(failures)
+
+
+WHOLE_TENSORS = {
+    **dict.fromkeys(
+        ("muon", "adamuon", "normuon", "muon_clip", "scion", "scion_light"), "orthogonalizes whole matrices"
+    ),
+    **dict.fromkeys(("shampoo", "soap", "psgd_kron"), "Kronecker factors of whole matrices"),
+    **dict.fromkeys(("galore", "apollo"), "projects whole matrices onto a low-rank basis"),
+    **dict.fromkeys(("sophia", "sophia_h", "adahessian"), "Hessian-vector products of the whole params"),
+    "lbfgs": "its line search evaluates the loss at whole params",
+    "ggt": "its buffer of the last moments is [window, *shape] per leaf, which ZeRO's flat slices do not cut",
+}
+"""The registered optimizers that `sharded_state` refuses inside `shard_map` without `gather_state` (they run
+with it, above), and what of the whole tensors each needs."""
+
+
+def test_zero_on_slices_refuses_only_the_optimizers_that_need_whole_tensors():
+    """Without `gather_state`, every registered optimizer traces on the replicas' slices but those of
+    `WHOLE_TENSORS`, each refused with `sharded_state`'s error (when built, or GGT's when traced)."""
+    _, x, y = _problem()
+    params = _starts()
+    mesh = jax.make_mesh((N,), (AXIS,))
+    x, y = (jax.device_put(a, NamedSharding(mesh, P(AXIS))) for a in (x, y))
+    own = functools.partial(gradtx.parallel.per_replica, axis_name=AXIS)
+    refused = {}
+    for name in OPTIMIZERS:
+
+        def body(params, x, y, name=name):
+            tx = gradtx.parallel.sharded_state(catalog.entry(name).build(), AXIS)
+            return _train(tx, name, params, x, y, own=own)[0]
+
+        f = jax.shard_map(body, mesh=mesh, in_specs=(P(), P(AXIS), P(AXIS)), out_specs=P())
+        try:
+            jax.jit(f).trace(params[_scope("gradtx", name)], x, y)
+        except ValueError as e:
+            refused[name] = str(e)
+    assert sorted(refused) == sorted(WHOLE_TENSORS)
+    assert all(message.startswith("`sharded_state`: ") for message in refused.values()), refused

@@ -16,6 +16,7 @@ from gradtx._core import placement as _placement
 from gradtx._core import protocol as _protocol
 from gradtx._core import registry as _registry
 from gradtx._core import rule_parts as _rule_parts
+from gradtx._core import sliced as _sliced
 from gradtx._core import walk as _walk
 
 
@@ -41,8 +42,9 @@ class MomoAdamState(NamedTuple):
 
 
 def _vdot(a: Any, b: Any) -> Any:
-    """The inner product of two trees (None leaves skipped), summed leaf by leaf in order (optax's)."""
-    return _total([jnp.sum(x * y) for x, y in _pairs(a, b)])  # no contraction: no out_sharding needed
+    """The inner product of two trees (None leaves skipped), summed leaf by leaf in order (optax's); on
+    ZeRO's slices, the replicas' partial sums summed (`_sliced.total`)."""
+    return _sliced.total(_total([jnp.sum(x * y) for x, y in _pairs(a, b)]))  # no contraction: no out_sharding
 
 
 def _total(sums: list[Any]) -> Any:
@@ -120,7 +122,9 @@ def _momo(fn, learning_rate, b1, b2, eps, lower_bound, weight_decay, adapt_lower
             sq_norm = _vdot(exp_avg, direction)
             bc1 = jnp.asarray(1 - beta**t, barf.dtype)
         else:
-            sq_norm = _total([jnp.sum(jnp.square(m)) for m in jax.tree.leaves(exp_avg) if m is not None])
+            sq_norm = _sliced.total(
+                _total([jnp.sum(jnp.square(m)) for m in jax.tree.leaves(exp_avg) if m is not None])
+            )
             bc1 = 1
         decay = 1 + alpha * wd
         if adapt_lower_bound:
@@ -146,7 +150,8 @@ def _momo(fn, learning_rate, b1, b2, eps, lower_bound, weight_decay, adapt_lower
             return out, MomoAdamState(exp_avg, exp_avg_sq, barf, gamma, lb, t)
         return out, MomoState(exp_avg, barf, gamma, lb, t)
 
-    return _protocol.GradientTransformation(init_fn, update_fn)  # `api` gives it per-leaf views (packing)
+    # its inner products are the whole tree's on ZeRO's slices too (`_vdot`); `api` gives it per-leaf views
+    return _protocol.SliceWise(init_fn, update_fn)
 
 
 _ARGS = """learning_rate: :math:`\\alpha`, the largest step size, >= 0 (number, scalar array or schedule).
@@ -185,7 +190,9 @@ def momo(
       {ARGS}
 
     Returns:
-      A `GradientTransformation` with state `MomoState(exp_avg, barf, gamma, lb, count)`.
+      A `SliceWise` transform with state `MomoState(exp_avg, barf, gamma, lb, count)`
+        (`parallel.sharded_state` runs it on ZeRO's slices, its inner products the whole tree's;
+        pass the replicas' mean loss there, `parallel.mean_over(value, axis_name)`).
 
     Raises:
       ValueError: for a negative rate or weight decay, a beta outside [0, 1) or a non-finite
@@ -240,7 +247,9 @@ def momo_adam(
       {ARGS}
 
     Returns:
-      A `GradientTransformation` with state `MomoAdamState(exp_avg, exp_avg_sq, barf, gamma, lb, count)`.
+      A `SliceWise` transform with state `MomoAdamState(exp_avg, exp_avg_sq, barf, gamma, lb, count)`
+        (`parallel.sharded_state` runs it on ZeRO's slices, its inner products the whole tree's;
+        pass the replicas' mean loss there, `parallel.mean_over(value, axis_name)`).
 
     Raises:
       ValueError: for a negative rate, `eps` or weight decay, a beta outside [0, 1) or a

@@ -89,7 +89,9 @@ def sharded_state(
     corrected gradient's norm and the cautious mask's count of agreeing signs (`cautious`,
     LaProp's and MARS's `cautious=True`) are taken the same way (one scalar all-reduce per
     tensor; a mean divides by the whole leaf's size), SAM's `normalize` and DoG's the global
-    norm (DoG's heuristic start too: `init` runs with the same totals), and masks and labels
+    norm (DoG's heuristic start too: `init` runs with the same totals), MoMo's and
+    MoMo-Adam's inner products over the tree (pass them the replicas' mean loss as `value`:
+    `mean_over(loss, axis_name)`), and masks and labels
     given as trees or key-path patterns (or, inside gradtx, by the whole leaves' key paths and
     shapes: MARS's and Adam-mini's) route the slices as the whole leaves; Adam-mini's second
     moment per block is the whole leaf's block's. Statistics per row and per column

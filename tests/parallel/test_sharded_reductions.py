@@ -51,25 +51,43 @@ def _stack(*xs):
     return np.stack(xs)
 
 
-def _unsharded(tx, params, grads, observe=_observe):
-    """One device: the plain chain on the replicas' mean gradient of every step."""
+def _loss(p, offset):
+    """A loss `value` for MoMo: the params' half squared norm, plus the replica's batch's own `offset`."""
+    return 0.5 * sum(jnp.sum(x * x) for x in jax.tree.leaves(p)) + offset
+
+
+def _unsharded(tx, params, grads, observe=_observe, offsets=None):
+    """One device: the plain chain on the replicas' mean gradient of every step (and, with `offsets` [T, N],
+    their mean loss as `value`)."""
     state, p, ps, obs = tx.init(params), jax.tree.map(jnp.asarray, params), [], []
-    step = jax.jit(lambda g, s, p: tx.update(g, s, p))
+    if offsets is None:
+        step = jax.jit(lambda g, s, p, o: tx.update(g, s, p))
+    else:
+        step = jax.jit(lambda g, s, p, o: tx.update(g, s, p, value=_loss(p, o)))
     for t in range(T):
-        u, state = step(jax.tree.map(lambda g, t=t: np.mean(g[t], axis=0), grads), state, p)
+        o = None if offsets is None else np.mean(offsets[t])
+        u, state = step(jax.tree.map(lambda g, t=t: np.mean(g[t], axis=0), grads), state, p, o)
         p = gradtx.apply_updates(p, u)
         ps.append(p)
         obs.append(observe(state))
     return jax.tree.map(_stack, *ps), jax.tree.map(_stack, *obs)
 
 
-def _sharded(tx, params, grads, mode, observe=_observe):
-    """N replicas, the T steps in one `lax.scan` (one compilation; the state is its carry)."""
+def _sharded(tx, params, grads, mode, observe=_observe, offsets=None):
+    """N replicas, the T steps in one `lax.scan` (one compilation; the state is its carry); with `offsets`
+    [T, N], each replica's loss, averaged over the replicas (`parallel.mean_over`), is passed as `value`."""
+    if offsets is not None:
+        grads = {**grads, "__offset": offsets}
 
     def body(p, d):  # d: this replica's gradients, [T, ...]
         def step(carry, g):
             p, state = carry
-            u, state = tx.update(g, state, p)
+            if offsets is None:
+                u, state = tx.update(g, state, p)
+            else:
+                g, o = {k: v for k, v in g.items() if k != "__offset"}, g["__offset"]
+                value = gradtx.parallel.mean_over(_loss(p, o), _util.AXIS)
+                u, state = tx.update(g, state, p, value=value)
             p = gradtx.apply_updates(p, u)
             return (p, state), (p, observe(state.inner))
 
@@ -288,6 +306,30 @@ def test_per_tensor_and_global_norms_of_other_rules_equal_the_unsharded_run(make
     grads = {k: np.nan_to_num(g, nan=0.5, posinf=0.0) for k, g in grads.items()}
     got, _ = _sharded(sharded_state(make(), _util.AXIS), params, grads, "novma", observe=lambda s: ())
     ref = _unsharded(make(), params, grads, observe=lambda s: ())[0]
+    assert all(np.isfinite(v).all() for v in ref.values())
+    assert not np.allclose(ref["w"][-1], params["w"])  # it trained
+    _assert_all_replicas(got, ref)
+
+
+@pytest.mark.parametrize("mode", ["vma", "pmap"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: gradtx.momo(0.5, weight_decay=0.01, adapt_lower_bound=True),
+        lambda: gradtx.momo_adam(0.1, weight_decay=0.01),
+        lambda: ox.contrib.momo(0.5),
+    ],
+    ids=["momo", "momo_adam", "optax_compat_momo"],
+)
+def test_momo_inner_products_are_the_whole_trees_on_slices(make, mode):
+    """MoMo's and MoMo-Adam's step size reads inner products over the whole tree (<g, w>, <d, w>, |d|^2):
+    on ZeRO's slices each is the replicas' partial sums added, and with the replicas' mean loss as `value`
+    (each replica's batch has its own) the run is the unsharded one on the mean gradient and mean loss."""
+    params, grads = _problem(4)
+    grads = {k: np.nan_to_num(g, nan=0.5, posinf=0.0) for k, g in grads.items()}
+    offsets = np.random.default_rng(4).uniform(0.0, 0.5, (T, N)).astype(np.float32)
+    got, _ = _sharded(sharded_state(make(), _util.AXIS), params, grads, mode, lambda s: (), offsets)
+    ref = _unsharded(make(), params, grads, lambda s: (), offsets)[0]
     assert all(np.isfinite(v).all() for v in ref.values())
     assert not np.allclose(ref["w"][-1], params["w"])  # it trained
     _assert_all_replicas(got, ref)
