@@ -76,16 +76,15 @@ def _unsharded(tx, params, grads, observe=_observe, offsets=None):
 def _sharded(tx, params, grads, mode, observe=_observe, offsets=None):
     """N replicas, the T steps in one `lax.scan` (one compilation; the state is its carry); with `offsets`
     [T, N], each replica's loss, averaged over the replicas (`parallel.mean_over`), is passed as `value`."""
-    if offsets is not None:
-        grads = {**grads, "__offset": offsets}
+    data = grads if offsets is None else (grads, offsets)
 
-    def body(p, d):  # d: this replica's gradients, [T, ...]
+    def body(p, d):  # d: this replica's gradients (and loss offsets), [T, ...]
         def step(carry, g):
             p, state = carry
             if offsets is None:
                 u, state = tx.update(g, state, p)
             else:
-                g, o = {k: v for k, v in g.items() if k != "__offset"}, g["__offset"]
+                g, o = g
                 value = gradtx.parallel.mean_over(_loss(p, o), _util.AXIS)
                 u, state = tx.update(g, state, p, value=value)
             p = gradtx.apply_updates(p, u)
@@ -94,7 +93,7 @@ def _sharded(tx, params, grads, mode, observe=_observe, offsets=None):
         return jax.lax.scan(step, (p, tx.init(p)), d)[1]
 
     if mode == "pmap":
-        out = jax.pmap(body, axis_name=_util.AXIS, in_axes=(None, 1))(params, grads)
+        out = jax.pmap(body, axis_name=_util.AXIS, in_axes=(None, 1))(params, data)
     else:
         m, spec = _util.mesh(), P(None, _util.AXIS)
         f = jax.shard_map(
@@ -104,7 +103,7 @@ def _sharded(tx, params, grads, mode, observe=_observe, offsets=None):
             out_specs=P(_util.AXIS),
             check_vma=mode == "vma",
         )
-        out = jax.jit(f)(_util.put(params, m, P()), _util.put(grads, m, spec))
+        out = jax.jit(f)(_util.put(params, m, P()), _util.put(data, m, spec))
     return jax.tree.map(np.asarray, out)
 
 
